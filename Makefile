@@ -1,0 +1,43 @@
+# Two commands set everything up: `make run` and `make test` (see README).
+SHELL := /bin/bash
+DB := eval "$$(scripts/db.sh postgres)"
+APP_DB := eval "$$(scripts/db.sh raptor)"
+export CARGO_TERM_COLOR ?= never
+
+.PHONY: run test lint fmt openapi bench build db-up db-down ci
+
+## run: start Postgres if needed, then serve the API on RAPTOR_ADDR (default 127.0.0.1:8080)
+run:
+	@$(APP_DB) && cargo run --locked -p raptor-server --bin raptor -- serve
+
+## test: start Postgres if needed, then run every test (one database per test)
+test:
+	@$(DB) && cargo test --workspace --locked
+
+## lint: formatting and clippy, warnings are errors
+lint:
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets --locked -- -D warnings
+
+fmt:
+	cargo fmt --all
+
+## openapi: regenerate the checked-in spec
+openapi:
+	cargo run --locked -q -p raptor-server --bin raptor -- openapi > openapi/openapi.json
+
+## bench: latency and throughput of the write path against a real server and Postgres
+bench:
+	@$(DB) && cargo run --locked --release -p raptor-integration-tests --bin raptor-bench
+
+build:
+	cargo build --workspace --locked
+
+db-up:
+	@$(DB) && echo "$$DATABASE_URL"
+
+db-down:
+	-docker compose down 2>/dev/null
+	-[ -f target/pg/data/PG_VERSION ] && runuser -u postgres -- $$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n1)/pg_ctl -D target/pg/data stop
+
+ci: lint test

@@ -1,0 +1,75 @@
+//! `PUT /api/admin/flags/{name}`.
+
+use axum::extract::State;
+use axum::Json;
+use raptor_idempotency::FLAG_IDEMPOTENCY_MIDDLEWARE;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use utoipa::ToSchema;
+
+use crate::audit::{self, AuditEvent};
+use crate::auth::Operator;
+use crate::error::{ApiError, ApiResult, ErrorBody, ResultExt};
+use crate::extract::{ApiJson, ApiPath};
+use crate::state::ApiState;
+
+/// New value of a flag.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetFlagRequest {
+    /// On or off.
+    pub enabled: bool,
+}
+
+/// A flag's value.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FlagResponse {
+    /// The flag's name.
+    pub name: String,
+    /// Its value now.
+    pub enabled: bool,
+}
+
+/// Flip a run-time flag. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known; the new value reaches every
+/// server process within one second, without a restart.
+#[utoipa::path(put, path = "/api/admin/flags/{name}", tag = "admin",
+    security(("bearer" = [])),
+    params(("name" = String, Path, description = "Flag name, e.g. FLAG_IDEMPOTENCY_MIDDLEWARE")),
+    request_body = SetFlagRequest,
+    responses(
+        (status = 200, description = "stored", body = FlagResponse),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
+        (status = 403, description = "not an operator", body = ErrorBody),
+        (status = 404, description = "unknown flag", body = ErrorBody),
+    ))]
+pub(crate) async fn set_flag(
+    State(state): State<ApiState>,
+    operator: Operator,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(request): ApiJson<SetFlagRequest>,
+) -> ApiResult<Json<FlagResponse>> {
+    if name != FLAG_IDEMPOTENCY_MIDDLEWARE {
+        return Err(ApiError::NotFound("flag"));
+    }
+    let mut tx = state.db.begin().await.context("begin")?;
+    state
+        .idempotency
+        .set_enabled(&mut tx, request.enabled, Some(operator.id))
+        .await
+        .context("store flag")?;
+    audit::record(
+        &mut tx,
+        AuditEvent::new(
+            Some(operator.id),
+            "flag.set",
+            json!({ "name": name, "enabled": request.enabled }),
+        ),
+    )
+    .await
+    .context("audit flag")?;
+    tx.commit().await.context("commit flag")?;
+    Ok(Json(FlagResponse {
+        name,
+        enabled: request.enabled,
+    }))
+}

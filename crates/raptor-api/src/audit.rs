@@ -1,0 +1,75 @@
+//! The audit log: `record` is the single writer of `audit_log`, always called on the same
+//! connection (transaction) as the change it describes.
+
+use raptor_idempotency::{AuditFuture, ReplayAudit, ReplayEvent};
+use serde_json::{json, Value};
+use sqlx::{PgConnection, PgPool};
+
+tokio::task_local! {
+    /// The current request's id, set by the request-id middleware, stamped on audit rows.
+    pub static REQUEST_ID: String;
+}
+
+/// One audit row.
+#[derive(Debug, Clone)]
+pub struct AuditEvent {
+    /// The user the change belongs to (`None` for service or system actions).
+    pub user_id: Option<i32>,
+    /// Dotted action name, e.g. `order.filled`.
+    pub action: &'static str,
+    /// What happened, with enough detail to reconstruct it.
+    pub context: Value,
+}
+
+impl AuditEvent {
+    /// An event for `user_id`.
+    pub fn new(user_id: Option<i32>, action: &'static str, context: Value) -> Self {
+        Self {
+            user_id,
+            action,
+            context,
+        }
+    }
+}
+
+/// Appends one row. Takes `&mut PgConnection` so it can only join the caller's transaction.
+pub async fn record(conn: &mut PgConnection, event: AuditEvent) -> Result<i64, sqlx::Error> {
+    let request_id = REQUEST_ID.try_with(Clone::clone).ok();
+    sqlx::query_scalar(
+        "insert into audit_log (user_id, action, context, request_id)
+         values ($1, $2, $3, $4) returning id",
+    )
+    .bind(event.user_id)
+    .bind(event.action)
+    .bind(event.context)
+    .bind(request_id)
+    .fetch_one(conn)
+    .await
+}
+
+/// Writes the `idempotency_replay` row for each replay (ADR-0138: a replay is not a new state
+/// change, so it never duplicates the business row; it gets one distinct row of its own).
+pub(crate) struct ReplayAuditor;
+
+impl ReplayAudit for ReplayAuditor {
+    fn record<'a>(&'a self, pool: &'a PgPool, event: &'a ReplayEvent) -> AuditFuture<'a> {
+        Box::pin(async move {
+            let mut conn = pool.acquire().await?;
+            record(
+                &mut conn,
+                AuditEvent::new(
+                    event.scope_user_id,
+                    "idempotency_replay",
+                    json!({
+                        "idempotency_key_id": event.idempotency_key_id,
+                        "request_hash": event.request_hash,
+                        "response_code": event.response_code,
+                        "endpoint": event.endpoint,
+                    }),
+                ),
+            )
+            .await?;
+            Ok(())
+        })
+    }
+}

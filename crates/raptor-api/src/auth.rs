@@ -1,0 +1,227 @@
+//! Principals (CONTRACT §2): bearer tokens stored as SHA-256 hashes, users with roles, service
+//! principals, and the extractors that authenticate a request.
+
+use axum::extract::{FromRef, FromRequestParts};
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use raptor_idempotency::Scope;
+use sha2::{Digest, Sha256};
+use sqlx::PgConnection;
+
+use crate::error::{ApiError, ApiResult};
+use crate::state::ApiState;
+
+/// A user's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// An app user.
+    User,
+    /// Operator tooling: may call `/api/admin/*`.
+    Operator,
+}
+
+impl Role {
+    /// Parses the stored or CLI form.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "user" => Some(Self::User),
+            "operator" => Some(Self::Operator),
+            _ => None,
+        }
+    }
+
+    /// The stored form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::User => "user",
+            Self::Operator => "operator",
+        }
+    }
+}
+
+/// Who is calling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// A user's session token.
+    User {
+        /// `users.id`.
+        id: i32,
+        /// Its role.
+        role: Role,
+    },
+    /// A service token: no user, idempotency scope `NULL`.
+    Service {
+        /// The service's name.
+        name: String,
+    },
+}
+
+impl Principal {
+    /// The user id, if a user.
+    pub fn user_id(&self) -> Option<i32> {
+        match self {
+            Self::User { id, .. } => Some(*id),
+            Self::Service { .. } => None,
+        }
+    }
+}
+
+/// An authenticated user (services are refused with 403).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AuthUser {
+    /// `users.id`.
+    pub id: i32,
+    /// Its role.
+    pub role: Role,
+}
+
+/// An authenticated operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Operator {
+    /// The operator's `users.id`.
+    pub id: i32,
+}
+
+/// A fresh random bearer token: 256 bits, hex, with a prefix that makes leaked tokens greppable.
+pub fn new_token() -> ApiResult<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)
+        .map_err(|err| ApiError::Internal(anyhow::anyhow!("no randomness: {err}")))?;
+    Ok(format!("rpt_{}", hex::encode(bytes)))
+}
+
+/// The stored form of a token.
+pub fn hash_token(token: &str) -> Vec<u8> {
+    Sha256::digest(token.as_bytes()).to_vec()
+}
+
+/// Stores a session token for `user_id`.
+pub async fn insert_session_token(
+    conn: &mut PgConnection,
+    user_id: i32,
+    token: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("insert into api_tokens (token_hash, kind, user_id) values ($1, 'session', $2)")
+        .bind(hash_token(token))
+        .bind(user_id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Stores a service token.
+pub async fn insert_service_token(
+    conn: &mut PgConnection,
+    name: &str,
+    token: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "insert into api_tokens (token_hash, kind, service_name) values ($1, 'service', $2)",
+    )
+    .bind(hash_token(token))
+    .bind(name)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+#[derive(sqlx::FromRow)]
+struct TokenRow {
+    user_id: Option<i32>,
+    role: Option<String>,
+    service_name: Option<String>,
+}
+
+fn bearer(parts: &Parts) -> Option<&str> {
+    let value = parts.headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+impl<S> FromRequestParts<S> for Principal
+where
+    S: Send + Sync,
+    ApiState: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
+        if let Some(principal) = parts.extensions.get::<Principal>() {
+            return Ok(principal.clone());
+        }
+        let token = bearer(parts).ok_or(ApiError::Unauthenticated)?;
+        let state = ApiState::from_ref(state);
+        let row: Option<TokenRow> = sqlx::query_as(
+            "select t.user_id, u.role, t.service_name
+               from api_tokens t left join users u on u.id = t.user_id
+              where t.token_hash = $1 and (t.expires_at is null or t.expires_at > now())",
+        )
+        .bind(hash_token(token))
+        .fetch_optional(&state.db)
+        .await?;
+        let row = row.ok_or(ApiError::Unauthenticated)?;
+        let principal = match (
+            row.user_id,
+            row.role.as_deref().and_then(Role::parse),
+            row.service_name,
+        ) {
+            (Some(id), Some(role), _) => Principal::User { id, role },
+            (None, _, Some(name)) => Principal::Service { name },
+            _ => return Err(ApiError::Unauthenticated),
+        };
+        // The idempotency extractor, which runs last, scopes keys by this.
+        parts.extensions.insert(Scope {
+            user_id: principal.user_id(),
+        });
+        parts.extensions.insert(principal.clone());
+        Ok(principal)
+    }
+}
+
+impl<S> FromRequestParts<S> for AuthUser
+where
+    S: Send + Sync,
+    ApiState: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
+        match Principal::from_request_parts(parts, state).await? {
+            Principal::User { id, role } => Ok(Self { id, role }),
+            Principal::Service { .. } => Err(ApiError::Forbidden),
+        }
+    }
+}
+
+impl<S> FromRequestParts<S> for Operator
+where
+    S: Send + Sync,
+    ApiState: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
+        match Principal::from_request_parts(parts, state).await? {
+            Principal::User {
+                id,
+                role: Role::Operator,
+            } => Ok(Self { id }),
+            _ => Err(ApiError::Forbidden),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_long_random_and_hashed() {
+        let (a, b) = (new_token().expect("token"), new_token().expect("token"));
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 4 + 64);
+        assert_eq!(hash_token(&a).len(), 32);
+        assert_ne!(hash_token(&a), hash_token(&b));
+    }
+}

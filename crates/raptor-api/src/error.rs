@@ -1,0 +1,247 @@
+//! `ApiError`: the one error type of the API and its JSON envelope
+//! `{"error": code, "message": text, ...context}` (CONTRACT §3). Internal details never reach
+//! the client: they are logged once, inside the request span, with its request id.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use raptor_engine::OrderRejection;
+use raptor_idempotency::ErrorReply;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use utoipa::ToSchema;
+
+/// Result alias for handlers and store functions.
+pub type ApiResult<T, E = ApiError> = Result<T, E>;
+
+/// Every way a request can fail.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 401: missing, unknown or expired bearer token.
+    #[error("authentication required")]
+    Unauthenticated,
+    /// 403: the principal may not do this.
+    #[error("forbidden")]
+    Forbidden,
+    /// 404.
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// 400 with a specific code (bad path parameter, bad query...).
+    #[error("{message}")]
+    BadRequest {
+        /// Machine code.
+        code: &'static str,
+        /// Human text.
+        message: String,
+    },
+    /// 413: the body exceeds the limit.
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// 415: the body is not JSON.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// 422: the request is well-formed but its values are not acceptable.
+    #[error("{message}")]
+    Invalid {
+        /// Machine code.
+        code: &'static str,
+        /// Human text.
+        message: String,
+    },
+    /// 409 with a specific code.
+    #[error("{message}")]
+    Conflict {
+        /// Machine code.
+        code: &'static str,
+        /// Human text.
+        message: String,
+    },
+    /// An order the engine refused (403 or 422 by kind).
+    #[error(transparent)]
+    Rejected(#[from] OrderRejection),
+    /// 422: the order is filled, expired or otherwise not open.
+    #[error("order is {status} and cannot be canceled")]
+    OrderNotCancelable {
+        /// The order's status.
+        status: String,
+    },
+    /// 503: `MBT_NEW_ORDERS_DISABLED` is on.
+    #[error("new orders are disabled")]
+    NewOrdersDisabled,
+    /// 403: the account is not a paper account.
+    #[error("live trading is not available")]
+    LiveTradingUnavailable,
+    /// 503: the database did not answer (pool timeout, connection refused).
+    #[error("database unavailable")]
+    Unavailable(#[source] sqlx::Error),
+    /// 500: anything else. Logged, never shown.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(err: sqlx::Error) -> Self {
+        match err {
+            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
+                Self::Unavailable(err)
+            }
+            other => Self::Internal(anyhow::Error::new(other)),
+        }
+    }
+}
+
+/// The error body every error response carries (documented once in OpenAPI).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// Stable machine code, e.g. `insufficient_buying_power`.
+    #[schema(example = "insufficient_buying_power")]
+    pub error: String,
+    /// Human-readable explanation.
+    pub message: String,
+}
+
+impl ApiError {
+    /// A 422 with a code.
+    pub fn invalid(code: &'static str, message: impl Into<String>) -> Self {
+        Self::Invalid {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// A 400 with a code.
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::BadRequest {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Self::Forbidden | Self::LiveTradingUnavailable => StatusCode::FORBIDDEN,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::Invalid { .. } | Self::OrderNotCancelable { .. } => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            Self::Conflict { .. } => StatusCode::CONFLICT,
+            Self::Rejected(rejection) => match rejection {
+                OrderRejection::InsufficientBuyingPower { .. }
+                | OrderRejection::InsufficientQty { .. }
+                | OrderRejection::UncoveredShortOption { .. } => StatusCode::FORBIDDEN,
+                _ => StatusCode::UNPROCESSABLE_ENTITY,
+            },
+            Self::NewOrdersDisabled | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The stable machine code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Unauthenticated => "unauthenticated",
+            Self::Forbidden => "forbidden",
+            Self::NotFound(_) => "not_found",
+            Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::UnsupportedMediaType(_) => "unsupported_media_type",
+            Self::BadRequest { code, .. }
+            | Self::Invalid { code, .. }
+            | Self::Conflict { code, .. } => code,
+            Self::Rejected(rejection) => rejection.code(),
+            Self::OrderNotCancelable { .. } => "order_not_cancelable",
+            Self::NewOrdersDisabled => "new_orders_disabled",
+            Self::LiveTradingUnavailable => "live_trading_unavailable",
+            Self::Unavailable(_) => "database_unavailable",
+            Self::Internal(_) => "internal",
+        }
+    }
+
+    /// The JSON body: code, message and the context members of the variant.
+    pub fn to_body(&self) -> Value {
+        let message = match self {
+            Self::Internal(_) => "internal server error".to_owned(),
+            other => other.to_string(),
+        };
+        let mut body = Map::new();
+        body.insert("error".into(), Value::from(self.code()));
+        body.insert("message".into(), Value::from(message));
+        match self {
+            Self::Rejected(OrderRejection::InsufficientBuyingPower {
+                buying_power,
+                cost_basis,
+            }) => {
+                body.insert("buying_power".into(), json!(buying_power.to_string()));
+                body.insert("cost_basis".into(), json!(cost_basis.to_string()));
+            }
+            Self::Rejected(OrderRejection::InsufficientQty {
+                symbol,
+                available,
+                requested,
+            }) => {
+                body.insert("symbol".into(), json!(symbol));
+                body.insert("available".into(), json!(available.to_string()));
+                body.insert("requested".into(), json!(requested.to_string()));
+            }
+            Self::Rejected(
+                OrderRejection::QuoteUnavailable { symbol }
+                | OrderRejection::ContractExpired { symbol }
+                | OrderRejection::UncoveredShortOption { symbol },
+            ) => {
+                body.insert("symbol".into(), json!(symbol));
+            }
+            Self::OrderNotCancelable { status } => {
+                body.insert("status".into(), json!(status));
+            }
+            _ => {}
+        }
+        Value::Object(body)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        match &self {
+            Self::Internal(err) => tracing::error!(error = ?err, "internal error"),
+            Self::Unavailable(err) => tracing::warn!(error = %err, "database unavailable"),
+            _ => {}
+        }
+        let mut response = (self.status(), axum::Json(self.to_body())).into_response();
+        if matches!(self, Self::Unavailable(_) | Self::NewOrdersDisabled) {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        response
+    }
+}
+
+impl ErrorReply for ApiError {
+    fn status(&self) -> StatusCode {
+        ApiError::status(self)
+    }
+
+    fn body(&self) -> Value {
+        self.to_body()
+    }
+}
+
+/// Adds context to infrastructure errors on the way to a 500, keeping 503s for an unavailable
+/// database.
+pub trait ResultExt<T> {
+    /// Like `anyhow::Context`, for `sqlx` results.
+    fn context(self, what: &'static str) -> ApiResult<T>;
+}
+
+impl<T> ResultExt<T> for Result<T, sqlx::Error> {
+    fn context(self, what: &'static str) -> ApiResult<T> {
+        self.map_err(|err| match ApiError::from(err) {
+            ApiError::Internal(err) => ApiError::Internal(err.context(what)),
+            other => other,
+        })
+    }
+}

@@ -1,0 +1,98 @@
+//! Operational endpoints: liveness, readiness, metrics, the OpenAPI document and its page.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::state::ApiState;
+
+/// Liveness/readiness answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct HealthResponse {
+    /// `ok` or `unavailable`.
+    pub(crate) status: &'static str,
+}
+
+pub(crate) fn routes() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::new()
+        .routes(routes!(get_healthz))
+        .routes(routes!(get_readyz))
+        .routes(routes!(get_metrics))
+}
+
+/// Liveness: 200 while the process runs.
+#[utoipa::path(get, path = "/healthz", tag = "ops",
+    responses((status = 200, description = "alive", body = HealthResponse)))]
+pub(crate) async fn get_healthz() -> Json<HealthResponse> {
+    Json(HealthResponse { status: "ok" })
+}
+
+/// Readiness: 200 when Postgres answers within a second, else 503.
+#[utoipa::path(get, path = "/readyz", tag = "ops",
+    responses(
+        (status = 200, description = "ready", body = HealthResponse),
+        (status = 503, description = "Postgres does not answer", body = HealthResponse),
+    ))]
+pub(crate) async fn get_readyz(State(state): State<ApiState>) -> Response {
+    let ping = sqlx::query_scalar::<_, i32>("select 1").fetch_one(&state.db);
+    match tokio::time::timeout(Duration::from_secs(1), ping).await {
+        Ok(Ok(_)) => Json(HealthResponse { status: "ok" }).into_response(),
+        Ok(Err(err)) => {
+            tracing::warn!(error = %err, "readiness check failed");
+            unavailable()
+        }
+        Err(_) => {
+            tracing::warn!("readiness check timed out");
+            unavailable()
+        }
+    }
+}
+
+fn unavailable() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        Json(HealthResponse {
+            status: "unavailable",
+        }),
+    )
+        .into_response()
+}
+
+/// Prometheus metrics in the text exposition format.
+#[utoipa::path(get, path = "/metrics", tag = "ops",
+    responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
+pub(crate) async fn get_metrics() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        crate::telemetry::prometheus().render(),
+    )
+        .into_response()
+}
+
+/// `GET /openapi.json` and `GET /docs`, served from the generated document.
+pub(crate) fn docs_router(spec: &utoipa::openapi::OpenApi) -> axum::Router<ApiState> {
+    let json = crate::openapi::to_json(spec);
+    let page = crate::openapi::to_html(spec);
+    axum::Router::new()
+        .route(
+            "/openapi.json",
+            axum::routing::get(move || {
+                let json = json.clone();
+                async move { ([(header::CONTENT_TYPE, "application/json")], json) }
+            }),
+        )
+        .route(
+            "/docs",
+            axum::routing::get(move || {
+                let page = page.clone();
+                async move { Html(page) }
+            }),
+        )
+}

@@ -1,0 +1,62 @@
+#![doc = include_str!("../README.md")]
+
+pub mod accounts;
+pub mod admin;
+pub mod audit;
+pub mod auth;
+pub mod error;
+pub mod extract;
+mod health;
+pub mod middleware;
+pub mod openapi;
+pub mod state;
+pub mod telemetry;
+pub mod trading;
+
+use axum::Router;
+use sqlx::migrate::Migrator;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+
+pub use error::{ApiError, ApiResult};
+pub use state::{ApiConfig, ApiState, Clock, FixedClock, SystemClock};
+
+/// Every migration of the workspace, embedded.
+pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations");
+
+/// All documented routes. A route cannot exist without its OpenAPI entry: `routes!` registers
+/// the handler and its `#[utoipa::path]` together.
+pub fn api_routes() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .merge(health::routes())
+        .merge(trading::routes())
+        .merge(accounts::routes())
+        .merge(admin::routes())
+}
+
+/// The generated OpenAPI document.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api_routes().split_for_parts().1
+}
+
+/// The application: every route, `/openapi.json`, `/docs`, and every layer.
+pub fn app(state: ApiState) -> Router {
+    app_with(state, Router::new())
+}
+
+/// [`app`] plus `extra` routes that get the same state and layers (tests mount probe routes
+/// this way).
+pub fn app_with(state: ApiState, extra: Router<ApiState>) -> Router {
+    let (routes, spec) = api_routes().split_for_parts();
+    let config = state.config.clone();
+    let router = routes
+        .merge(health::docs_router(&spec))
+        .merge(extra)
+        .fallback(not_found)
+        .with_state(state);
+    middleware::layers(router, &config)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("route")
+}

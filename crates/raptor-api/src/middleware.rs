@@ -1,0 +1,168 @@
+//! Cross-cutting HTTP layers: request ids, the request span, latency metrics, CORS, limits,
+//! timeouts, panics, and the safety net that turns any non-JSON error into the JSON envelope.
+
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::{MatchedPath, Request};
+use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::audit::REQUEST_ID;
+use crate::state::ApiConfig;
+
+/// The request id header, in and out.
+pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Wraps `router` in every layer. `Router::layer` wraps each route (and the fallback); the last
+/// layer added is the outermost, so this reads from the inside out.
+pub fn layers(router: Router, config: &ApiConfig) -> Router {
+    router
+        .layer(axum::extract::DefaultBodyLimit::max(config.body_limit))
+        .layer(axum::middleware::from_fn(record_latency))
+        .layer(RequestBodyLimitLayer::new(config.body_limit))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            config.request_timeout,
+        ))
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(axum::middleware::from_fn(scope_request_id))
+        .layer(axum::middleware::from_fn(json_errors))
+        .layer(cors(&config.cors_origins))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID_HEADER))
+        .layer(TraceLayer::new_for_http().make_span_with(make_span))
+        .layer(SetRequestIdLayer::new(REQUEST_ID_HEADER, MakeRequestUuid))
+}
+
+fn make_span(request: &Request<Body>) -> tracing::Span {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str);
+    let request_id = request
+        .headers()
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    tracing::info_span!(
+        "http.request",
+        http.method = %request.method(),
+        http.route = route,
+        request_id,
+    )
+}
+
+fn cors(origins: &[String]) -> CorsLayer {
+    let origins: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|o| HeaderValue::from_str(o.trim()).ok())
+        .collect();
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::list(origins))
+        .allow_methods([
+            Method::GET,
+            Method::POST,
+            Method::PUT,
+            Method::PATCH,
+            Method::DELETE,
+        ])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            HeaderName::from_static("idempotency-key"),
+            REQUEST_ID_HEADER,
+        ])
+        .expose_headers([
+            HeaderName::from_static("idempotent-replayed"),
+            header::RETRY_AFTER,
+            REQUEST_ID_HEADER,
+            header::LOCATION,
+        ])
+        .max_age(Duration::from_secs(600))
+}
+
+/// Makes the request id available to `audit::record` for the whole request.
+async fn scope_request_id(request: Request, next: Next) -> Response {
+    let id = request
+        .headers()
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    REQUEST_ID.scope(id, next.run(request)).await
+}
+
+/// Per-route latency histogram, labelled by the matched route (low cardinality).
+async fn record_latency(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().to_string();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let response = next.run(request).await;
+    metrics::histogram!(
+        "raptor_http_request_duration_seconds",
+        "method" => method,
+        "route" => route,
+        "status" => response.status().as_u16().to_string(),
+    )
+    .record(started.elapsed().as_secs_f64());
+    response
+}
+
+/// Any error response that is not JSON (tower-http's 413 and timeout, axum's 405, a panic)
+/// becomes the JSON envelope, so no client ever sees a plain-text or HTML error.
+async fn json_errors(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.contains("json"));
+    if is_json {
+        return response;
+    }
+    let code = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::SERVICE_UNAVAILABLE => "request_timeout",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        s if s.is_server_error() => "internal",
+        _ => "bad_request",
+    };
+    let message = status.canonical_reason().unwrap_or("error");
+    let (mut parts, _) = response.into_parts();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let body = axum::Json(serde_json::json!({ "error": code, "message": message }));
+    let mut fresh = body.into_response();
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    *fresh.headers_mut() = parts.headers;
+    *fresh.status_mut() = status;
+    fresh
+}
+
+fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    tracing::error!("handler panicked");
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        axum::Json(serde_json::json!({ "error": "internal", "message": "internal server error" })),
+    )
+        .into_response()
+}

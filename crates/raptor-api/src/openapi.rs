@@ -1,0 +1,109 @@
+//! The OpenAPI document: the shared parts (info, security, error body, the Idempotency-Key
+//! header) and its two renderings, JSON and a small HTML page.
+
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::OpenApi as Spec;
+use utoipa::{IntoParams, Modify, OpenApi};
+
+use crate::error::ErrorBody;
+
+/// The document's fixed parts; every path comes from the routers via utoipa-axum.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Raptor write API",
+        description = "Orders, option rolls, billing and account changes with Idempotency-Key \
+                       at-most-once execution (ADR-0138).",
+        version = "0.1.0"
+    ),
+    modifiers(&BearerAuth),
+    components(schemas(ErrorBody)),
+    tags(
+        (name = "ops", description = "Health, readiness, metrics"),
+        (name = "trading", description = "Paper orders, rolls, closes, account"),
+        (name = "account", description = "Profile, export and erasure"),
+        (name = "admin", description = "Operator tooling"),
+    )
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut Spec) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The `Idempotency-Key` request header of instrumented routes.
+#[derive(Debug, IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct IdempotencyKeyHeader {
+    /// A UUID (any version), bare or as a quoted structured-field string. Absent: no dedup.
+    /// Present: the first request executes, retries replay its response
+    /// (`Idempotent-Replayed: true`).
+    #[param(rename = "Idempotency-Key", value_type = Option<String>, format = Uuid)]
+    pub idempotency_key: Option<String>,
+}
+
+/// The JSON bytes served at `/openapi.json` and written to `openapi/openapi.json`.
+pub fn to_json(spec: &Spec) -> String {
+    let mut json = spec
+        .to_pretty_json()
+        .unwrap_or_else(|err| format!("{{\"error\": \"{err}\"}}"));
+    json.push('\n');
+    json
+}
+
+/// A self-contained HTML page listing every operation (no external assets).
+pub fn to_html(spec: &Spec) -> String {
+    let mut rows = String::new();
+    for (path, item) in &spec.paths.paths {
+        let operations = [
+            ("GET", &item.get),
+            ("POST", &item.post),
+            ("PUT", &item.put),
+            ("PATCH", &item.patch),
+            ("DELETE", &item.delete),
+        ];
+        for (method, operation) in operations {
+            let Some(operation) = operation else { continue };
+            let summary = operation.summary.as_deref().unwrap_or_default();
+            let description = operation.description.as_deref().unwrap_or_default();
+            let statuses: Vec<&str> = operation
+                .responses
+                .responses
+                .keys()
+                .map(String::as_str)
+                .collect();
+            rows.push_str(&format!(
+                "<tr><td><code>{method}</code></td><td><code>{}</code></td><td><b>{}</b><br>{}</td><td>{}</td></tr>\n",
+                escape(path),
+                escape(summary),
+                escape(description).replace('\n', "<br>"),
+                escape(&statuses.join(" ")),
+            ));
+        }
+    }
+    format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{title}</title>\
+         <style>body{{font-family:sans-serif;margin:2em}}td{{vertical-align:top;padding:.4em;border-bottom:1px solid #ddd}}</style>\
+         </head><body><h1>{title} {version}</h1><p>{description}</p>\
+         <p>Machine-readable: <a href=\"/openapi.json\">/openapi.json</a></p>\
+         <table><tr><th>Method</th><th>Path</th><th>Description</th><th>Responses</th></tr>\n{rows}</table></body></html>\n",
+        title = escape(&spec.info.title),
+        version = escape(&spec.info.version),
+        description = escape(spec.info.description.as_deref().unwrap_or_default()),
+    )
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}

@@ -1,0 +1,593 @@
+//! The paper book's operations: place (orders, rolls, closes), cancel, reset, and quote-driven
+//! fills. Each runs on the caller's connection (a `Claim` transaction or a plain one), locks the
+//! account first, asks the pure engine, then writes the result and its audit rows.
+
+use raptor_engine::{
+    AccountState, Decision, Instrument, LegSpec, OrderClass, OrderEvent, OrderSpec, OrderType,
+    Position, PositionIntent, Side, TimeInForce, Transition,
+};
+use raptor_idempotency::IdempotencyKey;
+use rust_decimal::Decimal;
+use serde_json::json;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::dto::{
+    self, AccountResponse, ClosePositionRequest, CreateOrderRequest, OrderClassDto, OrderResponse,
+    QuoteResponse, RollRequest,
+};
+use super::store::{self, StoredOrder};
+use crate::audit::{self, AuditEvent};
+use crate::error::{ApiError, ApiResult, ResultExt};
+use crate::state::ApiState;
+
+/// Namespace of derived `client_order_id`s (UUIDv5 of account, purpose and Idempotency-Key).
+const CLIENT_ORDER_ID_NAMESPACE: Uuid = Uuid::from_u128(0x6d1e_0f3a_51c4_4e1b_9a0d_7c55_2b8e_11a7);
+
+/// What the caller asked for.
+pub(crate) enum Intent {
+    /// `POST /orders`.
+    Order(CreateOrderRequest),
+    /// `POST /positions/{symbol}/roll`.
+    Roll { from: String, request: RollRequest },
+    /// `POST /positions/{symbol}/close`.
+    Close {
+        symbol: String,
+        request: ClosePositionRequest,
+    },
+}
+
+impl Intent {
+    fn purpose(&self) -> &'static str {
+        match self {
+            Self::Order(_) => "order",
+            Self::Roll { .. } => "roll",
+            Self::Close { .. } => "close",
+        }
+    }
+}
+
+fn instrument(symbol: &str) -> ApiResult<Instrument> {
+    Instrument::parse(symbol).map_err(|err| ApiError::invalid("invalid_symbol", err.to_string()))
+}
+
+fn invalid(reason: impl Into<String>) -> ApiError {
+    ApiError::invalid("invalid_order", reason)
+}
+
+/// Picks the intent of a leg: the explicit one (checked against `side`), or the one implied by
+/// `side` and the current position.
+fn leg_intent(
+    symbol: &str,
+    side: Option<Side>,
+    intent: Option<PositionIntent>,
+    positions: &std::collections::BTreeMap<String, Position>,
+) -> ApiResult<PositionIntent> {
+    match (side, intent) {
+        (Some(side), Some(intent)) if intent.side() != side => Err(invalid(format!(
+            "{symbol}: side {side} contradicts position_intent {intent}"
+        ))),
+        (_, Some(intent)) => Ok(intent),
+        (Some(side), None) => {
+            let held = positions.get(symbol).map_or(Decimal::ZERO, |p| p.qty);
+            Ok(PositionIntent::infer(side, held))
+        }
+        (None, None) => Err(invalid(format!(
+            "{symbol}: side or position_intent is required"
+        ))),
+    }
+}
+
+/// Turns a request into an engine order, given the (locked) positions.
+fn to_spec(
+    intent: &Intent,
+    positions: &std::collections::BTreeMap<String, Position>,
+) -> ApiResult<(OrderSpec, Option<String>)> {
+    match intent {
+        Intent::Order(request) => {
+            let order_type = request.order_type.into();
+            let time_in_force = request.time_in_force.map_or(TimeInForce::Day, Into::into);
+            let class = request.order_class.unwrap_or(OrderClassDto::Simple);
+            let legs = match class {
+                OrderClassDto::Simple => {
+                    if request.legs.as_ref().is_some_and(|l| !l.is_empty()) {
+                        return Err(invalid("legs are only allowed with order_class mleg"));
+                    }
+                    let symbol = request
+                        .symbol
+                        .as_deref()
+                        .ok_or_else(|| invalid("symbol is required"))?;
+                    let intent = leg_intent(
+                        symbol,
+                        request.side.map(Into::into),
+                        request.position_intent.map(Into::into),
+                        positions,
+                    )?;
+                    vec![LegSpec {
+                        instrument: instrument(symbol)?,
+                        side: intent.side(),
+                        ratio_qty: 1,
+                        position_intent: intent,
+                    }]
+                }
+                OrderClassDto::Mleg => {
+                    if request.symbol.is_some() || request.side.is_some() {
+                        return Err(invalid("mleg orders take symbol and side per leg"));
+                    }
+                    let legs = request.legs.as_deref().unwrap_or_default();
+                    legs.iter()
+                        .map(|leg| {
+                            let intent = leg_intent(
+                                &leg.symbol,
+                                leg.side.map(Into::into),
+                                leg.position_intent.map(Into::into),
+                                positions,
+                            )?;
+                            Ok(LegSpec {
+                                instrument: instrument(&leg.symbol)?,
+                                side: intent.side(),
+                                ratio_qty: leg.ratio_qty.unwrap_or(1),
+                                position_intent: intent,
+                            })
+                        })
+                        .collect::<ApiResult<Vec<_>>>()?
+                }
+            };
+            Ok((
+                OrderSpec {
+                    class: class.into(),
+                    order_type,
+                    time_in_force,
+                    qty: request.qty,
+                    limit_price: request.limit_price,
+                    legs,
+                },
+                request.client_order_id.clone(),
+            ))
+        }
+        Intent::Roll { from, request } => {
+            let spec = OrderSpec {
+                class: OrderClass::Mleg,
+                order_type: if request.limit_price.is_some() {
+                    OrderType::Limit
+                } else {
+                    OrderType::Market
+                },
+                time_in_force: TimeInForce::Day,
+                qty: request.qty,
+                limit_price: request.limit_price,
+                legs: vec![
+                    LegSpec {
+                        instrument: instrument(from)?,
+                        side: Side::Buy,
+                        ratio_qty: 1,
+                        position_intent: PositionIntent::BuyToClose,
+                    },
+                    LegSpec {
+                        instrument: instrument(&request.to_symbol)?,
+                        side: Side::Sell,
+                        ratio_qty: 1,
+                        position_intent: PositionIntent::SellToOpen,
+                    },
+                ],
+            };
+            Ok((spec, None))
+        }
+        Intent::Close { symbol, request } => {
+            let held = positions
+                .get(symbol)
+                .map(|p| p.qty)
+                .filter(|q| !q.is_zero())
+                .ok_or(ApiError::NotFound("position"))?;
+            let intent = if held.is_sign_negative() {
+                PositionIntent::BuyToClose
+            } else {
+                PositionIntent::SellToClose
+            };
+            let spec = OrderSpec::simple(
+                instrument(symbol)?,
+                intent,
+                request.qty.unwrap_or(held.abs()),
+                OrderType::Market,
+                None,
+                TimeInForce::Day,
+            );
+            Ok((spec, None))
+        }
+    }
+}
+
+fn client_order_id(
+    user_id: i32,
+    purpose: &str,
+    requested: Option<String>,
+    key: Option<IdempotencyKey>,
+) -> ApiResult<String> {
+    match requested {
+        Some(id) if id.trim().is_empty() || id.len() > 128 => {
+            Err(invalid("client_order_id must be 1 to 128 characters"))
+        }
+        Some(id) => Ok(id),
+        // Deterministic from the account and the key, so a future live adapter can forward it
+        // as the broker's own dedup id; random when there is no key.
+        None => Ok(match key {
+            Some(key) => Uuid::new_v5(
+                &CLIENT_ORDER_ID_NAMESPACE,
+                format!("{user_id}:{purpose}:{key}").as_bytes(),
+            ),
+            None => Uuid::new_v4(),
+        }
+        .to_string()),
+    }
+}
+
+fn spec_context(spec: &OrderSpec) -> serde_json::Value {
+    json!({
+        "order_class": spec.class.as_str(),
+        "type": spec.order_type.as_str(),
+        "qty": spec.qty.to_string(),
+        "limit_price": spec.limit_price.map(|p| p.to_string()),
+        "legs": spec.legs.iter().map(|l| json!({
+            "symbol": l.instrument.symbol(),
+            "side": l.side.as_str(),
+            "position_intent": l.position_intent.as_str(),
+            "ratio_qty": l.ratio_qty,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+async fn account_state(
+    conn: &mut PgConnection,
+    user_id: i32,
+) -> ApiResult<(store::AccountRow, AccountState, Vec<StoredOrder>)> {
+    let account = store::lock_account(conn, user_id).await?;
+    if account.mode != "paper" {
+        return Err(ApiError::LiveTradingUnavailable);
+    }
+    let positions = store::lock_positions(conn, user_id).await?;
+    let open = store::open_orders(conn, user_id).await?;
+    let state = AccountState {
+        cash: account.cash,
+        positions,
+        open_orders: open.iter().map(StoredOrder::open_order).collect(),
+    };
+    Ok((account, state, open))
+}
+
+/// Places an order, roll or close for `user_id`.
+pub(crate) async fn place(
+    conn: &mut PgConnection,
+    state: &ApiState,
+    user_id: i32,
+    intent: Intent,
+    key: Option<IdempotencyKey>,
+) -> ApiResult<OrderResponse> {
+    let now = state.clock.now();
+    let purpose = intent.purpose();
+    let (_, account, _) = account_state(conn, user_id).await?;
+    let (spec, requested_id) = to_spec(&intent, &account.positions)?;
+    let client_order_id = client_order_id(user_id, purpose, requested_id, key)?;
+    if store::client_order_id_taken(conn, user_id, &client_order_id).await? {
+        return Err(ApiError::invalid(
+            "duplicate_client_order_id",
+            format!("client_order_id {client_order_id} is already used on this account"),
+        ));
+    }
+    let symbols: Vec<String> = spec
+        .legs
+        .iter()
+        .map(|l| l.instrument.symbol().to_owned())
+        .collect();
+    let quotes = store::load_quotes(conn, &symbols).await?;
+
+    let decision = match state
+        .engine
+        .submit(&account, &spec, &quotes, now.date_naive())
+    {
+        Ok(decision) => decision,
+        Err(rejection) => {
+            // The rejection is a business answer: audited, committed and replayed.
+            audit::record(
+                conn,
+                AuditEvent::new(
+                    Some(user_id),
+                    "order.rejected",
+                    json!({ "code": rejection.code(), "reason": rejection.to_string(),
+                            "purpose": purpose, "client_order_id": client_order_id,
+                            "order": spec_context(&spec) }),
+                ),
+            )
+            .await
+            .context("audit rejection")?;
+            return Err(rejection.into());
+        }
+    };
+
+    let id = Uuid::new_v4();
+    let (status, reserved_cash, execution) = match &decision {
+        Decision::Filled(execution) => (
+            raptor_engine::OrderStatus::Filled,
+            Decimal::ZERO,
+            Some(execution),
+        ),
+        Decision::Rest { reserved_cash } => (raptor_engine::OrderStatus::New, *reserved_cash, None),
+    };
+    store::insert_order(
+        conn,
+        &store::NewOrder {
+            id,
+            user_id,
+            client_order_id: &client_order_id,
+            idempotency_key: key.map(|k| k.to_string()),
+            purpose,
+            spec: &spec,
+            status,
+            reserved_cash,
+            execution,
+            at: now,
+        },
+    )
+    .await?;
+    audit::record(
+        conn,
+        AuditEvent::new(
+            Some(user_id),
+            "order.accepted",
+            json!({ "order_id": id, "purpose": purpose, "client_order_id": client_order_id,
+                    "reserved_cash": reserved_cash.to_string(), "order": spec_context(&spec) }),
+        ),
+    )
+    .await
+    .context("audit accepted")?;
+    if let Some(execution) = execution {
+        record_fill(conn, user_id, id, execution, "submit").await?;
+    }
+    store::find_order(conn, user_id, id, false)
+        .await?
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("order {id} vanished")))
+}
+
+/// Applies an execution's positions and cash and writes its `order.filled` row.
+async fn record_fill(
+    conn: &mut PgConnection,
+    user_id: i32,
+    order_id: Uuid,
+    execution: &raptor_engine::Execution,
+    trigger: &'static str,
+) -> ApiResult<()> {
+    store::save_positions(conn, user_id, &execution.positions).await?;
+    store::apply_cash(conn, user_id, execution).await?;
+    audit::record(
+        conn,
+        AuditEvent::new(
+            Some(user_id),
+            "order.filled",
+            json!({
+                "order_id": order_id,
+                "trigger": trigger,
+                "net_price": execution.net_price.to_string(),
+                "cash_delta": execution.cash_delta.to_string(),
+                "fees": execution.fees.to_string(),
+                "realized_pnl": execution.realized_pnl.to_string(),
+                "fills": execution.fills.iter().map(|f| json!({
+                    "leg_index": f.leg_index, "symbol": f.symbol, "side": f.side.as_str(),
+                    "qty": f.qty.to_string(), "price": f.price.to_string(),
+                    "realized_pnl": f.realized_pnl.to_string(),
+                })).collect::<Vec<_>>(),
+            }),
+        ),
+    )
+    .await
+    .context("audit fill")?;
+    Ok(())
+}
+
+/// Cancels an open order; a canceled one is returned unchanged (no new audit row).
+pub(crate) async fn cancel(
+    conn: &mut PgConnection,
+    state: &ApiState,
+    user_id: i32,
+    order_id: Uuid,
+) -> ApiResult<OrderResponse> {
+    store::lock_account(conn, user_id).await?;
+    let order = store::find_order(conn, user_id, order_id, true)
+        .await?
+        .ok_or(ApiError::NotFound("order"))?;
+    let status: raptor_engine::OrderStatus = order
+        .status
+        .parse()
+        .map_err(|_| ApiError::Internal(anyhow::anyhow!("bad stored status {}", order.status)))?;
+    match status.apply(OrderEvent::Cancel) {
+        Ok(Transition::NoOp) => return Ok(order),
+        Ok(Transition::To(_)) => {
+            store::cancel_order(conn, order_id, state.clock.now()).await?;
+            audit::record(
+                conn,
+                AuditEvent::new(
+                    Some(user_id),
+                    "order.canceled",
+                    json!({ "order_id": order_id, "reason": "requested" }),
+                ),
+            )
+            .await
+            .context("audit cancel")?;
+        }
+        Err(_) => {
+            return Err(ApiError::OrderNotCancelable {
+                status: order.status,
+            })
+        }
+    }
+    store::find_order(conn, user_id, order_id, false)
+        .await?
+        .ok_or(ApiError::NotFound("order"))
+}
+
+/// The account as the reads show it.
+pub(crate) async fn account(conn: &mut PgConnection, user_id: i32) -> ApiResult<AccountResponse> {
+    let account = store::read_account(conn, user_id).await?;
+    let reserved: Decimal = sqlx::query_scalar(
+        "select coalesce(sum(reserved_cash), 0) from paper_orders where user_id = $1 and status = 'new'",
+    )
+    .bind(user_id)
+    .fetch_one(conn)
+    .await
+    .context("reserved cash")?;
+    Ok(AccountResponse {
+        mode: account.mode,
+        currency: "USD",
+        cash: dto::money(account.cash),
+        buying_power: dto::money(account.cash - reserved),
+        reserved_cash: dto::money(reserved),
+        realized_pnl: dto::money(account.realized_pnl),
+    })
+}
+
+/// Resets the paper account: open orders canceled, positions gone, starting cash.
+pub(crate) async fn reset(
+    conn: &mut PgConnection,
+    state: &ApiState,
+    user_id: i32,
+) -> ApiResult<AccountResponse> {
+    let now = state.clock.now();
+    let (before, account, open) = account_state(conn, user_id).await?;
+    for order in &open {
+        store::cancel_order(conn, order.id, now).await?;
+        audit::record(
+            conn,
+            AuditEvent::new(
+                Some(user_id),
+                "order.canceled",
+                json!({ "order_id": order.id, "reason": "account_reset" }),
+            ),
+        )
+        .await
+        .context("audit reset cancel")?;
+    }
+    let cash = state.config.paper_starting_cash;
+    store::reset_account(conn, user_id, cash).await?;
+    audit::record(
+        conn,
+        AuditEvent::new(
+            Some(user_id),
+            "account.reset",
+            json!({
+                "previous_cash": before.cash.to_string(),
+                "previous_realized_pnl": before.realized_pnl.to_string(),
+                "positions_cleared": account.positions.values().filter(|p| !p.qty.is_zero()).count(),
+                "orders_canceled": open.len(),
+                "cash": cash.to_string(),
+            }),
+        ),
+    )
+    .await
+    .context("audit reset")?;
+    self::account(conn, user_id).await
+}
+
+/// Sets a quote and, in the same transaction, fills every resting order it makes marketable.
+pub async fn set_quote(
+    state: &ApiState,
+    updated_by: Option<i32>,
+    symbol: &str,
+    bid: Decimal,
+    ask: Decimal,
+) -> ApiResult<QuoteResponse> {
+    instrument(symbol)?;
+    if bid.is_sign_negative() || ask.is_sign_negative() || ask < bid {
+        return Err(ApiError::invalid(
+            "invalid_quote",
+            "bid and ask must be >= 0 with ask >= bid",
+        ));
+    }
+    let mut tx = state.db.begin().await.context("begin")?;
+    // The quote row lock serialises racing updates of one symbol: the second sees the orders
+    // the first filled as no longer open, so each fills exactly once.
+    store::upsert_quote(&mut tx, symbol, bid, ask, updated_by).await?;
+    audit::record(
+        &mut tx,
+        AuditEvent::new(
+            updated_by,
+            "quote.set",
+            json!({ "symbol": symbol, "bid": bid.to_string(), "ask": ask.to_string() }),
+        ),
+    )
+    .await
+    .context("audit quote")?;
+    let mut filled = Vec::new();
+    for user_id in store::users_resting_on(&mut tx, symbol).await? {
+        filled.extend(fill_resting_for(&mut tx, state, user_id, symbol).await?);
+    }
+    tx.commit().await.context("commit quote")?;
+    Ok(QuoteResponse {
+        symbol: symbol.to_owned(),
+        bid: dto::price(bid),
+        ask: dto::price(ask),
+        filled_order_ids: filled,
+    })
+}
+
+async fn fill_resting_for(
+    conn: &mut PgConnection,
+    state: &ApiState,
+    user_id: i32,
+    symbol: &str,
+) -> ApiResult<Vec<Uuid>> {
+    let now = state.clock.now();
+    let (_, mut account, open) = account_state(conn, user_id).await?;
+    let mut filled = Vec::new();
+    for (index, order) in open.iter().enumerate() {
+        if !order
+            .spec
+            .legs
+            .iter()
+            .any(|l| l.instrument.symbol() == symbol)
+        {
+            continue;
+        }
+        // The engine judges the order against the account without it.
+        let mut others = account.clone();
+        others.open_orders = open
+            .iter()
+            .enumerate()
+            .filter(|(i, o)| *i != index && !filled.contains(&o.id))
+            .map(|(_, o)| o.open_order())
+            .collect();
+        let symbols: Vec<String> = order
+            .spec
+            .legs
+            .iter()
+            .map(|l| l.instrument.symbol().to_owned())
+            .collect();
+        let quotes = store::load_quotes(conn, &symbols).await?;
+        match state
+            .engine
+            .evaluate_resting(&others, &order.spec, &quotes, now.date_naive())
+        {
+            Ok(Some(execution)) => {
+                if store::fill_resting(conn, order.id, user_id, &order.spec, &execution, now)
+                    .await?
+                {
+                    record_fill(conn, user_id, order.id, &execution, "quote").await?;
+                    state.engine.apply(&mut account, &execution);
+                    filled.push(order.id);
+                }
+            }
+            Ok(None) => {}
+            Err(rejection) => {
+                audit::record(
+                    conn,
+                    AuditEvent::new(
+                        Some(user_id),
+                        "order.evaluation_rejected",
+                        json!({ "order_id": order.id, "code": rejection.code(),
+                                "reason": rejection.to_string() }),
+                    ),
+                )
+                .await
+                .context("audit evaluation")?;
+            }
+        }
+    }
+    Ok(filled)
+}

@@ -1,0 +1,289 @@
+//! Wire types of the trading routes (Alpaca's shapes; decimals as strings).
+
+use chrono::{DateTime, Utc};
+use raptor_engine as engine;
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+macro_rules! wire_enum {
+    ($(#[$doc:meta])* $name:ident => $engine:ident { $($variant:ident),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $(#[allow(missing_docs)] $variant),+ }
+
+        impl From<$name> for engine::$engine {
+            fn from(value: $name) -> Self {
+                match value { $($name::$variant => engine::$engine::$variant),+ }
+            }
+        }
+    };
+}
+
+wire_enum!(
+    /// `buy` or `sell`.
+    SideDto => Side { Buy, Sell }
+);
+wire_enum!(
+    /// Opening or closing, long or short.
+    PositionIntentDto => PositionIntent { BuyToOpen, BuyToClose, SellToOpen, SellToClose }
+);
+wire_enum!(
+    /// `market` or `limit`.
+    OrderTypeDto => OrderType { Market, Limit }
+);
+wire_enum!(
+    /// `day` or `gtc`.
+    TimeInForceDto => TimeInForce { Day, Gtc }
+);
+wire_enum!(
+    /// `simple` or `mleg` (2-4 legs, all or none).
+    OrderClassDto => OrderClass { Simple, Mleg }
+);
+
+/// `POST /api/trading/orders`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateOrderRequest {
+    /// Simple orders: the equity or OCC option symbol.
+    #[schema(example = "AAPL260918C00065000")]
+    pub symbol: Option<String>,
+    /// Shares or contracts (simple) or strategy units (mleg).
+    #[schema(value_type = String, example = "1")]
+    pub qty: Decimal,
+    /// Simple orders: `buy` or `sell` (may be implied by `position_intent`).
+    pub side: Option<SideDto>,
+    /// `market` or `limit`.
+    #[serde(rename = "type")]
+    pub order_type: OrderTypeDto,
+    /// Defaults to `day`.
+    pub time_in_force: Option<TimeInForceDto>,
+    /// Limit orders: per share (simple) or net per unit, positive = debit (mleg).
+    #[schema(value_type = Option<String>, example = "1.25")]
+    pub limit_price: Option<Decimal>,
+    /// Simple orders: inferred from the position when absent.
+    pub position_intent: Option<PositionIntentDto>,
+    /// Defaults to `simple`.
+    pub order_class: Option<OrderClassDto>,
+    /// Multi-leg orders: 2-4 legs.
+    pub legs: Option<Vec<LegRequest>>,
+    /// Unique per account; derived from the account and the Idempotency-Key when absent.
+    pub client_order_id: Option<String>,
+}
+
+/// One leg of a multi-leg order.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LegRequest {
+    /// OCC option symbol.
+    pub symbol: String,
+    /// Contracts per strategy unit (default 1).
+    pub ratio_qty: Option<u32>,
+    /// `buy` or `sell` (may be implied by `position_intent`).
+    pub side: Option<SideDto>,
+    /// Inferred from the position when absent.
+    pub position_intent: Option<PositionIntentDto>,
+}
+
+/// `POST /api/trading/positions/{symbol}/roll`: buy-to-close `{symbol}` and sell-to-open
+/// `to_symbol` as one all-or-none order.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RollRequest {
+    /// The new short call.
+    #[schema(example = "XYZ270115C00067500")]
+    pub to_symbol: String,
+    /// Contracts to roll.
+    #[schema(value_type = String, example = "1")]
+    pub qty: Decimal,
+    /// Net limit per unit (negative = credit); market when absent.
+    #[schema(value_type = Option<String>, example = "-0.80")]
+    pub limit_price: Option<Decimal>,
+}
+
+/// `POST /api/trading/positions/{symbol}/close`: `{}` closes everything.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClosePositionRequest {
+    /// Partial close.
+    #[schema(value_type = Option<String>)]
+    pub qty: Option<Decimal>,
+}
+
+/// `POST /api/trading/account/reset` takes `{}`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResetAccountRequest {}
+
+/// One leg of an order.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct LegResponse {
+    /// Symbol.
+    pub symbol: String,
+    /// `buy` or `sell`.
+    pub side: String,
+    /// Intent.
+    pub position_intent: String,
+    /// Ratio.
+    pub ratio_qty: i32,
+    /// Contracts.
+    #[schema(value_type = String)]
+    pub qty: Decimal,
+    /// Filled contracts.
+    #[schema(value_type = String)]
+    pub filled_qty: Decimal,
+    /// Fill price.
+    #[schema(value_type = Option<String>)]
+    pub filled_avg_price: Option<Decimal>,
+    /// The parent's status.
+    pub status: String,
+}
+
+/// An order.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OrderResponse {
+    /// Order id.
+    pub id: Uuid,
+    /// Client order id.
+    pub client_order_id: String,
+    /// `order`, `roll` or `close`.
+    pub purpose: String,
+    /// `simple` or `mleg`.
+    pub order_class: String,
+    /// `market` or `limit`.
+    #[serde(rename = "type")]
+    pub order_type: String,
+    /// `day` or `gtc`.
+    pub time_in_force: String,
+    /// Simple orders: symbol.
+    pub symbol: Option<String>,
+    /// Simple orders: side.
+    pub side: Option<String>,
+    /// Simple orders: intent.
+    pub position_intent: Option<String>,
+    /// Quantity.
+    #[schema(value_type = String)]
+    pub qty: Decimal,
+    /// Filled quantity.
+    #[schema(value_type = String)]
+    pub filled_qty: Decimal,
+    /// Average fill price (net per unit for mleg).
+    #[schema(value_type = Option<String>)]
+    pub filled_avg_price: Option<Decimal>,
+    /// Limit.
+    #[schema(value_type = Option<String>)]
+    pub limit_price: Option<Decimal>,
+    /// `new`, `filled`, `canceled` or `expired`.
+    pub status: String,
+    /// Fees charged.
+    #[schema(value_type = String)]
+    pub fees: Decimal,
+    /// Legs (every order has at least one).
+    pub legs: Vec<LegResponse>,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+    /// Updated.
+    pub updated_at: DateTime<Utc>,
+    /// Filled.
+    pub filled_at: Option<DateTime<Utc>>,
+    /// Canceled.
+    pub canceled_at: Option<DateTime<Utc>>,
+}
+
+/// The paper account.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AccountResponse {
+    /// `paper` or `live`.
+    pub mode: String,
+    /// Always `USD`.
+    pub currency: &'static str,
+    /// Settled cash.
+    #[schema(value_type = String, example = "100000.00")]
+    pub cash: Decimal,
+    /// Cash minus the reservations of open orders.
+    #[schema(value_type = String)]
+    pub buying_power: Decimal,
+    /// Reserved by open orders.
+    #[schema(value_type = String)]
+    pub reserved_cash: Decimal,
+    /// Cumulative realized P&L.
+    #[schema(value_type = String)]
+    pub realized_pnl: Decimal,
+}
+
+/// A position.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PositionResponse {
+    /// Symbol.
+    pub symbol: String,
+    /// Signed quantity (negative when short).
+    #[schema(value_type = String)]
+    pub qty: Decimal,
+    /// Weighted average entry price.
+    #[schema(value_type = String)]
+    pub avg_entry_price: Decimal,
+    /// Cumulative realized P&L on this symbol.
+    #[schema(value_type = String)]
+    pub realized_pnl: Decimal,
+    /// `long`, `short` or `flat`.
+    pub side: &'static str,
+}
+
+/// `PUT /api/admin/quotes/{symbol}`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetQuoteRequest {
+    /// Bid.
+    #[schema(value_type = String, example = "1.20")]
+    pub bid: Decimal,
+    /// Ask.
+    #[schema(value_type = String, example = "1.25")]
+    pub ask: Decimal,
+}
+
+/// A quote and what it filled.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct QuoteResponse {
+    /// Symbol.
+    pub symbol: String,
+    /// Bid.
+    #[schema(value_type = String)]
+    pub bid: Decimal,
+    /// Ask.
+    #[schema(value_type = String)]
+    pub ask: Decimal,
+    /// Resting orders this quote filled.
+    pub filled_order_ids: Vec<Uuid>,
+}
+
+/// `GET /api/trading/orders` query.
+#[derive(Debug, Clone, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListOrdersQuery {
+    /// `open`, `closed` or `all` (default).
+    pub status: Option<String>,
+    /// At most this many, newest first (default 100, max 500).
+    pub limit: Option<i64>,
+}
+
+/// Money: two decimal places.
+pub(crate) fn money(value: Decimal) -> Decimal {
+    let mut value = engine::round_money(value);
+    value.rescale(2);
+    value
+}
+
+/// Quantities and prices: no trailing zeros beyond what the value needs (prices keep two).
+pub(crate) fn qty(value: Decimal) -> Decimal {
+    value.normalize()
+}
+
+pub(crate) fn price(value: Decimal) -> Decimal {
+    let mut value = value.normalize();
+    if value.scale() < 2 {
+        value.rescale(2);
+    }
+    value
+}

@@ -1,0 +1,285 @@
+//! Trading handlers. Instrumented ones return `Response`, not `Result`: they cannot `?` out of
+//! the claim, every outcome goes through `Claim::finish`, which commits or rolls back.
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::Json;
+use raptor_idempotency::{Idempotent, Reply, Tier1};
+use uuid::Uuid;
+
+use super::book::{self, Intent};
+use super::dto::{
+    AccountResponse, ClosePositionRequest, CreateOrderRequest, ListOrdersQuery, OrderResponse,
+    PositionResponse, QuoteResponse, ResetAccountRequest, RollRequest, SetQuoteRequest,
+};
+use super::gate::{NewOrderGate, PaperTrader};
+use super::store;
+use crate::auth::{AuthUser, Operator};
+use crate::error::{ApiError, ApiResult, ErrorBody, ResultExt};
+use crate::extract::{ApiJson, ApiPath};
+use crate::openapi::IdempotencyKeyHeader;
+use crate::state::ApiState;
+
+fn created(order: OrderResponse) -> Reply {
+    let location = format!("/api/trading/orders/{}", order.id);
+    Reply::json(StatusCode::CREATED, &order).with_location(location)
+}
+
+/// Place an order: simple (equity or option) or multi-leg (`order_class: "mleg"`, 2-4 legs, all
+/// or none). Marketable orders fill at once at the quote; other limits rest as `new`.
+#[utoipa::path(post, path = "/api/trading/orders", tag = "trading",
+    security(("bearer" = [])),
+    params(IdempotencyKeyHeader),
+    request_body = CreateOrderRequest,
+    responses(
+        (status = 201, description = "accepted (filled or resting); Location names it", body = OrderResponse),
+        (status = 400, description = "malformed JSON or Idempotency-Key", body = ErrorBody),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
+        (status = 403, description = "insufficient_buying_power, insufficient_qty, uncovered_short_option, live_trading_unavailable", body = ErrorBody),
+        (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
+        (status = 422, description = "invalid_order, invalid_symbol, quote_unavailable, contract_expired, idempotency_key_body_mismatch", body = ErrorBody),
+        (status = 503, description = "new_orders_disabled or idempotency_store_unavailable", body = ErrorBody),
+    ))]
+pub(crate) async fn create_order(
+    State(state): State<ApiState>,
+    NewOrderGate(trader): NewOrderGate,
+    Idempotent {
+        mut claim, body, ..
+    }: Idempotent<CreateOrderRequest, Tier1>,
+) -> Response {
+    let key = claim.key();
+    let result = book::place(
+        claim.conn(),
+        &state,
+        trader.user_id,
+        Intent::Order(body),
+        key,
+    )
+    .await
+    .map(created);
+    claim.finish(result).await
+}
+
+/// Roll a short call: buy-to-close `{symbol}` and sell-to-open `to_symbol` as one all-or-none
+/// two-leg order.
+#[utoipa::path(post, path = "/api/trading/positions/{symbol}/roll", tag = "trading",
+    security(("bearer" = [])),
+    params(("symbol" = String, Path, description = "The short call to close"), IdempotencyKeyHeader),
+    request_body = RollRequest,
+    responses(
+        (status = 201, description = "the roll order", body = OrderResponse),
+        (status = 400, description = "malformed JSON or Idempotency-Key", body = ErrorBody),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
+        (status = 403, description = "insufficient_qty, uncovered_short_option, insufficient_buying_power, live_trading_unavailable", body = ErrorBody),
+        (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
+        (status = 422, description = "invalid_order, invalid_symbol, quote_unavailable, contract_expired, idempotency_key_body_mismatch", body = ErrorBody),
+        (status = 503, description = "new_orders_disabled or idempotency_store_unavailable", body = ErrorBody),
+    ))]
+pub(crate) async fn roll_position(
+    State(state): State<ApiState>,
+    NewOrderGate(trader): NewOrderGate,
+    ApiPath(symbol): ApiPath<String>,
+    Idempotent {
+        mut claim, body, ..
+    }: Idempotent<RollRequest, Tier1>,
+) -> Response {
+    let key = claim.key();
+    let intent = Intent::Roll {
+        from: symbol,
+        request: body,
+    };
+    let result = book::place(claim.conn(), &state, trader.user_id, intent, key)
+        .await
+        .map(created);
+    claim.finish(result).await
+}
+
+/// Close a position at market: all of it (`{}`) or `qty`.
+#[utoipa::path(post, path = "/api/trading/positions/{symbol}/close", tag = "trading",
+    security(("bearer" = [])),
+    params(("symbol" = String, Path, description = "The position's symbol"), IdempotencyKeyHeader),
+    request_body = ClosePositionRequest,
+    responses(
+        (status = 201, description = "the closing order", body = OrderResponse),
+        (status = 400, description = "malformed JSON or Idempotency-Key", body = ErrorBody),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
+        (status = 403, description = "insufficient_qty, live_trading_unavailable", body = ErrorBody),
+        (status = 404, description = "no such position", body = ErrorBody),
+        (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
+        (status = 422, description = "invalid_order, quote_unavailable, contract_expired, idempotency_key_body_mismatch", body = ErrorBody),
+        (status = 503, description = "new_orders_disabled or idempotency_store_unavailable", body = ErrorBody),
+    ))]
+pub(crate) async fn close_position(
+    State(state): State<ApiState>,
+    NewOrderGate(trader): NewOrderGate,
+    ApiPath(symbol): ApiPath<String>,
+    Idempotent {
+        mut claim, body, ..
+    }: Idempotent<ClosePositionRequest, Tier1>,
+) -> Response {
+    let key = claim.key();
+    let intent = Intent::Close {
+        symbol,
+        request: body,
+    };
+    let result = book::place(claim.conn(), &state, trader.user_id, intent, key)
+        .await
+        .map(created);
+    claim.finish(result).await
+}
+
+/// Reset the paper account: starting cash, no positions, open orders canceled.
+#[utoipa::path(post, path = "/api/trading/account/reset", tag = "trading",
+    security(("bearer" = [])),
+    params(IdempotencyKeyHeader),
+    request_body = ResetAccountRequest,
+    responses(
+        (status = 200, description = "the reset account", body = AccountResponse),
+        (status = 400, description = "malformed JSON or Idempotency-Key", body = ErrorBody),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
+        (status = 403, description = "live_trading_unavailable", body = ErrorBody),
+        (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
+        (status = 422, description = "idempotency_key_body_mismatch", body = ErrorBody),
+        (status = 503, description = "idempotency_store_unavailable", body = ErrorBody),
+    ))]
+pub(crate) async fn reset_account(
+    State(state): State<ApiState>,
+    trader: PaperTrader,
+    Idempotent { mut claim, .. }: Idempotent<ResetAccountRequest, Tier1>,
+) -> Response {
+    let result = book::reset(claim.conn(), &state, trader.user_id)
+        .await
+        .map(|account| Reply::json(StatusCode::OK, &account));
+    claim.finish(result).await
+}
+
+/// Cancel an open order. Naturally idempotent: a canceled order is returned unchanged.
+#[utoipa::path(delete, path = "/api/trading/orders/{id}", tag = "trading",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Order id")),
+    responses(
+        (status = 200, description = "the canceled order", body = OrderResponse),
+        (status = 400, description = "bad id", body = ErrorBody),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
+        (status = 404, description = "no such order", body = ErrorBody),
+        (status = 422, description = "order_not_cancelable (filled or expired)", body = ErrorBody),
+    ))]
+pub(crate) async fn cancel_order(
+    State(state): State<ApiState>,
+    trader: PaperTrader,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ApiResult<Json<OrderResponse>> {
+    let mut tx = state.db.begin().await.context("begin")?;
+    let order = book::cancel(&mut tx, &state, trader.user_id, id).await?;
+    tx.commit().await.context("commit cancel")?;
+    Ok(Json(order))
+}
+
+/// The paper account: cash, buying power, realized P&L, mode.
+#[utoipa::path(get, path = "/api/trading/account", tag = "trading",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "the account", body = AccountResponse),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
+    ))]
+pub(crate) async fn get_account(
+    State(state): State<ApiState>,
+    user: AuthUser,
+) -> ApiResult<Json<AccountResponse>> {
+    let mut conn = state.db.acquire().await.context("acquire")?;
+    Ok(Json(book::account(&mut conn, user.id).await?))
+}
+
+/// The account's orders, newest first.
+#[utoipa::path(get, path = "/api/trading/orders", tag = "trading",
+    security(("bearer" = [])),
+    params(ListOrdersQuery),
+    responses(
+        (status = 200, description = "orders", body = [OrderResponse]),
+        (status = 400, description = "bad query", body = ErrorBody),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
+    ))]
+pub(crate) async fn list_orders(
+    State(state): State<ApiState>,
+    user: AuthUser,
+    query: Result<Query<ListOrdersQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<Vec<OrderResponse>>> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
+    let statuses: &[&str] = match query.status.as_deref().unwrap_or("all") {
+        "open" => &["new"],
+        "closed" => &["filled", "canceled", "expired"],
+        "all" => &["new", "filled", "canceled", "expired"],
+        other => {
+            return Err(ApiError::bad_request(
+                "invalid_query",
+                format!("status must be open, closed or all, not {other:?}"),
+            ))
+        }
+    };
+    let limit = query.limit.unwrap_or(100).clamp(1, 500);
+    let mut conn = state.db.acquire().await.context("acquire")?;
+    Ok(Json(
+        store::list_orders(&mut conn, user.id, statuses, limit).await?,
+    ))
+}
+
+/// One order.
+#[utoipa::path(get, path = "/api/trading/orders/{id}", tag = "trading",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Order id")),
+    responses(
+        (status = 200, description = "the order", body = OrderResponse),
+        (status = 400, description = "bad id", body = ErrorBody),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
+        (status = 404, description = "no such order", body = ErrorBody),
+    ))]
+pub(crate) async fn get_order(
+    State(state): State<ApiState>,
+    user: AuthUser,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ApiResult<Json<OrderResponse>> {
+    let mut conn = state.db.acquire().await.context("acquire")?;
+    store::find_order(&mut conn, user.id, id, false)
+        .await?
+        .map(Json)
+        .ok_or(ApiError::NotFound("order"))
+}
+
+/// Open positions (negative qty when short).
+#[utoipa::path(get, path = "/api/trading/positions", tag = "trading",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "positions", body = [PositionResponse]),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
+    ))]
+pub(crate) async fn list_positions(
+    State(state): State<ApiState>,
+    user: AuthUser,
+) -> ApiResult<Json<Vec<PositionResponse>>> {
+    let mut conn = state.db.acquire().await.context("acquire")?;
+    Ok(Json(store::list_positions(&mut conn, user.id).await?))
+}
+
+/// Set a symbol's quote (operators). Resting limits it makes marketable fill in the same
+/// transaction, audited.
+#[utoipa::path(put, path = "/api/admin/quotes/{symbol}", tag = "admin",
+    security(("bearer" = [])),
+    params(("symbol" = String, Path, description = "Equity or OCC option symbol")),
+    request_body = SetQuoteRequest,
+    responses(
+        (status = 200, description = "stored; lists the orders it filled", body = QuoteResponse),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
+        (status = 403, description = "not an operator", body = ErrorBody),
+        (status = 422, description = "invalid_symbol or invalid_quote", body = ErrorBody),
+    ))]
+pub(crate) async fn set_quote(
+    State(state): State<ApiState>,
+    operator: Operator,
+    ApiPath(symbol): ApiPath<String>,
+    ApiJson(request): ApiJson<SetQuoteRequest>,
+) -> ApiResult<Json<QuoteResponse>> {
+    book::set_quote(&state, Some(operator.id), &symbol, request.bid, request.ask)
+        .await
+        .map(Json)
+}

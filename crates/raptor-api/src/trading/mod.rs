@@ -1,0 +1,29 @@
+//! Paper trading: orders, rolls, closes, cancels, account reset, reads and operator quotes.
+//! `book` holds the operations, `store` the SQL, `dto` the wire types, `gate` the pre-claim
+//! gates, `handlers` the routes.
+
+mod book;
+pub mod dto;
+mod gate;
+mod handlers;
+mod store;
+
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::state::ApiState;
+
+pub use book::set_quote;
+pub use gate::{NewOrderGate, PaperTrader};
+
+pub(crate) fn routes() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::new()
+        .routes(routes!(handlers::create_order, handlers::list_orders))
+        .routes(routes!(handlers::get_order, handlers::cancel_order))
+        .routes(routes!(handlers::roll_position))
+        .routes(routes!(handlers::close_position))
+        .routes(routes!(handlers::reset_account))
+        .routes(routes!(handlers::get_account))
+        .routes(routes!(handlers::list_positions))
+        .routes(routes!(handlers::set_quote))
+}

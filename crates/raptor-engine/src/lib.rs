@@ -1,0 +1,25 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+#![deny(clippy::float_arithmetic)]
+
+mod account;
+mod engine;
+mod error;
+mod fees;
+mod order;
+mod position;
+mod risk;
+mod symbol;
+
+pub use account::{AccountState, OpenOrder, Quote};
+pub use engine::{
+    Decision, Engine, Execution, Fill, MAX_LEG_QTY, MAX_PRICE, MAX_QTY_DP, MLEG_LEGS,
+};
+pub use error::{InvalidTransition, OrderRejection, SymbolError, UnknownVariant};
+pub use fees::FeeSchedule;
+pub use order::{
+    LegSpec, OrderClass, OrderEvent, OrderSpec, OrderStatus, OrderType, PositionIntent, Side,
+    TimeInForce, Transition,
+};
+pub use position::{round_money, round_price, Position, MONEY_DP, PRICE_DP};
+pub use symbol::{Instrument, OptionContract, Right, OPTION_MULTIPLIER};

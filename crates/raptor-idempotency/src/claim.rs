@@ -1,0 +1,266 @@
+//! The [`Claim`]: the winning request's one transaction. Business writes and audit rows go
+//! through [`Claim::conn`]; only [`Claim::finish`] stores the response on the key row and
+//! commits; every other exit rolls back and releases (or fails) the key.
+
+use std::time::Instant;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use sqlx::{PgConnection, Postgres, Transaction};
+use uuid::Uuid;
+
+use crate::key::IdempotencyKey;
+use crate::reply::{self, error_body, error_response, ErrorReply, Reply, REPLAYED_HEADER};
+use crate::store::Idempotency;
+
+/// The key row this attempt owns.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tracked {
+    pub(crate) id: i64,
+    /// The fencing token: completion and failure only touch the row while it still carries it.
+    pub(crate) attempt: Uuid,
+    pub(crate) store_body: bool,
+    pub(crate) claimed_at: Instant,
+}
+
+/// Owns the winner's transaction. There is no way to commit it except [`Claim::finish`], and
+/// dropping it rolls back: at-most-once execution is a property of the type.
+pub struct Claim {
+    tx: Transaction<'static, Postgres>,
+    guard: KeyGuard,
+    endpoint: String,
+    key: Option<IdempotencyKey>,
+    instrumented: bool,
+}
+
+impl Claim {
+    pub(crate) fn new(
+        tx: Transaction<'static, Postgres>,
+        guard: KeyGuard,
+        endpoint: String,
+        key: Option<IdempotencyKey>,
+        instrumented: bool,
+    ) -> Self {
+        Self {
+            tx,
+            guard,
+            endpoint,
+            key,
+            instrumented,
+        }
+    }
+
+    /// The transaction, for the handler's business writes and audit rows.
+    pub fn conn(&mut self) -> &mut PgConnection {
+        &mut self.tx
+    }
+
+    /// The request's key, when one was sent and tracked.
+    pub fn key(&self) -> Option<IdempotencyKey> {
+        self.key
+    }
+
+    /// Whether this claim guards a key row (false for passthrough and fail-open).
+    pub fn is_tracked(&self) -> bool {
+        self.guard.tracked.is_some()
+    }
+
+    /// Ends the request. `Ok`, or an error below 500, is stored on the key (when there is one)
+    /// and committed in the same transaction as the handler's writes; the response carries
+    /// `Idempotent-Replayed: false`. A 500-class result rolls back and marks the key failed.
+    /// If the attempt was fenced off as stale meanwhile, the completion matches no row and the
+    /// whole transaction rolls back.
+    pub async fn finish<E: ErrorReply>(self, result: Result<Reply, E>) -> Response {
+        let Claim {
+            mut tx,
+            mut guard,
+            endpoint,
+            instrumented,
+            ..
+        } = self;
+        let replayed = instrumented.then_some(false);
+        let reply = match result {
+            Ok(reply) => reply,
+            Err(err) if err.status().is_server_error() => {
+                rollback(tx).await;
+                guard.fail().await;
+                return mark(err.into_response(), replayed);
+            }
+            Err(err) => Reply {
+                status: err.status(),
+                body: err.body(),
+                location: None,
+            },
+        };
+        if reply.status.is_server_error() {
+            rollback(tx).await;
+            guard.fail().await;
+            return reply.into_response_with(replayed);
+        }
+
+        if let Some(tracked) = guard.tracked {
+            let headers = reply::stored_headers(reply.location.as_deref());
+            let body = tracked.store_body.then_some(&reply.body);
+            let completed = sqlx::query(
+                "update idempotency_keys
+                    set status = 'completed', response_code = $3, response_body = $4,
+                        response_headers = $5, completed_at = now()
+                  where id = $1 and attempt = $2 and status = 'in_flight'",
+            )
+            .bind(tracked.id)
+            .bind(tracked.attempt)
+            .bind(i16::try_from(reply.status.as_u16()).unwrap_or(i16::MAX))
+            .bind(body)
+            .bind(headers)
+            .execute(&mut *tx)
+            .await;
+            match completed {
+                Ok(done) if done.rows_affected() == 1 => {}
+                Ok(_) => {
+                    // Fenced: the attempt was declared stale and its row released or re-claimed.
+                    rollback(tx).await;
+                    guard.disarm();
+                    tracing::warn!(%endpoint, idempotency_key_id = tracked.id, "attempt fenced off after going stale; rolled back");
+                    return mark(
+                        reply::in_flight(
+                            1000,
+                            "this attempt outlived the stale threshold and was rolled back; retry with the same key",
+                        ),
+                        replayed,
+                    );
+                }
+                Err(err) => {
+                    tracing::error!(error = %err, %endpoint, "could not store the idempotent response; rolling back");
+                    rollback(tx).await;
+                    guard.fail().await;
+                    return mark(internal(), replayed);
+                }
+            }
+        }
+
+        match tx.commit().await {
+            Ok(()) => {
+                if let Some(tracked) = guard.disarm() {
+                    metrics::histogram!(
+                        "raptor_idempotency_claim_to_completion_seconds",
+                        "endpoint" => endpoint,
+                    )
+                    .record(tracked.claimed_at.elapsed().as_secs_f64());
+                }
+                reply.into_response_with(replayed)
+            }
+            Err(err) => {
+                tracing::error!(error = %err, %endpoint, "commit failed");
+                guard.fail().await;
+                mark(internal(), replayed)
+            }
+        }
+    }
+}
+
+async fn rollback(tx: Transaction<'static, Postgres>) {
+    if let Err(err) = tx.rollback().await {
+        // The connection is closed rather than reused; nothing was committed.
+        tracing::warn!(error = %err, "rollback failed");
+    }
+}
+
+fn internal() -> Response {
+    error_response(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        error_body("internal", "internal server error"),
+    )
+}
+
+fn mark(mut response: Response, replayed: Option<bool>) -> Response {
+    if let Some(replayed) = replayed {
+        response.headers_mut().insert(
+            REPLAYED_HEADER,
+            axum::http::HeaderValue::from_static(if replayed { "true" } else { "false" }),
+        );
+    }
+    response
+}
+
+/// Settles the key row when a claim ends without [`Claim::finish`] committing it: a panic marks
+/// the key failed (CONTRACT §4); a cancelled request (client gone, timeout, shutdown) releases
+/// the row, because its transaction rolled back and a retry may safely execute. Both updates
+/// are fenced by the attempt token.
+pub(crate) struct KeyGuard {
+    idem: Idempotency,
+    tracked: Option<Tracked>,
+}
+
+impl KeyGuard {
+    pub(crate) fn new(idem: Idempotency, tracked: Option<Tracked>) -> Self {
+        Self { idem, tracked }
+    }
+
+    fn disarm(&mut self) -> Option<Tracked> {
+        self.tracked.take()
+    }
+
+    /// Marks the key failed now (awaited, so a client's next request sees it).
+    async fn fail(&mut self) {
+        if let Some(tracked) = self.tracked.take() {
+            settle(&self.idem, tracked, Settle::Fail).await;
+        }
+    }
+}
+
+impl Drop for KeyGuard {
+    fn drop(&mut self) {
+        let Some(tracked) = self.tracked.take() else {
+            return;
+        };
+        let how = if std::thread::panicking() {
+            Settle::Fail
+        } else {
+            Settle::Release
+        };
+        let idem = self.idem.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(async move { settle(&idem, tracked, how).await });
+            }
+            Err(_) => {
+                tracing::error!(
+                    idempotency_key_id = tracked.id,
+                    "claim dropped outside a runtime; the key stays in flight until stale"
+                );
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Settle {
+    Fail,
+    Release,
+}
+
+async fn settle(idem: &Idempotency, tracked: Tracked, how: Settle) {
+    let sql = match how {
+        Settle::Fail => {
+            "update idempotency_keys set status = 'failed', completed_at = now()
+              where id = $1 and attempt = $2 and status = 'in_flight'"
+        }
+        Settle::Release => {
+            "delete from idempotency_keys where id = $1 and attempt = $2 and status = 'in_flight'"
+        }
+    };
+    let result = sqlx::query(sql)
+        .bind(tracked.id)
+        .bind(tracked.attempt)
+        .execute(idem.pool())
+        .await;
+    match result {
+        Ok(_) => tracing::debug!(idempotency_key_id = tracked.id, ?how, "key settled"),
+        Err(err) => tracing::error!(
+            error = %err,
+            idempotency_key_id = tracked.id,
+            ?how,
+            "could not settle the key; it stays in flight until stale"
+        ),
+    }
+}

@@ -1,0 +1,85 @@
+//! Retention: deleting expired keys in bounded batches, and the per-user GDPR sweep and export.
+
+use std::time::Duration;
+
+use sqlx::{PgConnection, PgPool};
+
+/// Deletes expired keys, `batch_size` rows per statement (each its own short transaction, so it
+/// is safe while the server runs and never holds many locks). Returns the number deleted.
+pub async fn delete_expired(pool: &PgPool, batch_size: i64) -> Result<u64, sqlx::Error> {
+    let batch_size = batch_size.max(1);
+    let mut total = 0;
+    // Completed and failed rows use the partial index idx_idem_keys_expires; in-flight rows
+    // only expire when abandoned for a whole TTL, which is rare.
+    for statuses in [&["completed", "failed"][..], &["in_flight"][..]] {
+        loop {
+            let deleted = sqlx::query(
+                "delete from idempotency_keys
+                  where id in (select id from idempotency_keys
+                                where status = any($1) and expires_at < now()
+                                order by expires_at
+                                limit $2
+                                for update skip locked)",
+            )
+            .bind(statuses)
+            .bind(batch_size)
+            .execute(pool)
+            .await?
+            .rows_affected();
+            total += deleted;
+            if deleted < u64::try_from(batch_size).unwrap_or(u64::MAX) {
+                break;
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// Runs [`delete_expired`] every `every` until the task is aborted (the optional in-process
+/// schedule; off unless the server is configured to run it).
+pub fn spawn_schedule(
+    pool: PgPool,
+    every: Duration,
+    batch_size: i64,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(every);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            match delete_expired(&pool, batch_size).await {
+                Ok(deleted) => tracing::info!(deleted, "idempotency cleanup"),
+                Err(err) => tracing::warn!(error = %err, "idempotency cleanup failed"),
+            }
+        }
+    })
+}
+
+/// GDPR erasure: deletes every key scoped to `user_id`.
+pub async fn delete_for_user(conn: &mut PgConnection, user_id: i32) -> Result<u64, sqlx::Error> {
+    Ok(
+        sqlx::query("delete from idempotency_keys where scope_user_id = $1")
+            .bind(user_id)
+            .execute(conn)
+            .await?
+            .rows_affected(),
+    )
+}
+
+/// GDPR access/portability: every key scoped to `user_id`, as JSON objects.
+pub async fn export_for_user(
+    conn: &mut PgConnection,
+    user_id: i32,
+) -> Result<Vec<serde_json::Value>, sqlx::Error> {
+    sqlx::query_scalar(
+        "select jsonb_build_object(
+                    'id', id, 'idem_key', idem_key, 'scope_endpoint', scope_endpoint,
+                    'request_hash', request_hash, 'status', status,
+                    'response_code', response_code, 'response_body', response_body,
+                    'created_at', created_at, 'expires_at', expires_at)
+           from idempotency_keys where scope_user_id = $1 order by id",
+    )
+    .bind(user_id)
+    .fetch_all(conn)
+    .await
+}

@@ -1,0 +1,195 @@
+//! The axum integration: [`Idempotent<T, P>`], the last extractor of an instrumented handler.
+//!
+//! It runs after authentication and gates (earlier extractors), so a replay can never bypass a
+//! gate: it parses the key, reads and deserialises the body, fingerprints the request and
+//! claims. A replay, 409, 422 or 503 is its rejection, so the handler body only ever runs for
+//! the winner.
+
+use std::marker::PhantomData;
+
+use axum::body::Bytes;
+use axum::extract::{FromRef, FromRequest, MatchedPath, Request};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::Response;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use crate::claim::Claim;
+use crate::fingerprint::fingerprint;
+use crate::key::{IdempotencyKey, KeyError};
+use crate::outcome::Outcome;
+use crate::policy::{Policy, Tier1};
+use crate::reply::{error_body, error_response};
+use crate::store::{ClaimRequest, Idempotency};
+
+/// The idempotency scope of the authenticated principal. The authentication extractor inserts
+/// it into the request extensions; `None` user means a service principal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scope {
+    /// `scope_user_id`.
+    pub user_id: Option<i32>,
+}
+
+/// A JSON request body of type `T` on a route with idempotency policy `P`, plus the [`Claim`]
+/// that owns the request's transaction.
+pub struct Idempotent<T, P = Tier1> {
+    /// The transaction to write through and finish.
+    pub claim: Claim,
+    /// The deserialised body (`{}` when the request had none).
+    pub body: T,
+    policy: PhantomData<P>,
+}
+
+impl<T, P> Idempotent<T, P> {
+    /// Splits into the claim and the body.
+    pub fn into_parts(self) -> (Claim, T) {
+        (self.claim, self.body)
+    }
+}
+
+impl<S, T, P> FromRequest<S> for Idempotent<T, P>
+where
+    S: Send + Sync,
+    Idempotency: FromRef<S>,
+    T: DeserializeOwned + Send,
+    P: Policy,
+{
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let idem = Idempotency::from_ref(state);
+        let method = req.method().to_string();
+        let route = req
+            .extensions()
+            .get::<MatchedPath>()
+            .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned());
+        let endpoint = format!("{method} {route}");
+        let path_and_query = req
+            .uri()
+            .path_and_query()
+            .map_or_else(|| req.uri().path().to_owned(), |pq| pq.as_str().to_owned());
+        let Some(scope) = req.extensions().get::<Scope>().copied() else {
+            tracing::error!(%endpoint, "instrumented route without an authenticated scope");
+            return Err(error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                error_body("internal", "internal server error"),
+            ));
+        };
+
+        let enabled = idem.enabled().await;
+        let key = if enabled {
+            match IdempotencyKey::from_headers(req.headers()) {
+                Ok(key) => key,
+                Err(err) => {
+                    Outcome::InvalidKey.record(&endpoint);
+                    return Err(invalid_key(err));
+                }
+            }
+        } else {
+            None
+        };
+        if enabled && key.is_none() && P::REQUIRE_KEY {
+            return Err(error_response(
+                StatusCode::BAD_REQUEST,
+                error_body(
+                    "idempotency_key_required",
+                    "this route requires an Idempotency-Key header",
+                ),
+            ));
+        }
+
+        let json_content = is_json(req.headers());
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            let status = rejection.status();
+            let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                "payload_too_large"
+            } else {
+                "invalid_body"
+            };
+            error_response(status, error_body(code, &rejection.body_text()))
+        })?;
+        let body: T = parse_json(&bytes, json_content)?;
+
+        let Some(key) = key else {
+            Outcome::Passthrough.record(&endpoint);
+            let claim = idem.untracked(endpoint, enabled).await?;
+            return Ok(Self {
+                claim,
+                body,
+                policy: PhantomData,
+            });
+        };
+
+        let request = ClaimRequest {
+            scope_user_id: scope.user_id,
+            request_hash: fingerprint(&method, &path_and_query, &bytes),
+            endpoint,
+            key,
+            ttl: P::TTL,
+            tier: P::TIER,
+            store_body: P::STORE_BODY,
+        };
+        let claim = idem.claim(request).await?;
+        Ok(Self {
+            claim,
+            body,
+            policy: PhantomData,
+        })
+    }
+}
+
+fn invalid_key(err: KeyError) -> Response {
+    // The ADR's exact text is the error code (CONTRACT §4).
+    error_response(
+        StatusCode::BAD_REQUEST,
+        json!({
+            "error": "Idempotency-Key must be a UUID string",
+            "message": err.to_string(),
+        }),
+    )
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    let Some(content_type) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// An empty body reads as `{}` (routes such as `reset` take no fields); anything else must be
+/// JSON with a JSON content type.
+fn parse_json<T: DeserializeOwned>(bytes: &[u8], json_content: bool) -> Result<T, Response> {
+    let source: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else if json_content {
+        bytes
+    } else {
+        return Err(error_response(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            error_body(
+                "unsupported_media_type",
+                "expected a request with Content-Type: application/json",
+            ),
+        ));
+    };
+    serde_json::from_slice(source).map_err(|err| {
+        use serde_json::error::Category;
+        let (status, code) = match err.classify() {
+            Category::Data => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body"),
+            Category::Syntax | Category::Eof | Category::Io => {
+                (StatusCode::BAD_REQUEST, "invalid_json")
+            }
+        };
+        error_response(status, error_body(code, &err.to_string()))
+    })
+}

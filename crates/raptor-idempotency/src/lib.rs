@@ -1,0 +1,24 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+
+mod claim;
+pub mod cleanup;
+mod extract;
+pub mod fingerprint;
+mod flag;
+pub mod key;
+mod outcome;
+mod policy;
+mod reply;
+mod store;
+
+pub use claim::Claim;
+pub use extract::{Idempotent, Scope};
+pub use flag::{FLAG_IDEMPOTENCY_MIDDLEWARE, REFRESH as FLAG_REFRESH};
+pub use key::{IdempotencyKey, KeyError};
+pub use outcome::Outcome;
+pub use policy::{Policy, Tier, Tier1, Tier2};
+pub use reply::{error_body, ErrorReply, Reply, REPLAYED_HEADER};
+pub use store::{
+    AuditFuture, ClaimRequest, Idempotency, IdempotencyConfig, ReplayAudit, ReplayEvent,
+};

@@ -1,0 +1,425 @@
+//! The Postgres store: the one-round-trip claim and the outcomes table of CONTRACT §4.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::json;
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+use crate::claim::{Claim, KeyGuard, Tracked};
+use crate::flag::{self, FlagCache};
+use crate::key::IdempotencyKey;
+use crate::outcome::Outcome;
+use crate::policy::Tier;
+use crate::reply::{self, error_body, error_response, StoredResponse};
+
+/// Settings of the mechanism (the server maps them from the environment).
+#[derive(Debug, Clone)]
+pub struct IdempotencyConfig {
+    /// An `in_flight` row older than this is an abandoned attempt (`IDEMPOTENCY_STALE_AFTER_SECS`).
+    pub stale_after: Duration,
+    /// The claim's deadline before a fail-closed route answers 503 (`IDEMPOTENCY_STORE_TIMEOUT_MS`).
+    pub store_timeout: Duration,
+    /// `FLAG_IDEMPOTENCY_MIDDLEWARE` from the environment: the value when no override is stored.
+    pub flag_default: bool,
+}
+
+impl Default for IdempotencyConfig {
+    fn default() -> Self {
+        Self {
+            stale_after: Duration::from_secs(30),
+            store_timeout: Duration::from_millis(2000),
+            flag_default: true,
+        }
+    }
+}
+
+/// What a replay tells the audit log.
+#[derive(Debug, Clone)]
+pub struct ReplayEvent {
+    /// The key's scope user (`None` for service principals).
+    pub scope_user_id: Option<i32>,
+    /// `idempotency_keys.id` of the replayed key.
+    pub idempotency_key_id: i64,
+    /// The request fingerprint.
+    pub request_hash: String,
+    /// The replayed status code.
+    pub response_code: i16,
+    /// `METHOD /route/template`.
+    pub endpoint: String,
+}
+
+/// Boxed future returned by [`ReplayAudit::record`].
+pub type AuditFuture<'a> = Pin<Box<dyn Future<Output = Result<(), sqlx::Error>> + Send + 'a>>;
+
+/// Writes the `idempotency_replay` audit row. Implemented by the API crate so that every audit
+/// row goes through its single writer.
+pub trait ReplayAudit: Send + Sync + 'static {
+    /// Records one replay.
+    fn record<'a>(&'a self, pool: &'a PgPool, event: &'a ReplayEvent) -> AuditFuture<'a>;
+}
+
+/// The idempotency service: cheap to clone, one per process.
+#[derive(Clone)]
+pub struct Idempotency {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) pool: PgPool,
+    pub(crate) config: IdempotencyConfig,
+    flag: FlagCache,
+    audit: Option<Arc<dyn ReplayAudit>>,
+}
+
+/// One instrumented request, as the store sees it.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest {
+    /// `scope_user_id` (`None` for service principals).
+    pub scope_user_id: Option<i32>,
+    /// `scope_endpoint`: method and route template.
+    pub endpoint: String,
+    /// The key.
+    pub key: IdempotencyKey,
+    /// `request_hash`.
+    pub request_hash: String,
+    /// Retention.
+    pub ttl: Duration,
+    /// Fail-closed or fail-open.
+    pub tier: Tier,
+    /// Whether the response body is stored for replay.
+    pub store_body: bool,
+}
+
+#[derive(sqlx::FromRow)]
+struct ExistingRow {
+    id: i64,
+    status: String,
+    attempt: Uuid,
+    request_hash: String,
+    response_code: Option<i16>,
+    response_body: Option<serde_json::Value>,
+    response_headers: Option<serde_json::Value>,
+    stale: bool,
+    in_flight_ms: i64,
+}
+
+/// The store's verdict on a claim.
+enum Verdict {
+    Won(Tracked),
+    Answer(Response, Outcome),
+}
+
+impl Idempotency {
+    /// A service over `pool`. `audit` receives one call per replay.
+    pub fn new(
+        pool: PgPool,
+        config: IdempotencyConfig,
+        audit: Option<Arc<dyn ReplayAudit>>,
+    ) -> Self {
+        let flag = FlagCache::new(config.flag_default);
+        Self {
+            inner: Arc::new(Inner {
+                pool,
+                config,
+                flag,
+                audit,
+            }),
+        }
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &IdempotencyConfig {
+        &self.inner.config
+    }
+
+    /// Whether the middleware is on (`FLAG_IDEMPOTENCY_MIDDLEWARE`, with its run-time override).
+    pub async fn enabled(&self) -> bool {
+        self.inner
+            .flag
+            .get(&self.inner.pool, self.inner.config.store_timeout)
+            .await
+    }
+
+    /// Stores the run-time override of the kill switch and applies it to this process at once.
+    pub async fn set_enabled(
+        &self,
+        conn: &mut PgConnection,
+        enabled: bool,
+        updated_by: Option<i32>,
+    ) -> Result<(), sqlx::Error> {
+        flag::store(conn, enabled, updated_by).await?;
+        self.inner.flag.set_local(enabled);
+        Ok(())
+    }
+
+    /// A claim with no key row: the request runs in one transaction, without dedup.
+    /// `instrumented` adds `Idempotent-Replayed: false` to the response.
+    pub async fn untracked(&self, endpoint: String, instrumented: bool) -> Result<Claim, Response> {
+        let tx = self.inner.pool.begin().await.map_err(|err| {
+            tracing::error!(error = %err, "could not begin a transaction");
+            database_unavailable()
+        })?;
+        Ok(Claim::new(
+            tx,
+            KeyGuard::new(self.clone(), None),
+            endpoint,
+            None,
+            instrumented,
+        ))
+    }
+
+    /// Claims `request.key`. `Ok` gives the winner its [`Claim`] (or, on a fail-open route whose
+    /// store did not answer, an untracked one); `Err` is the answer to send instead: a replay,
+    /// 409, 422 or 503.
+    pub async fn claim(&self, request: ClaimRequest) -> Result<Claim, Response> {
+        let deadline = self.inner.config.store_timeout;
+        let verdict = tokio::time::timeout(deadline, self.verdict(&request)).await;
+        let verdict = match verdict {
+            Ok(Ok(verdict)) => verdict,
+            Ok(Err(err)) => return self.store_failed(request, &err.to_string()).await,
+            Err(_) => return self.store_failed(request, "claim timed out").await,
+        };
+        match verdict {
+            Verdict::Answer(response, outcome) => {
+                outcome.record(&request.endpoint);
+                Err(response)
+            }
+            Verdict::Won(tracked) => {
+                let guard = KeyGuard::new(self.clone(), Some(tracked));
+                let tx = match self.inner.pool.begin().await {
+                    Ok(tx) => tx,
+                    Err(err) => {
+                        tracing::error!(error = %err, "claimed a key but could not begin the business transaction");
+                        // Dropping the guard releases the key: nothing ran, a retry may execute.
+                        drop(guard);
+                        return Err(reply::store_unavailable());
+                    }
+                };
+                Outcome::Miss.record(&request.endpoint);
+                Ok(Claim::new(
+                    tx,
+                    guard,
+                    request.endpoint,
+                    Some(request.key),
+                    true,
+                ))
+            }
+        }
+    }
+
+    async fn store_failed(&self, request: ClaimRequest, why: &str) -> Result<Claim, Response> {
+        match request.tier {
+            Tier::FailClosed => {
+                tracing::error!(endpoint = %request.endpoint, why, "idempotency store unavailable; refusing (fail-closed)");
+                Outcome::StoreUnavailable.record(&request.endpoint);
+                Err(reply::store_unavailable())
+            }
+            Tier::FailOpen => {
+                tracing::warn!(endpoint = %request.endpoint, why, "idempotency store unavailable; running without dedup (fail-open)");
+                Outcome::FailOpen.record(&request.endpoint);
+                self.untracked(request.endpoint, true).await
+            }
+        }
+    }
+
+    /// The claim transaction: insert-or-read, then decide. The claim commits on its own (so
+    /// duplicates see `in_flight`) and without waiting for the WAL flush: the completing
+    /// transaction's synchronous commit flushes everything before it, so the claim is durable
+    /// whenever anything it guarded is.
+    async fn verdict(&self, request: &ClaimRequest) -> Result<Verdict, sqlx::Error> {
+        let timeout_ms = format!("{}ms", self.inner.config.store_timeout.as_millis().max(1));
+        let ttl_ms = i64::try_from(request.ttl.as_millis()).unwrap_or(i64::MAX);
+        let stale_ms = i64::try_from(self.inner.config.stale_after.as_millis()).unwrap_or(i64::MAX);
+        let key = request.key.to_string();
+
+        // A row can vanish between our insert and our read (released as stale, or cleaned up):
+        // then claim again. Three rounds is plenty; a fourth would mean a pathological race.
+        for _ in 0..3 {
+            let mut tx = self.inner.pool.begin().await?;
+            sqlx::query(
+                "select set_config('synchronous_commit', 'off', true),
+                        set_config('lock_timeout', $1, true),
+                        set_config('statement_timeout', $1, true)",
+            )
+            .bind(&timeout_ms)
+            .execute(&mut *tx)
+            .await?;
+
+            let attempt = Uuid::new_v4();
+            // An expired row is treated as absent: the upsert takes it over for this attempt.
+            let won: Option<i64> = sqlx::query_scalar(
+                "insert into idempotency_keys
+                    (idem_key, scope_user_id, scope_endpoint, request_hash, status, attempt,
+                     locked_at, expires_at)
+                 values ($1, $2, $3, $4, 'in_flight', $5, now(),
+                         now() + $6::bigint * interval '1 millisecond')
+                 on conflict on constraint uq_idem_key_user_endpoint do update
+                    set request_hash = excluded.request_hash, status = 'in_flight',
+                        attempt = excluded.attempt, response_code = null,
+                        response_body = null, response_headers = null, created_at = now(),
+                        locked_at = now(), completed_at = null, expires_at = excluded.expires_at
+                    where idempotency_keys.expires_at <= now()
+                 returning id",
+            )
+            .bind(&key)
+            .bind(request.scope_user_id)
+            .bind(&request.endpoint)
+            .bind(&request.request_hash)
+            .bind(attempt)
+            .bind(ttl_ms)
+            .fetch_optional(&mut *tx)
+            .await?;
+
+            if let Some(id) = won {
+                tx.commit().await?;
+                return Ok(Verdict::Won(Tracked {
+                    id,
+                    attempt,
+                    store_body: request.store_body,
+                    claimed_at: Instant::now(),
+                }));
+            }
+
+            let existing: Option<ExistingRow> = sqlx::query_as(
+                "select id, status, attempt, request_hash, response_code, response_body,
+                        response_headers,
+                        now() - locked_at > $4::bigint * interval '1 millisecond' as stale,
+                        (extract(epoch from (now() - locked_at)) * 1000)::bigint as in_flight_ms
+                   from idempotency_keys
+                  where idem_key = $1 and scope_user_id is not distinct from $2
+                    and scope_endpoint = $3",
+            )
+            .bind(&key)
+            .bind(request.scope_user_id)
+            .bind(&request.endpoint)
+            .bind(stale_ms)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some(row) = existing else {
+                tx.commit().await?;
+                continue;
+            };
+
+            // The fingerprint is checked before the status (ADR-0138 step 5d).
+            if row.request_hash != request.request_hash {
+                tx.commit().await?;
+                return Ok(Verdict::Answer(
+                    error_response(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        error_body(
+                            "idempotency_key_body_mismatch",
+                            "this Idempotency-Key was used with a different request",
+                        ),
+                    ),
+                    Outcome::Mismatch,
+                ));
+            }
+
+            match row.status.as_str() {
+                "completed" => {
+                    tx.commit().await?;
+                    let code = row.response_code.unwrap_or(200);
+                    self.audit_replay(ReplayEvent {
+                        scope_user_id: request.scope_user_id,
+                        idempotency_key_id: row.id,
+                        request_hash: row.request_hash,
+                        response_code: code,
+                        endpoint: request.endpoint.clone(),
+                    })
+                    .await;
+                    let stored = StoredResponse {
+                        code,
+                        body: row.response_body,
+                        headers: row.response_headers,
+                    };
+                    return Ok(Verdict::Answer(stored.replay(), Outcome::Replay));
+                }
+                "failed" => {
+                    tx.commit().await?;
+                    return Ok(Verdict::Answer(
+                        error_response(
+                            StatusCode::CONFLICT,
+                            error_body(
+                                "idempotency_previous_failed",
+                                "the earlier request with this Idempotency-Key failed; use a new key",
+                            ),
+                        ),
+                        Outcome::PreviousFailed,
+                    ));
+                }
+                _ if row.stale => {
+                    // Fence off the abandoned attempt: deleting its row (only if it is still that
+                    // attempt, still in flight) makes its completion update match nothing, so its
+                    // transaction rolls back even if it is still alive.
+                    let released = sqlx::query(
+                        "delete from idempotency_keys
+                          where id = $1 and attempt = $2 and status = 'in_flight'",
+                    )
+                    .bind(row.id)
+                    .bind(row.attempt)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    tx.commit().await?;
+                    if released == 0 {
+                        // It completed or was released meanwhile: look again.
+                        continue;
+                    }
+                    tracing::warn!(
+                        endpoint = %request.endpoint,
+                        idempotency_key_id = row.id,
+                        in_flight_ms = row.in_flight_ms,
+                        "stale in-flight idempotency key released; the abandoned attempt is fenced off"
+                    );
+                    return Ok(Verdict::Answer(
+                        reply::in_flight(
+                            0,
+                            "an abandoned attempt was released; retry now with the same key",
+                        ),
+                        Outcome::Stale,
+                    ));
+                }
+                _ => {
+                    tx.commit().await?;
+                    return Ok(Verdict::Answer(
+                        reply::in_flight(
+                            5000,
+                            "a request with this Idempotency-Key is in progress; retry later",
+                        ),
+                        Outcome::InFlight,
+                    ));
+                }
+            }
+        }
+        Err(sqlx::Error::Protocol(
+            "idempotency claim did not settle after three rounds".into(),
+        ))
+    }
+
+    async fn audit_replay(&self, event: ReplayEvent) {
+        let Some(audit) = &self.inner.audit else {
+            return;
+        };
+        if let Err(err) = audit.record(&self.inner.pool, &event).await {
+            tracing::error!(error = %err, idempotency_key_id = event.idempotency_key_id, "could not write the idempotency_replay audit row");
+        }
+    }
+}
+
+fn database_unavailable() -> Response {
+    error_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        json!({ "error": "database_unavailable", "message": "the database is unavailable; retry later" }),
+    )
+}

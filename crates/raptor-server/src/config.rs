@@ -1,0 +1,266 @@
+//! Configuration: environment only (a `.env` file is read in development). Every variable is a
+//! clap argument with `env = "…"`, so `raptor --help` documents them all and a bad value is a
+//! clear start-up error naming the variable.
+//!
+//! `DATABASE_URL`, `RAPTOR_ADDR`, `RAPTOR_REQUEST_TIMEOUT_SECS`, `IDEMPOTENCY_STALE_AFTER_SECS`,
+//! `IDEMPOTENCY_STORE_TIMEOUT_MS`, `FLAG_IDEMPOTENCY_MIDDLEWARE`, `MBT_NEW_ORDERS_DISABLED`,
+//! `RAPTOR_PAPER_STARTING_CASH`, `RAPTOR_DB_POOL_SIZE`, `RAPTOR_CORS_ORIGINS`,
+//! `RAPTOR_LOG_FORMAT`, `RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS`, `STRIPE_API_BASE`,
+//! `STRIPE_SECRET_KEY`, `STRIPE_WEBHOOK_SECRET`.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use raptor_api::ApiConfig;
+use raptor_idempotency::IdempotencyConfig;
+use rust_decimal::Decimal;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::PgPool;
+
+/// A secret string: usable, never printed by `Debug`.
+#[derive(Clone)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret itself.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl FromStr for Secret {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self(s.to_owned()))
+    }
+}
+
+/// Log output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line (production).
+    Json,
+    /// Human-readable (development).
+    Pretty,
+}
+
+/// A boolean flag as the environment writes it: `1`/`0`, `true`/`false`, `on`/`off`.
+fn parse_flag(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Ok(true),
+        "0" | "false" | "off" | "no" => Ok(false),
+        other => Err(format!("expected 1 or 0 (true/false), got {other:?}")),
+    }
+}
+
+fn parse_cash(text: &str) -> Result<Decimal, String> {
+    let cash = Decimal::from_str_exact(text.trim()).map_err(|e| format!("not a decimal: {e}"))?;
+    if cash.is_sign_negative() || cash.scale() > 2 {
+        return Err("must be >= 0 with at most 2 decimal places".into());
+    }
+    Ok(cash)
+}
+
+/// Every setting.
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    /// Postgres connection URL (required by every command that touches the database).
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        value_name = "DATABASE_URL",
+        global = true,
+        hide_env_values = true
+    )]
+    pub database_url: Option<Secret>,
+
+    /// Address `raptor serve` listens on.
+    #[arg(
+        long,
+        env = "RAPTOR_ADDR",
+        value_name = "RAPTOR_ADDR",
+        default_value = "127.0.0.1:8080",
+        global = true
+    )]
+    pub addr: SocketAddr,
+
+    /// Request timeout in seconds; a request past it is answered 503 and rolled back.
+    #[arg(long, env = "RAPTOR_REQUEST_TIMEOUT_SECS", value_name = "RAPTOR_REQUEST_TIMEOUT_SECS",
+          default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..), global = true)]
+    pub request_timeout_secs: u64,
+
+    /// An in-flight idempotency key older than this is abandoned (must be >= the request timeout).
+    #[arg(long, env = "IDEMPOTENCY_STALE_AFTER_SECS", value_name = "IDEMPOTENCY_STALE_AFTER_SECS",
+          default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..), global = true)]
+    pub idempotency_stale_after_secs: u64,
+
+    /// How long a claim may take before fail-closed routes answer 503.
+    #[arg(long, env = "IDEMPOTENCY_STORE_TIMEOUT_MS", value_name = "IDEMPOTENCY_STORE_TIMEOUT_MS",
+          default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..), global = true)]
+    pub idempotency_store_timeout_ms: u64,
+
+    /// Idempotency kill switch default (1 on, 0 passthrough); operators can override it at run time.
+    #[arg(long, env = "FLAG_IDEMPOTENCY_MIDDLEWARE", value_name = "FLAG_IDEMPOTENCY_MIDDLEWARE",
+          default_value = "1", value_parser = parse_flag, global = true)]
+    pub flag_idempotency_middleware: bool,
+
+    /// Refuse new orders, rolls and closes with 503 (cancels still work).
+    #[arg(long, env = "MBT_NEW_ORDERS_DISABLED", value_name = "MBT_NEW_ORDERS_DISABLED",
+          default_value = "0", value_parser = parse_flag, global = true)]
+    pub mbt_new_orders_disabled: bool,
+
+    /// Cash of a new or reset paper account.
+    #[arg(long, env = "RAPTOR_PAPER_STARTING_CASH", value_name = "RAPTOR_PAPER_STARTING_CASH",
+          default_value = "100000.00", value_parser = parse_cash, global = true)]
+    pub paper_starting_cash: Decimal,
+
+    /// Maximum Postgres connections in the pool.
+    #[arg(long, env = "RAPTOR_DB_POOL_SIZE", value_name = "RAPTOR_DB_POOL_SIZE",
+          default_value_t = 20, value_parser = clap::value_parser!(u32).range(2..), global = true)]
+    pub db_pool_size: u32,
+
+    /// Allowed CORS origins for the Antlers web app, comma-separated (none by default).
+    #[arg(
+        long,
+        env = "RAPTOR_CORS_ORIGINS",
+        value_name = "RAPTOR_CORS_ORIGINS",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub cors_origins: Vec<String>,
+
+    /// Log format.
+    #[arg(
+        long,
+        env = "RAPTOR_LOG_FORMAT",
+        value_name = "RAPTOR_LOG_FORMAT",
+        value_enum,
+        default_value = "pretty",
+        global = true
+    )]
+    pub log_format: LogFormat,
+
+    /// Run `idempotency cleanup` inside `serve` every N seconds (off when unset).
+    #[arg(long, env = "RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS",
+          value_name = "RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS",
+          value_parser = clap::value_parser!(u64).range(1..), global = true)]
+    pub idempotency_cleanup_interval_secs: Option<u64>,
+
+    /// Stripe API base URL (billing routes; not built yet).
+    #[arg(
+        long,
+        env = "STRIPE_API_BASE",
+        value_name = "STRIPE_API_BASE",
+        default_value = "https://api.stripe.com",
+        global = true
+    )]
+    pub stripe_api_base: String,
+
+    /// Stripe secret key (billing routes; not built yet).
+    #[arg(
+        long,
+        env = "STRIPE_SECRET_KEY",
+        value_name = "STRIPE_SECRET_KEY",
+        global = true,
+        hide_env_values = true
+    )]
+    pub stripe_secret_key: Option<Secret>,
+
+    /// Stripe webhook signing secret (billing routes; not built yet).
+    #[arg(
+        long,
+        env = "STRIPE_WEBHOOK_SECRET",
+        value_name = "STRIPE_WEBHOOK_SECRET",
+        global = true,
+        hide_env_values = true
+    )]
+    pub stripe_webhook_secret: Option<Secret>,
+}
+
+impl Config {
+    /// Checks relations between settings.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.idempotency_stale_after_secs < self.request_timeout_secs {
+            bail!(
+                "IDEMPOTENCY_STALE_AFTER_SECS ({}) must be >= RAPTOR_REQUEST_TIMEOUT_SECS ({}): \
+                 an attempt must not be declared stale while it may still be running",
+                self.idempotency_stale_after_secs,
+                self.request_timeout_secs
+            );
+        }
+        Ok(())
+    }
+
+    /// The API's settings.
+    pub fn api(&self) -> ApiConfig {
+        ApiConfig {
+            new_orders_disabled: self.mbt_new_orders_disabled,
+            paper_starting_cash: self.paper_starting_cash,
+            request_timeout: Duration::from_secs(self.request_timeout_secs),
+            cors_origins: self
+                .cors_origins
+                .iter()
+                .map(|o| o.trim().to_owned())
+                .filter(|o| !o.is_empty())
+                .collect(),
+            ..ApiConfig::default()
+        }
+    }
+
+    /// The idempotency settings.
+    pub fn idempotency(&self) -> IdempotencyConfig {
+        IdempotencyConfig {
+            stale_after: Duration::from_secs(self.idempotency_stale_after_secs),
+            store_timeout: Duration::from_millis(self.idempotency_store_timeout_ms),
+            flag_default: self.flag_idempotency_middleware,
+        }
+    }
+
+    fn database_url(&self) -> anyhow::Result<&str> {
+        self.database_url
+            .as_ref()
+            .map(Secret::expose)
+            .context("DATABASE_URL is required (e.g. postgres://postgres@127.0.0.1:5432/raptor)")
+    }
+
+    /// Creates the database named by `DATABASE_URL` if it does not exist (serve and migrate).
+    pub async fn ensure_database(&self) -> anyhow::Result<()> {
+        use sqlx::migrate::MigrateDatabase;
+        let url = self.database_url()?;
+        if !sqlx::Postgres::database_exists(url)
+            .await
+            .context("could not connect to DATABASE_URL")?
+        {
+            sqlx::Postgres::create_database(url)
+                .await
+                .context("could not create the database named in DATABASE_URL")?;
+            tracing::info!("created the database named in DATABASE_URL");
+        }
+        Ok(())
+    }
+
+    /// Connects the pool (fails if Postgres does not answer).
+    pub async fn pool(&self) -> anyhow::Result<PgPool> {
+        let url = self.database_url()?;
+        let options = PgConnectOptions::from_str(url)
+            .context("DATABASE_URL is not a valid Postgres URL")?
+            .application_name("raptor");
+        PgPoolOptions::new()
+            .max_connections(self.db_pool_size)
+            .acquire_timeout(Duration::from_secs(3))
+            .connect_with(options)
+            .await
+            .context("could not connect to DATABASE_URL")
+    }
+}

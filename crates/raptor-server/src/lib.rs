@@ -1,0 +1,270 @@
+//! The `raptor` binary's library: the CLI, start-up, and `serve(listener, app, shutdown)`.
+
+pub mod config;
+mod telemetry;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use clap::{Parser, Subcommand};
+use raptor_api::accounts::store as accounts;
+use raptor_api::auth::Role;
+use raptor_api::{ApiState, SystemClock, MIGRATOR};
+use rust_decimal::Decimal;
+use serde_json::json;
+use tokio::net::TcpListener;
+
+pub use config::Config;
+
+/// Raptor write API.
+#[derive(Debug, Parser)]
+#[command(name = "raptor", version, about)]
+pub struct Cli {
+    /// Settings (environment variables; flags override them).
+    #[command(flatten)]
+    pub config: Config,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands (CONTRACT §1).
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Apply pending migrations, then serve HTTP until SIGTERM/SIGINT.
+    Serve,
+    /// Apply pending migrations and exit.
+    Migrate,
+    /// Users.
+    #[command(subcommand)]
+    Users(UsersCommand),
+    /// Service principals.
+    #[command(subcommand, name = "service-tokens")]
+    ServiceTokens(ServiceTokensCommand),
+    /// Operator quotes.
+    #[command(subcommand)]
+    Quotes(QuotesCommand),
+    /// The idempotency store.
+    #[command(subcommand)]
+    Idempotency(IdempotencyCommand),
+    /// Data subject rights.
+    #[command(subcommand)]
+    Gdpr(GdprCommand),
+    /// Print the OpenAPI document.
+    Openapi,
+}
+
+/// `raptor users …`
+#[derive(Debug, Subcommand)]
+pub enum UsersCommand {
+    /// Create a user and its paper account; prints `{"user_id", "token"}`.
+    Create {
+        /// Email address.
+        #[arg(long)]
+        email: String,
+        /// `user` or `operator`.
+        #[arg(long, default_value = "user", value_parser = ["user", "operator"])]
+        role: String,
+    },
+}
+
+/// `raptor service-tokens …`
+#[derive(Debug, Subcommand)]
+pub enum ServiceTokensCommand {
+    /// Create a service token; prints `{"token"}`.
+    Create {
+        /// The service's name.
+        #[arg(long)]
+        name: String,
+    },
+}
+
+/// `raptor quotes …`
+#[derive(Debug, Subcommand)]
+pub enum QuotesCommand {
+    /// Set a symbol's bid and ask (fills resting limits it makes marketable).
+    Set {
+        /// Equity or OCC option symbol.
+        symbol: String,
+        /// Bid.
+        #[arg(long)]
+        bid: Decimal,
+        /// Ask.
+        #[arg(long)]
+        ask: Decimal,
+    },
+}
+
+/// `raptor idempotency …`
+#[derive(Debug, Subcommand)]
+pub enum IdempotencyCommand {
+    /// Delete expired keys in batches; prints `{"deleted": N}`.
+    Cleanup {
+        /// Rows per delete statement.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..))]
+        batch_size: i64,
+    },
+}
+
+/// `raptor gdpr …`
+#[derive(Debug, Subcommand)]
+pub enum GdprCommand {
+    /// Erase a user and everything of theirs.
+    Erase {
+        /// `users.id`.
+        #[arg(long)]
+        user_id: i32,
+    },
+}
+
+/// Runs one command; JSON results go to stdout.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let Cli { config, command } = cli;
+    config.validate()?;
+    telemetry::init(config.log_format);
+    match command {
+        Command::Openapi => {
+            print!("{}", raptor_api::openapi::to_json(&raptor_api::openapi()));
+            Ok(())
+        }
+        Command::Migrate => {
+            config.ensure_database().await?;
+            let pool = config.pool().await?;
+            MIGRATOR.run(&pool).await.context("migration failed")?;
+            println!("{}", json!({ "migrated": true }));
+            Ok(())
+        }
+        Command::Serve => {
+            config.ensure_database().await?;
+            let pool = config.pool().await?;
+            MIGRATOR.run(&pool).await.context("migration failed")?;
+            let listener = TcpListener::bind(config.addr)
+                .await
+                .with_context(|| format!("could not bind RAPTOR_ADDR {}", config.addr))?;
+            let cleanup = config.idempotency_cleanup_interval_secs.map(|secs| {
+                raptor_idempotency::cleanup::spawn_schedule(
+                    pool.clone(),
+                    Duration::from_secs(secs),
+                    1000,
+                )
+            });
+            let state = ApiState::new(
+                pool,
+                config.api(),
+                config.idempotency(),
+                Arc::new(SystemClock),
+            );
+            let app = raptor_api::app(state);
+            tracing::info!(addr = %listener.local_addr()?, "raptor listening");
+            serve(listener, app, shutdown_signal()).await?;
+            if let Some(task) = cleanup {
+                task.abort();
+            }
+            tracing::info!("raptor stopped");
+            Ok(())
+        }
+        Command::Users(UsersCommand::Create { email, role }) => {
+            let pool = config.pool().await?;
+            let role = Role::parse(&role).context("role must be user or operator")?;
+            let mut tx = pool.begin().await?;
+            let created = accounts::create_user(&mut tx, &email, role, config.paper_starting_cash)
+                .await
+                .map_err(api_error)?;
+            tx.commit().await?;
+            println!(
+                "{}",
+                json!({ "user_id": created.user_id, "token": created.token })
+            );
+            Ok(())
+        }
+        Command::ServiceTokens(ServiceTokensCommand::Create { name }) => {
+            let pool = config.pool().await?;
+            let mut tx = pool.begin().await?;
+            let token = accounts::create_service_token(&mut tx, &name)
+                .await
+                .map_err(api_error)?;
+            tx.commit().await?;
+            println!("{}", json!({ "token": token }));
+            Ok(())
+        }
+        Command::Quotes(QuotesCommand::Set { symbol, bid, ask }) => {
+            let pool = config.pool().await?;
+            let state = ApiState::new(
+                pool,
+                config.api(),
+                config.idempotency(),
+                Arc::new(SystemClock),
+            );
+            let quote = raptor_api::trading::set_quote(&state, None, &symbol, bid, ask)
+                .await
+                .map_err(api_error)?;
+            println!("{}", serde_json::to_string(&quote)?);
+            Ok(())
+        }
+        Command::Idempotency(IdempotencyCommand::Cleanup { batch_size }) => {
+            let pool = config.pool().await?;
+            let deleted = raptor_idempotency::cleanup::delete_expired(&pool, batch_size).await?;
+            println!("{}", json!({ "deleted": deleted }));
+            Ok(())
+        }
+        Command::Gdpr(GdprCommand::Erase { user_id }) => {
+            let pool = config.pool().await?;
+            let mut tx = pool.begin().await?;
+            let erased = accounts::erase(&mut tx, user_id).await.map_err(api_error)?;
+            tx.commit().await?;
+            println!("{erased}");
+            Ok(())
+        }
+    }
+}
+
+fn api_error(err: raptor_api::ApiError) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{}: {}",
+        err.code(),
+        err.to_body()["message"].as_str().unwrap_or_default()
+    )
+}
+
+/// Serves `app` on an already-bound `listener` until `shutdown` resolves, then lets in-flight
+/// requests finish. Binding first lets tests use port 0 without sleeping.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %err, "could not listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "could not listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => tracing::info!("SIGINT: shutting down"),
+        () = terminate => tracing::info!("SIGTERM: shutting down"),
+    }
+}

@@ -1,0 +1,17 @@
+//! `raptor`: see `raptor --help`.
+
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    // Development convenience only: a missing .env is fine.
+    let _ = dotenvy::dotenv();
+    let cli = raptor_server::Cli::parse();
+    match raptor_server::run(cli).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("raptor: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Integration tests live in `api/`; this library is empty.
