@@ -112,12 +112,12 @@ pub struct Config {
 
     /// Idempotency kill switch default (1 on, 0 passthrough); operators can override it at run time.
     #[arg(long, env = "FLAG_IDEMPOTENCY_MIDDLEWARE", value_name = "FLAG_IDEMPOTENCY_MIDDLEWARE",
-          default_value = "1", value_parser = parse_flag, global = true)]
+          default_value = "1", value_parser = parse_flag, action = clap::ArgAction::Set, global = true)]
     pub flag_idempotency_middleware: bool,
 
     /// Refuse new orders, rolls and closes with 503 (cancels still work).
     #[arg(long, env = "MBT_NEW_ORDERS_DISABLED", value_name = "MBT_NEW_ORDERS_DISABLED",
-          default_value = "0", value_parser = parse_flag, global = true)]
+          default_value = "0", value_parser = parse_flag, action = clap::ArgAction::Set, global = true)]
     pub mbt_new_orders_disabled: bool,
 
     /// Cash of a new or reset paper account.

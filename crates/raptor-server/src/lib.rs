@@ -120,21 +120,25 @@ pub enum GdprCommand {
     },
 }
 
-/// Runs one command; JSON results go to stdout.
-pub async fn run(cli: Cli) -> anyhow::Result<()> {
+/// Runs one command; its JSON result is written to `out` (stdout in the binary).
+pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Result<()> {
     let Cli { config, command } = cli;
     config.validate()?;
     telemetry::init(config.log_format);
     match command {
         Command::Openapi => {
-            print!("{}", raptor_api::openapi::to_json(&raptor_api::openapi()));
+            write!(
+                out,
+                "{}",
+                raptor_api::openapi::to_json(&raptor_api::openapi())
+            )?;
             Ok(())
         }
         Command::Migrate => {
             config.ensure_database().await?;
             let pool = config.pool().await?;
             MIGRATOR.run(&pool).await.context("migration failed")?;
-            println!("{}", json!({ "migrated": true }));
+            writeln!(out, "{}", json!({ "migrated": true }))?;
             Ok(())
         }
         Command::Serve => {
@@ -174,10 +178,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 .await
                 .map_err(api_error)?;
             tx.commit().await?;
-            println!(
+            writeln!(
+                out,
                 "{}",
                 json!({ "user_id": created.user_id, "token": created.token })
-            );
+            )?;
             Ok(())
         }
         Command::ServiceTokens(ServiceTokensCommand::Create { name }) => {
@@ -187,7 +192,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 .await
                 .map_err(api_error)?;
             tx.commit().await?;
-            println!("{}", json!({ "token": token }));
+            writeln!(out, "{}", json!({ "token": token }))?;
             Ok(())
         }
         Command::Quotes(QuotesCommand::Set { symbol, bid, ask }) => {
@@ -201,13 +206,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let quote = raptor_api::trading::set_quote(&state, None, &symbol, bid, ask)
                 .await
                 .map_err(api_error)?;
-            println!("{}", serde_json::to_string(&quote)?);
+            writeln!(out, "{}", serde_json::to_string(&quote)?)?;
             Ok(())
         }
         Command::Idempotency(IdempotencyCommand::Cleanup { batch_size }) => {
             let pool = config.pool().await?;
             let deleted = raptor_idempotency::cleanup::delete_expired(&pool, batch_size).await?;
-            println!("{}", json!({ "deleted": deleted }));
+            writeln!(out, "{}", json!({ "deleted": deleted }))?;
             Ok(())
         }
         Command::Gdpr(GdprCommand::Erase { user_id }) => {
@@ -215,7 +220,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let mut tx = pool.begin().await?;
             let erased = accounts::erase(&mut tx, user_id).await.map_err(api_error)?;
             tx.commit().await?;
-            println!("{erased}");
+            writeln!(out, "{erased}")?;
             Ok(())
         }
     }

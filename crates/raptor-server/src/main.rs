@@ -7,7 +7,8 @@ async fn main() -> std::process::ExitCode {
     // Development convenience only: a missing .env is fine.
     let _ = dotenvy::dotenv();
     let cli = raptor_server::Cli::parse();
-    match raptor_server::run(cli).await {
+    let mut stdout = std::io::stdout();
+    match raptor_server::run(cli, &mut stdout).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("raptor: {err:#}");

@@ -1,0 +1,490 @@
+//! The foundation: principals, errors, limits, request ids, readiness, shutdown, CLI.
+
+use std::time::Duration;
+
+use axum::http::{Method, StatusCode};
+use clap::Parser;
+use raptor_api::auth::Role;
+use raptor_server::Cli;
+use serde_json::{json, Value};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::helpers::{post_http_with, Call, TestApp};
+use crate::probe::SLEEP_HEADER;
+
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn authentication(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (user_id, token) = app.user("auth@example.com").await;
+
+    let missing = app
+        .send(Call::new(Method::GET, "/api/trading/account"))
+        .await;
+    assert_eq!(missing.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(missing.body["error"], "unauthenticated");
+
+    let unknown = app.get("/api/trading/account", "rpt_0000").await;
+    assert_eq!(unknown.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(unknown.body["error"], "unauthenticated");
+
+    let wrong_scheme = app
+        .send(
+            Call::new(Method::GET, "/api/trading/account")
+                .header("authorization", &format!("Basic {token}")),
+        )
+        .await;
+    assert_eq!(wrong_scheme.status, StatusCode::UNAUTHORIZED);
+
+    let ok = app.get("/api/trading/account", &token).await;
+    assert_eq!(ok.status, StatusCode::OK, "{}", ok.text);
+    assert_eq!(ok.body["cash"], "100000.00");
+    assert_eq!(ok.body["buying_power"], "100000.00");
+    assert_eq!(ok.body["realized_pnl"], "0.00");
+    assert_eq!(ok.body["mode"], "paper");
+
+    sqlx::query(
+        "update api_tokens set expires_at = now() - interval '1 second' where user_id = $1",
+    )
+    .bind(user_id)
+    .execute(&app.pool)
+    .await
+    .expect("expire");
+    let expired = app.get("/api/trading/account", &token).await;
+    assert_eq!(expired.status, StatusCode::UNAUTHORIZED);
+
+    // Only the hash is stored.
+    let stored: i64 = sqlx::query_scalar("select count(*) from api_tokens where token_hash = $1")
+        .bind(token.as_bytes())
+        .fetch_one(&app.pool)
+        .await
+        .expect("count");
+    assert_eq!(stored, 0);
+    app.close().await;
+}
+
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn roles(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, user) = app.user("user@example.com").await;
+    let (_, operator) = app.user_with_role("op@example.com", Role::Operator).await;
+    let service = app.service_token("svc").await;
+    let quote = json!({ "bid": "1.00", "ask": "1.10" });
+
+    let by_user = app
+        .send(
+            Call::new(Method::PUT, "/api/admin/quotes/AAPL")
+                .token(&user)
+                .json(&quote),
+        )
+        .await;
+    assert_eq!(by_user.status, StatusCode::FORBIDDEN);
+    assert_eq!(by_user.body["error"], "forbidden");
+    let by_service = app
+        .send(
+            Call::new(Method::PUT, "/api/admin/quotes/AAPL")
+                .token(&service)
+                .json(&quote),
+        )
+        .await;
+    assert_eq!(by_service.status, StatusCode::FORBIDDEN);
+    let by_operator = app
+        .send(
+            Call::new(Method::PUT, "/api/admin/quotes/AAPL")
+                .token(&operator)
+                .json(&quote),
+        )
+        .await;
+    assert_eq!(by_operator.status, StatusCode::OK, "{}", by_operator.text);
+    assert_eq!(by_operator.body["bid"], "1.00");
+
+    // A service principal has no account.
+    let service_account = app.get("/api/trading/account", &service).await;
+    assert_eq!(service_account.status, StatusCode::FORBIDDEN);
+    app.close().await;
+}
+
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn bad_input_gets_json_4xx(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("bad@example.com").await;
+    let orders = "/api/trading/orders";
+
+    let malformed = app
+        .send(
+            Call::new(Method::POST, orders)
+                .token(&token)
+                .raw(b"{\"symbol\": ".to_vec(), Some("application/json")),
+        )
+        .await;
+    assert_eq!(
+        malformed.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        malformed.text
+    );
+    assert_eq!(malformed.body["error"], "invalid_json");
+
+    let wrong_type = app
+        .send(
+            Call::new(Method::POST, orders)
+                .token(&token)
+                .raw(b"symbol=AAPL".to_vec(), Some("text/plain")),
+        )
+        .await;
+    assert_eq!(wrong_type.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(wrong_type.body["error"], "unsupported_media_type");
+
+    let wrong_shape = app
+        .post(
+            orders,
+            &token,
+            None,
+            &json!({ "symbol": "AAPL", "qty": "x", "type": "market" }),
+        )
+        .await;
+    assert_eq!(wrong_shape.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(wrong_shape.body["error"], "invalid_body");
+
+    let bad_path = app.get("/api/trading/orders/not-a-uuid", &token).await;
+    assert_eq!(bad_path.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad_path.body["error"], "invalid_path");
+
+    let quote_bad = app
+        .send(
+            Call::new(Method::PUT, "/api/admin/flags/FLAG_IDEMPOTENCY_MIDDLEWARE")
+                .token(&token)
+                .raw(b"[".to_vec(), Some("application/json")),
+        )
+        .await;
+    assert!(quote_bad.status.is_client_error());
+    assert!(quote_bad.body["error"].is_string());
+
+    let unknown = app.get("/api/nope", &token).await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert_eq!(unknown.body["error"], "not_found");
+
+    let wrong_method = app
+        .send(Call::new(Method::PATCH, "/api/trading/account").token(&token))
+        .await;
+    assert_eq!(wrong_method.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(wrong_method.body["error"], "method_not_allowed");
+
+    assert_eq!(app.count("select count(*) from paper_orders").await, 0);
+    assert_eq!(app.count("select count(*) from idempotency_keys").await, 0);
+    app.close().await;
+}
+
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn body_limit_is_413_json(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("big@example.com").await;
+    let big = format!("{{\"label\": \"{}\"}}", "x".repeat(1024 * 1024 + 10));
+
+    // In-process (no Content-Length): the extractor's limit.
+    let inproc = app
+        .send(
+            Call::new(Method::POST, "/probe/items")
+                .token(&token)
+                .key(Uuid::new_v4())
+                .raw(big.clone().into_bytes(), Some("application/json")),
+        )
+        .await;
+    assert_eq!(inproc.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(inproc.body["error"], "payload_too_large");
+
+    // Over HTTP with Content-Length: refused before any work.
+    let server = app.spawn().await;
+    let response = server
+        .client
+        .post(server.url("/api/trading/orders"))
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .header("idempotency-key", Uuid::new_v4().to_string())
+        .body(big)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(response.status().as_u16(), 413);
+    let body: Value = response.json().await.expect("json body");
+    assert_eq!(body["error"], "payload_too_large");
+    assert_eq!(app.count("select count(*) from idempotency_keys").await, 0);
+    server.stop().await;
+    app.close().await;
+}
+
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn request_ids_propagate_to_responses_and_audit(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("rid@example.com").await;
+    let given = app
+        .send(
+            Call::new(Method::POST, "/probe/items")
+                .token(&token)
+                .header("x-request-id", "req-abc-123")
+                .json(&json!({ "label": "rid" })),
+        )
+        .await;
+    assert_eq!(given.status, StatusCode::CREATED);
+    assert_eq!(given.header("x-request-id"), Some("req-abc-123"));
+    let audited: Option<String> =
+        sqlx::query_scalar("select request_id from audit_log where action = 'probe.created'")
+            .fetch_one(&app.pool)
+            .await
+            .expect("audit row");
+    assert_eq!(audited.as_deref(), Some("req-abc-123"));
+
+    let generated = app.send(Call::new(Method::GET, "/healthz")).await;
+    let id = generated.header("x-request-id").expect("generated id");
+    assert!(Uuid::parse_str(id).is_ok(), "{id}");
+    app.close().await;
+}
+
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn readiness_follows_the_database(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let db: String = sqlx::query_scalar("select current_database()")
+        .fetch_one(&app.pool)
+        .await
+        .expect("db name");
+    let ready = app.send(Call::new(Method::GET, "/readyz")).await;
+    assert_eq!(ready.status, StatusCode::OK);
+    assert_eq!(
+        app.send(Call::new(Method::GET, "/healthz")).await.status,
+        StatusCode::OK
+    );
+
+    // Take the database away: no new connections, existing ones terminated.
+    let admin = PgPool::connect_with((*pool.connect_options()).clone().database("postgres"))
+        .await
+        .expect("admin pool");
+    sqlx::query(&format!("alter database \"{db}\" allow_connections false"))
+        .execute(&admin)
+        .await
+        .expect("disallow");
+    sqlx::query("select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()")
+        .bind(&db)
+        .execute(&admin)
+        .await
+        .expect("terminate");
+    let down = app.send(Call::new(Method::GET, "/readyz")).await;
+    assert_eq!(
+        down.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        down.text
+    );
+    assert_eq!(down.body["status"], "unavailable");
+    assert_eq!(
+        app.send(Call::new(Method::GET, "/healthz")).await.status,
+        StatusCode::OK
+    );
+
+    sqlx::query(&format!("alter database \"{db}\" allow_connections true"))
+        .execute(&admin)
+        .await
+        .expect("allow");
+    let mut back = app.send(Call::new(Method::GET, "/readyz")).await;
+    for _ in 0..20 {
+        if back.status == StatusCode::OK {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        back = app.send(Call::new(Method::GET, "/readyz")).await;
+    }
+    assert_eq!(back.status, StatusCode::OK, "ready again without a restart");
+    admin.close().await;
+    app.close().await;
+}
+
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn graceful_shutdown_finishes_in_flight_requests(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("bye@example.com").await;
+    let mut server = app.spawn().await;
+    let in_flight = tokio::spawn(post_http_with(
+        server.client.clone(),
+        server.url("/probe/items"),
+        token,
+        Some(Uuid::new_v4()),
+        json!({ "label": "last" }),
+        vec![(SLEEP_HEADER, "400".to_owned())],
+    ));
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    server.trigger_shutdown();
+    let response = in_flight.await.expect("join");
+    assert_eq!(response.status, StatusCode::CREATED, "{}", response.text);
+    tokio::time::timeout(Duration::from_secs(5), &mut server.task)
+        .await
+        .expect("server stopped")
+        .expect("join")
+        .expect("serve");
+    assert_eq!(
+        app.count("select count(*) from probe_items where label = 'last'")
+            .await,
+        1
+    );
+    app.close().await;
+}
+
+async fn cli(pool: &PgPool, args: &[&str]) -> Value {
+    let options = pool.connect_options();
+    let url = format!(
+        "postgres://{}@{}:{}/{}",
+        options.get_username(),
+        options.get_host(),
+        options.get_port(),
+        options.get_database().expect("db")
+    );
+    let mut argv = vec!["raptor", "--database-url", url.as_str()];
+    argv.extend_from_slice(args);
+    let cli = Cli::try_parse_from(argv).expect("arguments parse");
+    let mut out = Vec::new();
+    raptor_server::run(cli, &mut out)
+        .await
+        .expect("command succeeds");
+    serde_json::from_slice(&out).unwrap_or_else(|err| {
+        panic!(
+            "{args:?} printed {:?}: {err}",
+            String::from_utf8_lossy(&out)
+        )
+    })
+}
+
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn cli_commands_print_json(pool: PgPool) {
+    let created = cli(&pool, &["users", "create", "--email", "cli@example.com"]).await;
+    let user_id = created["user_id"].as_i64().expect("user_id");
+    let token = created["token"].as_str().expect("token").to_owned();
+    assert!(token.len() >= 32);
+
+    let app = TestApp::new(&pool).await;
+    let account = app.get("/api/trading/account", &token).await;
+    assert_eq!(account.status, StatusCode::OK);
+    assert_eq!(account.body["cash"], "100000.00");
+
+    let op = cli(
+        &pool,
+        &[
+            "users",
+            "create",
+            "--email",
+            "boss@example.com",
+            "--role",
+            "operator",
+        ],
+    )
+    .await;
+    let flag = app
+        .send(
+            Call::new(Method::PUT, "/api/admin/flags/FLAG_IDEMPOTENCY_MIDDLEWARE")
+                .token(op["token"].as_str().expect("token"))
+                .json(&json!({ "enabled": true })),
+        )
+        .await;
+    assert_eq!(flag.status, StatusCode::OK);
+
+    let service = cli(&pool, &["service-tokens", "create", "--name", "ledger"]).await;
+    let service_token = service["token"].as_str().expect("token");
+    let probe = app
+        .post(
+            "/probe/items",
+            service_token,
+            Some(Uuid::new_v4()),
+            &json!({ "label": "svc" }),
+        )
+        .await;
+    assert_eq!(probe.status, StatusCode::CREATED);
+    let scope: Option<i32> = sqlx::query_scalar("select scope_user_id from idempotency_keys")
+        .fetch_one(&app.pool)
+        .await
+        .expect("key row");
+    assert_eq!(scope, None, "service principals have a NULL scope");
+
+    let quote = cli(
+        &pool,
+        &[
+            "quotes", "set", "AAPL", "--bid", "189.90", "--ask", "190.10",
+        ],
+    )
+    .await;
+    assert_eq!(quote["symbol"], "AAPL");
+    assert_eq!(quote["ask"], "190.10");
+
+    sqlx::query("update idempotency_keys set expires_at = now() - interval '1 second'")
+        .execute(&app.pool)
+        .await
+        .expect("expire");
+    let cleanup = cli(&pool, &["idempotency", "cleanup", "--batch-size", "10"]).await;
+    assert_eq!(cleanup, json!({ "deleted": 1 }));
+
+    let erased = cli(&pool, &["gdpr", "erase", "--user-id", &user_id.to_string()]).await;
+    assert_eq!(erased["user_id"], user_id);
+    let gone = app.get("/api/trading/account", &token).await;
+    assert_eq!(gone.status, StatusCode::UNAUTHORIZED);
+
+    let migrated = cli(&pool, &["migrate"]).await;
+    assert_eq!(migrated, json!({ "migrated": true }));
+    app.close().await;
+}
+
+#[test]
+fn bad_configuration_is_a_clear_error() {
+    let err = Cli::try_parse_from(["raptor", "--request-timeout-secs", "abc", "serve"])
+        .expect_err("bad value");
+    assert!(
+        err.to_string().contains("RAPTOR_REQUEST_TIMEOUT_SECS"),
+        "{err}"
+    );
+    let err = Cli::try_parse_from(["raptor", "--flag-idempotency-middleware", "maybe", "serve"])
+        .expect_err("bad flag");
+    assert!(
+        err.to_string().contains("FLAG_IDEMPOTENCY_MIDDLEWARE"),
+        "{err}"
+    );
+    let cli =
+        Cli::try_parse_from(["raptor", "--request-timeout-secs", "60", "serve"]).expect("parses");
+    let err = cli.config.validate().expect_err("stale < timeout");
+    assert!(
+        err.to_string().contains("IDEMPOTENCY_STALE_AFTER_SECS"),
+        "{err}"
+    );
+}
+
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn gdpr_export_includes_idempotency_keys_and_erasure_removes_them(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (user_id, token) = app.user("gdpr@example.com").await;
+    app.post(
+        "/probe/items",
+        &token,
+        Some(Uuid::new_v4()),
+        &json!({ "label": "mine" }),
+    )
+    .await;
+    let export = app.get("/api/account/export", &token).await;
+    assert_eq!(export.status, StatusCode::OK, "{}", export.text);
+    assert_eq!(export.body["user"]["email"], "gdpr@example.com");
+    assert_eq!(
+        export.body["idempotency_keys"].as_array().map(Vec::len),
+        Some(1)
+    );
+    let erased = app
+        .post("/api/account/erasure", &token, None, &json!({}))
+        .await;
+    assert_eq!(erased.status, StatusCode::OK, "{}", erased.text);
+    for table in [
+        "idempotency_keys where scope_user_id",
+        "audit_log where user_id",
+        "users where id",
+        "paper_accounts where user_id",
+    ] {
+        let n: i64 = sqlx::query_scalar(&format!("select count(*) from {table} = $1"))
+            .bind(user_id)
+            .fetch_one(&app.pool)
+            .await
+            .expect("count");
+        assert_eq!(n, 0, "{table}");
+    }
+    app.close().await;
+}

@@ -1,0 +1,394 @@
+//! `TestApp`: the real router on a fresh, migrated database, driven in-process (`oneshot`) or
+//! through a real server on port 0.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use axum::Router;
+use chrono::{DateTime, TimeZone, Utc};
+use http_body_util::BodyExt;
+use raptor_api::accounts::store as accounts;
+use raptor_api::auth::Role;
+use raptor_api::{ApiConfig, ApiState, FixedClock};
+use raptor_idempotency::IdempotencyConfig;
+use rust_decimal::Decimal;
+use serde_json::Value;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::PgPool;
+use tokio::sync::oneshot;
+use tower::ServiceExt;
+use uuid::Uuid;
+
+/// 2026-12-01 15:00 UTC: the clock of every test app.
+pub(crate) fn test_now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, 1, 15, 0, 0)
+        .single()
+        .expect("valid date")
+}
+
+/// Settings of a test app.
+#[derive(Clone)]
+pub(crate) struct Options {
+    pub(crate) api: ApiConfig,
+    pub(crate) idempotency: IdempotencyConfig,
+    pub(crate) extra: Router<ApiState>,
+    pub(crate) pool_size: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            api: ApiConfig::default(),
+            idempotency: IdempotencyConfig {
+                stale_after: Duration::from_secs(30),
+                store_timeout: Duration::from_millis(2000),
+                flag_default: true,
+            },
+            extra: crate::probe::routes(),
+            pool_size: 16,
+        }
+    }
+}
+
+/// One response, body parsed as JSON (`Value::Null` when empty or not JSON).
+#[derive(Debug, Clone)]
+pub(crate) struct TestResponse {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Value,
+    pub(crate) text: String,
+}
+
+impl TestResponse {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The body without the replay marker, for comparing an original with its replay.
+    pub(crate) fn body_without_marker(&self) -> Value {
+        let mut body = self.body.clone();
+        if let Value::Object(map) = &mut body {
+            map.remove("idempotency_replayed");
+        }
+        body
+    }
+}
+
+/// A request under construction.
+pub(crate) struct Call {
+    method: Method,
+    path: String,
+    token: Option<String>,
+    keys: Vec<String>,
+    body: Option<Vec<u8>>,
+    content_type: Option<&'static str>,
+    headers: Vec<(String, String)>,
+}
+
+impl Call {
+    pub(crate) fn new(method: Method, path: impl Into<String>) -> Self {
+        Self {
+            method,
+            path: path.into(),
+            token: None,
+            keys: Vec::new(),
+            body: None,
+            content_type: None,
+            headers: Vec::new(),
+        }
+    }
+
+    pub(crate) fn token(mut self, token: &str) -> Self {
+        self.token = Some(token.to_owned());
+        self
+    }
+
+    pub(crate) fn key(mut self, key: impl ToString) -> Self {
+        self.keys.push(key.to_string());
+        self
+    }
+
+    pub(crate) fn json(mut self, body: &Value) -> Self {
+        self.body = Some(serde_json::to_vec(body).expect("json"));
+        self.content_type = Some("application/json");
+        self
+    }
+
+    pub(crate) fn raw(
+        mut self,
+        body: impl Into<Vec<u8>>,
+        content_type: Option<&'static str>,
+    ) -> Self {
+        self.body = Some(body.into());
+        self.content_type = content_type;
+        self
+    }
+
+    pub(crate) fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    fn request(self) -> Request<Body> {
+        let mut builder = Request::builder().method(self.method).uri(self.path);
+        if let Some(token) = self.token {
+            builder = builder.header("authorization", format!("Bearer {token}"));
+        }
+        for key in self.keys {
+            builder = builder.header("idempotency-key", key);
+        }
+        if let Some(ct) = self.content_type {
+            builder = builder.header("content-type", ct);
+        }
+        for (name, value) in self.headers {
+            builder = builder.header(name, value);
+        }
+        builder
+            .body(self.body.map_or_else(Body::empty, Body::from))
+            .expect("request")
+    }
+}
+
+pub(crate) struct TestApp {
+    /// The app's own pool (sized for concurrency tests).
+    pub(crate) pool: PgPool,
+    pub(crate) state: ApiState,
+    pub(crate) router: Router,
+}
+
+impl TestApp {
+    pub(crate) async fn new(pool: &PgPool) -> Self {
+        Self::with(pool, Options::default()).await
+    }
+
+    pub(crate) async fn with(pool: &PgPool, options: Options) -> Self {
+        let pool = PgPoolOptions::new()
+            .max_connections(options.pool_size)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_with((*pool.connect_options()).clone())
+            .await
+            .expect("app pool");
+        crate::probe::create_table(&pool).await;
+        let state = ApiState::new(
+            pool.clone(),
+            options.api,
+            options.idempotency,
+            Arc::new(FixedClock(test_now())),
+        );
+        let router = raptor_api::app_with(state.clone(), options.extra);
+        Self {
+            pool,
+            state,
+            router,
+        }
+    }
+
+    /// Sends one request through the router in-process.
+    pub(crate) async fn send(&self, call: Call) -> TestResponse {
+        send(self.router.clone(), call).await
+    }
+
+    pub(crate) async fn get(&self, path: &str, token: &str) -> TestResponse {
+        self.send(Call::new(Method::GET, path).token(token)).await
+    }
+
+    pub(crate) async fn post(
+        &self,
+        path: &str,
+        token: &str,
+        key: Option<Uuid>,
+        body: &Value,
+    ) -> TestResponse {
+        let mut call = Call::new(Method::POST, path).token(token).json(body);
+        if let Some(key) = key {
+            call = call.key(key);
+        }
+        self.send(call).await
+    }
+
+    /// A user (with its paper account) and its token.
+    pub(crate) async fn user(&self, email: &str) -> (i32, String) {
+        self.user_with_role(email, Role::User).await
+    }
+
+    pub(crate) async fn user_with_role(&self, email: &str, role: Role) -> (i32, String) {
+        let mut tx = self.pool.begin().await.expect("begin");
+        let created =
+            accounts::create_user(&mut tx, email, role, self.state.config.paper_starting_cash)
+                .await
+                .expect("create user");
+        tx.commit().await.expect("commit");
+        (created.user_id, created.token)
+    }
+
+    pub(crate) async fn service_token(&self, name: &str) -> String {
+        let mut tx = self.pool.begin().await.expect("begin");
+        let token = accounts::create_service_token(&mut tx, name)
+            .await
+            .expect("service token");
+        tx.commit().await.expect("commit");
+        token
+    }
+
+    pub(crate) async fn quote(&self, symbol: &str, bid: &str, ask: &str) -> Value {
+        let quote = raptor_api::trading::set_quote(&self.state, None, symbol, dec(bid), dec(ask))
+            .await
+            .expect("set quote");
+        serde_json::to_value(quote).expect("json")
+    }
+
+    pub(crate) async fn count(&self, sql: &str) -> i64 {
+        sqlx::query_scalar(sql)
+            .fetch_one(&self.pool)
+            .await
+            .expect("count query")
+    }
+
+    /// Binds 127.0.0.1:0 first, then serves: no sleeping for readiness.
+    pub(crate) async fn spawn(&self) -> Server {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (tx, rx) = oneshot::channel::<()>();
+        let router = self.router.clone();
+        let task = tokio::spawn(async move {
+            raptor_server::serve(listener, router, async {
+                let _ = rx.await;
+            })
+            .await
+        });
+        Server {
+            addr,
+            shutdown: Some(tx),
+            task,
+            client: reqwest::Client::builder()
+                .pool_max_idle_per_host(128)
+                .build()
+                .expect("client"),
+        }
+    }
+
+    /// Closes the app's pool so the test database can be dropped.
+    pub(crate) async fn close(self) {
+        self.pool.close().await;
+    }
+}
+
+pub(crate) struct Server {
+    pub(crate) addr: SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+    pub(crate) task: tokio::task::JoinHandle<std::io::Result<()>>,
+    pub(crate) client: reqwest::Client,
+}
+
+impl Server {
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub(crate) async fn post(
+        &self,
+        path: &str,
+        token: &str,
+        key: Option<Uuid>,
+        body: &Value,
+    ) -> TestResponse {
+        post_http(
+            self.client.clone(),
+            self.url(path),
+            token.to_owned(),
+            key,
+            body.clone(),
+        )
+        .await
+    }
+
+    /// Stops accepting, lets in-flight requests finish, and waits for the server.
+    pub(crate) async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        self.task.await.expect("join").expect("serve");
+    }
+
+    pub(crate) fn trigger_shutdown(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Sends one request through `router` in-process (usable from spawned tasks).
+pub(crate) async fn send(router: Router, call: Call) -> TestResponse {
+    let response = router.oneshot(call.request()).await.expect("infallible");
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    TestResponse {
+        status,
+        headers,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        text,
+    }
+}
+
+/// POSTs JSON over real HTTP.
+pub(crate) async fn post_http(
+    client: reqwest::Client,
+    url: String,
+    token: String,
+    key: Option<Uuid>,
+    body: Value,
+) -> TestResponse {
+    post_http_with(client, url, token, key, body, Vec::new()).await
+}
+
+/// [`post_http`] with extra headers.
+pub(crate) async fn post_http_with(
+    client: reqwest::Client,
+    url: String,
+    token: String,
+    key: Option<Uuid>,
+    body: Value,
+    headers: Vec<(&'static str, String)>,
+) -> TestResponse {
+    let mut request = client.post(url).bearer_auth(token).json(&body);
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    if let Some(key) = key {
+        request = request.header("idempotency-key", key.to_string());
+    }
+    let response = request.send().await.expect("send");
+    let status = StatusCode::from_u16(response.status().as_u16()).expect("status");
+    let mut headers = HeaderMap::new();
+    for (name, value) in response.headers() {
+        if let (Ok(name), Ok(value)) = (
+            axum::http::HeaderName::from_bytes(name.as_str().as_bytes()),
+            axum::http::HeaderValue::from_bytes(value.as_bytes()),
+        ) {
+            headers.insert(name, value);
+        }
+    }
+    let text = response.text().await.expect("text");
+    TestResponse {
+        status,
+        headers,
+        body: serde_json::from_str(&text).unwrap_or(Value::Null),
+        text,
+    }
+}
+
+pub(crate) fn dec(text: &str) -> Decimal {
+    text.parse().expect("decimal")
+}

@@ -1,0 +1,766 @@
+//! ADR-0138 as decided in CONTRACT §4, through HTTP on the probe routes.
+
+use std::time::{Duration, Instant};
+
+use axum::http::{Method, StatusCode};
+use raptor_api::auth::Role;
+use raptor_idempotency::IdempotencyConfig;
+use serde_json::{json, Value};
+use sqlx::PgPool;
+use tokio::task::JoinSet;
+use uuid::Uuid;
+
+use crate::helpers::{post_http, post_http_with, send, Call, Options, TestApp};
+use crate::probe::SLEEP_HEADER;
+
+const ERR_KEY: &str = "Idempotency-Key must be a UUID string";
+
+fn fast_stale() -> Options {
+    Options {
+        idempotency: IdempotencyConfig {
+            stale_after: Duration::from_secs(1),
+            store_timeout: Duration::from_millis(2000),
+            flag_default: true,
+        },
+        ..Options::default()
+    }
+}
+
+async fn items(app: &TestApp, label: &str) -> i64 {
+    sqlx::query_scalar("select count(*) from probe_items where label = $1")
+        .bind(label)
+        .fetch_one(&app.pool)
+        .await
+        .expect("count")
+}
+
+async fn audit_rows(app: &TestApp, action: &str) -> i64 {
+    sqlx::query_scalar("select count(*) from audit_log where action = $1")
+        .bind(action)
+        .fetch_one(&app.pool)
+        .await
+        .expect("count")
+}
+
+async fn key_status(app: &TestApp, key: Uuid) -> Option<String> {
+    sqlx::query_scalar("select status from idempotency_keys where idem_key = $1")
+        .bind(key.to_string())
+        .fetch_optional(&app.pool)
+        .await
+        .expect("status")
+}
+
+/// Acceptance 1: 64 concurrent duplicates against a real server, 20 rounds.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn concurrent_duplicates_execute_exactly_once(pool: PgPool) {
+    let app = TestApp::with(
+        &pool,
+        Options {
+            pool_size: 24,
+            ..Options::default()
+        },
+    )
+    .await;
+    let (_, token) = app.user("racer@example.com").await;
+    let server = app.spawn().await;
+    for round in 0..20 {
+        let key = Uuid::new_v4();
+        let label = format!("round-{round}");
+        let body = json!({ "label": label });
+        let mut set = JoinSet::new();
+        for _ in 0..64 {
+            set.spawn(post_http_with(
+                server.client.clone(),
+                server.url("/probe/items"),
+                token.clone(),
+                Some(key),
+                body.clone(),
+                vec![(SLEEP_HEADER, "25".to_owned())],
+            ));
+        }
+        let (mut fresh, mut replays, mut in_flight) = (Vec::new(), 0, 0);
+        while let Some(response) = set.join_next().await {
+            let response = response.expect("join");
+            assert!(!response.status.is_server_error(), "5xx: {}", response.text);
+            match (response.status, response.header("idempotent-replayed")) {
+                (StatusCode::CREATED, Some("false")) => fresh.push(response),
+                (StatusCode::CREATED, Some("true")) => {
+                    assert_eq!(response.body["idempotency_replayed"], true);
+                    replays += 1;
+                }
+                (StatusCode::CONFLICT, _) => {
+                    assert_eq!(
+                        response.body["error"], "idempotency_in_flight",
+                        "{}",
+                        response.text
+                    );
+                    assert_eq!(response.header("retry-after"), Some("5"));
+                    in_flight += 1;
+                }
+                other => panic!("unexpected answer {other:?}: {}", response.text),
+            }
+        }
+        assert_eq!(fresh.len(), 1, "round {round}: exactly one execution");
+        assert_eq!(1 + replays + in_flight, 64);
+        assert_eq!(
+            items(&app, &label).await,
+            1,
+            "round {round}: one business row"
+        );
+        let audited: i64 = sqlx::query_scalar(
+            "select count(*) from audit_log where action = 'probe.created' and context->>'label' = $1",
+        )
+        .bind(&label)
+        .fetch_one(&app.pool)
+        .await
+        .expect("audit count");
+        assert_eq!(audited, 1, "round {round}: one business audit row");
+        // A later retry replays the one execution.
+        let later = server.post("/probe/items", &token, Some(key), &body).await;
+        assert_eq!(later.status, StatusCode::CREATED);
+        assert_eq!(later.body_without_marker(), fresh[0].body);
+    }
+    server.stop().await;
+    app.close().await;
+}
+
+/// Acceptance 2: scope and fingerprint.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn scope_and_fingerprint(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, alice) = app.user("alice@example.com").await;
+    let (_, bob) = app.user("bob@example.com").await;
+    let key = Uuid::new_v4();
+    let body = json!({ "label": "a" });
+
+    let first = app.post("/probe/items", &alice, Some(key), &body).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+
+    let other_body = app
+        .post("/probe/items", &alice, Some(key), &json!({ "label": "b" }))
+        .await;
+    assert_eq!(other_body.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(other_body.body["error"], "idempotency_key_body_mismatch");
+
+    // Same key and body on two concrete paths of one route template: a mismatch, not a replay.
+    let slot_key = Uuid::new_v4();
+    let slot_a = app
+        .post("/probe/items/AAPL", &alice, Some(slot_key), &body)
+        .await;
+    assert_eq!(slot_a.status, StatusCode::CREATED);
+    let slot_b = app
+        .post("/probe/items/MSFT", &alice, Some(slot_key), &body)
+        .await;
+    assert_eq!(slot_b.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(slot_b.body["error"], "idempotency_key_body_mismatch");
+
+    // Key order and whitespace in the body do not matter.
+    let reordered = app
+        .send(
+            Call::new(Method::POST, "/probe/items")
+                .token(&alice)
+                .key(key)
+                .raw(br#"{ "label" :  "a" }"#.to_vec(), Some("application/json")),
+        )
+        .await;
+    assert_eq!(reordered.header("idempotent-replayed"), Some("true"));
+
+    let by_bob = app.post("/probe/items", &bob, Some(key), &body).await;
+    assert_eq!(by_bob.status, StatusCode::CREATED);
+    assert_eq!(by_bob.header("idempotent-replayed"), Some("false"));
+
+    let other_route = app.post("/probe/other", &alice, Some(key), &body).await;
+    assert_eq!(other_route.status, StatusCode::CREATED);
+    assert_eq!(other_route.header("idempotent-replayed"), Some("false"));
+
+    // Two service principals (scope_user_id NULL) with one key: one execution.
+    let svc_a = app.service_token("billing-sync").await;
+    let svc_b = app.service_token("ops-tool").await;
+    let service_key = Uuid::new_v4();
+    let s1 = app
+        .post(
+            "/probe/items",
+            &svc_a,
+            Some(service_key),
+            &json!({ "label": "svc" }),
+        )
+        .await;
+    let s2 = app
+        .post(
+            "/probe/items",
+            &svc_b,
+            Some(service_key),
+            &json!({ "label": "svc" }),
+        )
+        .await;
+    assert_eq!(s1.header("idempotent-replayed"), Some("false"));
+    assert_eq!(s2.header("idempotent-replayed"), Some("true"));
+    assert_eq!(items(&app, "svc").await, 1);
+
+    assert_eq!(
+        items(&app, "a").await,
+        4,
+        "alice, slot AAPL, bob, other route"
+    );
+    assert_eq!(items(&app, "b").await, 0);
+    app.close().await;
+}
+
+/// Acceptance 3: replay fidelity, Location, stored business rejections; replay audit rows.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn replay_returns_the_stored_response(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("r@example.com").await;
+    let key = Uuid::new_v4();
+    let body = json!({ "label": "replayed" });
+    let original = app.post("/probe/items", &token, Some(key), &body).await;
+    assert_eq!(original.status, StatusCode::CREATED);
+    assert_eq!(original.header("idempotent-replayed"), Some("false"));
+    let location = original.header("location").expect("location").to_owned();
+
+    let replay = app.post("/probe/items", &token, Some(key), &body).await;
+    assert_eq!(replay.status, StatusCode::CREATED);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.header("location"), Some(location.as_str()));
+    assert_eq!(replay.header("content-type"), Some("application/json"));
+    assert_eq!(replay.body["idempotency_replayed"], true);
+    assert_eq!(replay.body_without_marker(), original.body);
+    assert_eq!(items(&app, "replayed").await, 1);
+    assert_eq!(audit_rows(&app, "probe.created").await, 1);
+    assert_eq!(audit_rows(&app, "idempotency_replay").await, 1);
+    let context: Value =
+        sqlx::query_scalar("select context from audit_log where action = 'idempotency_replay'")
+            .fetch_one(&app.pool)
+            .await
+            .expect("replay row");
+    assert_eq!(context["response_code"], 201);
+    assert!(context["idempotency_key_id"].is_i64());
+    assert_eq!(context["request_hash"].as_str().map(str::len), Some(64));
+
+    // A business rejection (403) is completed and replays as 403.
+    let reject_key = Uuid::new_v4();
+    let reject = json!({ "label": "no", "outcome": "reject" });
+    let rejected = app
+        .post("/probe/items", &token, Some(reject_key), &reject)
+        .await;
+    assert_eq!(rejected.status, StatusCode::FORBIDDEN);
+    assert_eq!(rejected.body["error"], "insufficient_buying_power");
+    assert_eq!(
+        key_status(&app, reject_key).await.as_deref(),
+        Some("completed")
+    );
+    let again = app
+        .post("/probe/items", &token, Some(reject_key), &reject)
+        .await;
+    assert_eq!(again.status, StatusCode::FORBIDDEN);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(again.body_without_marker(), rejected.body);
+    assert_eq!(audit_rows(&app, "probe.rejected").await, 1);
+    app.close().await;
+}
+
+/// Acceptance 4: a handler held past the stale threshold is fenced off; exactly one commits.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn stale_attempt_is_fenced_off(pool: PgPool) {
+    let app = TestApp::with(&pool, fast_stale()).await;
+    let (_, token) = app.user("slow@example.com").await;
+    let key = Uuid::new_v4();
+    let body = json!({ "label": "fenced" });
+    let router = app.router.clone();
+    let call = Call::new(Method::POST, "/probe/items")
+        .token(&token)
+        .key(key)
+        .header(SLEEP_HEADER, "1800")
+        .json(&body);
+    let first = tokio::spawn(send(router, call));
+
+    // Past the 1 s threshold the duplicate releases the abandoned (still running) attempt...
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let releaser = app.post("/probe/items", &token, Some(key), &body).await;
+    assert_eq!(releaser.status, StatusCode::CONFLICT, "{}", releaser.text);
+    assert_eq!(releaser.body["error"], "idempotency_in_flight");
+    assert_eq!(releaser.body["retry_after_ms"], 0);
+    assert_eq!(releaser.header("retry-after"), Some("0"));
+
+    // ...and the next retry claims it and executes while the first still sleeps.
+    let third = app.post("/probe/items", &token, Some(key), &body).await;
+    let first = first.await.expect("join");
+    assert_eq!(
+        first.status,
+        StatusCode::CONFLICT,
+        "fenced attempt: {}",
+        first.text
+    );
+    assert_eq!(third.status, StatusCode::CREATED, "{}", third.text);
+    assert_eq!(third.header("idempotent-replayed"), Some("false"));
+    assert_eq!(
+        items(&app, "fenced").await,
+        1,
+        "exactly one execution committed"
+    );
+    assert_eq!(audit_rows(&app, "probe.created").await, 1);
+    let replay = app.post("/probe/items", &token, Some(key), &body).await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.body_without_marker(), third.body);
+    app.close().await;
+}
+
+/// Acceptance 6: a 500 rolls back, marks the key failed; a retry is refused. Panics too.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn server_errors_roll_back_and_fail_the_key(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("f@example.com").await;
+    let key = Uuid::new_v4();
+    let body = json!({ "label": "doomed", "outcome": "fail" });
+    let failed = app.post("/probe/items", &token, Some(key), &body).await;
+    assert_eq!(failed.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(failed.body["error"], "internal");
+    assert!(
+        !failed.text.contains("forced failure"),
+        "internal details leaked: {}",
+        failed.text
+    );
+    assert_eq!(items(&app, "doomed").await, 0);
+    assert_eq!(audit_rows(&app, "probe.created").await, 0);
+    assert_eq!(key_status(&app, key).await.as_deref(), Some("failed"));
+    let retry = app.post("/probe/items", &token, Some(key), &body).await;
+    assert_eq!(retry.status, StatusCode::CONFLICT);
+    assert_eq!(retry.body["error"], "idempotency_previous_failed");
+
+    let panic_key = Uuid::new_v4();
+    let panicked = app
+        .post(
+            "/probe/items",
+            &token,
+            Some(panic_key),
+            &json!({ "label": "boom", "outcome": "panic" }),
+        )
+        .await;
+    assert_eq!(panicked.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(panicked.body["error"], "internal");
+    assert_eq!(items(&app, "boom").await, 0);
+    // The panic path settles the key from the claim's drop guard, asynchronously.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while key_status(&app, panic_key).await.as_deref() != Some("failed") {
+        assert!(
+            Instant::now() < deadline,
+            "panicked key never marked failed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    app.close().await;
+}
+
+/// Acceptance 7: the store cannot answer in time.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn store_unavailable_fail_closed_and_fail_open(pool: PgPool) {
+    let options = Options {
+        idempotency: IdempotencyConfig {
+            stale_after: Duration::from_secs(30),
+            store_timeout: Duration::from_millis(300),
+            flag_default: true,
+        },
+        ..Options::default()
+    };
+    let app = TestApp::with(&pool, options).await;
+    let (_, token) = app.user("locked@example.com").await;
+    // Warm the flag cache and the pool before taking the lock.
+    let warm = app
+        .post(
+            "/probe/items",
+            &token,
+            Some(Uuid::new_v4()),
+            &json!({ "label": "warm" }),
+        )
+        .await;
+    assert_eq!(warm.status, StatusCode::CREATED);
+
+    let mut locker = pool.begin().await.expect("begin");
+    sqlx::query("lock table idempotency_keys in access exclusive mode")
+        .execute(&mut *locker)
+        .await
+        .expect("lock");
+
+    let started = Instant::now();
+    let closed = app
+        .post(
+            "/probe/items",
+            &token,
+            Some(Uuid::new_v4()),
+            &json!({ "label": "closed" }),
+        )
+        .await;
+    let took = started.elapsed();
+    assert_eq!(
+        closed.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        closed.text
+    );
+    assert_eq!(closed.body["error"], "idempotency_store_unavailable");
+    assert!(closed.header("retry-after").is_some());
+    assert!(
+        took < Duration::from_millis(1300),
+        "answered after {took:?}"
+    );
+
+    let open = app
+        .post(
+            "/probe/open",
+            &token,
+            Some(Uuid::new_v4()),
+            &json!({ "label": "open" }),
+        )
+        .await;
+    assert_eq!(open.status, StatusCode::CREATED, "{}", open.text);
+
+    locker.rollback().await.expect("unlock");
+    assert_eq!(
+        items(&app, "closed").await,
+        0,
+        "fail-closed route did not execute"
+    );
+    assert_eq!(items(&app, "open").await, 1, "fail-open route executed");
+    app.close().await;
+}
+
+/// Acceptance 8: the kill switch, flipped at run time, reaches another process within a second.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn kill_switch_flips_at_run_time(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let other_process = TestApp::new(&pool).await;
+    let (_, operator) = app.user_with_role("ops@example.com", Role::Operator).await;
+    let (_, token) = app.user("u@example.com").await;
+    let flag = "/api/admin/flags/FLAG_IDEMPOTENCY_MIDDLEWARE";
+
+    let user_try = app
+        .send(
+            Call::new(Method::PUT, flag)
+                .token(&token)
+                .json(&json!({ "enabled": false })),
+        )
+        .await;
+    assert_eq!(user_try.status, StatusCode::FORBIDDEN);
+    // Prime the other process's cache with "on".
+    let primed = other_process
+        .post(
+            "/probe/items",
+            &token,
+            Some(Uuid::new_v4()),
+            &json!({ "label": "prime" }),
+        )
+        .await;
+    assert_eq!(primed.header("idempotent-replayed"), Some("false"));
+
+    let off = app
+        .send(
+            Call::new(Method::PUT, flag)
+                .token(&operator)
+                .json(&json!({ "enabled": false })),
+        )
+        .await;
+    assert_eq!(off.status, StatusCode::OK, "{}", off.text);
+    assert_eq!(off.body["enabled"], false);
+    let key = Uuid::new_v4();
+    for _ in 0..2 {
+        let r = app
+            .post(
+                "/probe/items",
+                &token,
+                Some(key),
+                &json!({ "label": "twice" }),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED);
+        assert!(
+            r.header("idempotent-replayed").is_none(),
+            "passthrough carries no marker"
+        );
+    }
+    assert_eq!(items(&app, "twice").await, 2);
+    assert_eq!(
+        key_status(&app, key).await,
+        None,
+        "passthrough writes no key row"
+    );
+
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let elsewhere_key = Uuid::new_v4();
+    for _ in 0..2 {
+        other_process
+            .post(
+                "/probe/items",
+                &token,
+                Some(elsewhere_key),
+                &json!({ "label": "elsewhere" }),
+            )
+            .await;
+    }
+    assert_eq!(
+        items(&app, "elsewhere").await,
+        2,
+        "the other process saw the flip within a second"
+    );
+
+    let on = app
+        .send(
+            Call::new(Method::PUT, flag)
+                .token(&operator)
+                .json(&json!({ "enabled": true })),
+        )
+        .await;
+    assert_eq!(on.status, StatusCode::OK);
+    let key = Uuid::new_v4();
+    let a = app
+        .post(
+            "/probe/items",
+            &token,
+            Some(key),
+            &json!({ "label": "once" }),
+        )
+        .await;
+    let b = app
+        .post(
+            "/probe/items",
+            &token,
+            Some(key),
+            &json!({ "label": "once" }),
+        )
+        .await;
+    assert_eq!(a.header("idempotent-replayed"), Some("false"));
+    assert_eq!(b.header("idempotent-replayed"), Some("true"));
+    assert_eq!(items(&app, "once").await, 1);
+
+    let unknown = app
+        .send(
+            Call::new(Method::PUT, "/api/admin/flags/NOPE")
+                .token(&operator)
+                .json(&json!({ "enabled": true })),
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    other_process.close().await;
+    app.close().await;
+}
+
+/// Acceptance 9: malformed keys are refused before anything is written.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn malformed_keys_are_refused(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("k@example.com").await;
+    let long = "a".repeat(300);
+    let body = json!({ "label": "never" });
+    let bad: Vec<Vec<String>> = vec![
+        vec![String::new()],
+        vec!["all".into()],
+        vec![long],
+        vec!["not-a-uuid-at-all-not-a-uuid-at-all!".into()],
+        vec!["6f9619ff8b86d011b42d00c04fc964ff".into()],
+        vec!["\"definitely-not-a-uuid\"".into()],
+        vec![Uuid::new_v4().to_string(), Uuid::new_v4().to_string()],
+    ];
+    for keys in bad {
+        let mut call = Call::new(Method::POST, "/probe/items")
+            .token(&token)
+            .json(&body);
+        for key in &keys {
+            call = call.key(key);
+        }
+        let response = app.send(call).await;
+        assert_eq!(response.status, StatusCode::BAD_REQUEST, "{keys:?}");
+        assert_eq!(response.body["error"], ERR_KEY, "{keys:?}");
+    }
+    assert_eq!(app.count("select count(*) from idempotency_keys").await, 0);
+    assert_eq!(items(&app, "never").await, 0);
+
+    // Accepted forms: quoted sf-string, upper case; stored lower-case.
+    let key = Uuid::new_v4();
+    let quoted = app
+        .send(
+            Call::new(Method::POST, "/probe/items")
+                .token(&token)
+                .key(format!("\"{}\"", key.to_string().to_uppercase()))
+                .json(&json!({ "label": "quoted" })),
+        )
+        .await;
+    assert_eq!(quoted.status, StatusCode::CREATED);
+    assert_eq!(key_status(&app, key).await.as_deref(), Some("completed"));
+    app.close().await;
+}
+
+/// Acceptance 10: cleanup deletes exactly the expired rows, in batches, while requests run.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn cleanup_removes_exactly_the_expired_rows(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (user_id, token) = app.user("c@example.com").await;
+    sqlx::query(
+        "insert into idempotency_keys
+            (idem_key, scope_user_id, scope_endpoint, request_hash, status, attempt, expires_at)
+         select gen_random_uuid()::text, $1, 'POST /probe/items', 'h',
+                (array['completed','failed','in_flight'])[1 + i % 3], gen_random_uuid(),
+                case when i <= 45 then now() - interval '1 minute' else now() + interval '1 day' end
+           from generate_series(1, 60) as i",
+    )
+    .bind(user_id)
+    .execute(&app.pool)
+    .await
+    .expect("seed");
+
+    let server = app.spawn().await;
+    let mut set = JoinSet::new();
+    for i in 0..20 {
+        set.spawn(post_http(
+            server.client.clone(),
+            server.url("/probe/items"),
+            token.clone(),
+            Some(Uuid::new_v4()),
+            json!({ "label": format!("live-{i}") }),
+        ));
+    }
+    let deleted = raptor_idempotency::cleanup::delete_expired(&app.pool, 7)
+        .await
+        .expect("cleanup");
+    while let Some(response) = set.join_next().await {
+        assert_eq!(response.expect("join").status, StatusCode::CREATED);
+    }
+    assert_eq!(deleted, 45);
+    assert_eq!(
+        app.count("select count(*) from idempotency_keys where expires_at < now()")
+            .await,
+        0
+    );
+    assert_eq!(
+        app.count("select count(*) from idempotency_keys").await,
+        15 + 20
+    );
+    server.stop().await;
+    app.close().await;
+}
+
+/// An expired row is treated as absent: the same key executes again.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn expired_key_is_claimed_anew(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("e@example.com").await;
+    let key = Uuid::new_v4();
+    let body = json!({ "label": "again" });
+    assert_eq!(
+        app.post("/probe/items", &token, Some(key), &body)
+            .await
+            .status,
+        StatusCode::CREATED
+    );
+    sqlx::query("update idempotency_keys set expires_at = now() - interval '1 second'")
+        .execute(&app.pool)
+        .await
+        .expect("expire");
+    let second = app.post("/probe/items", &token, Some(key), &body).await;
+    assert_eq!(second.header("idempotent-replayed"), Some("false"));
+    assert_eq!(items(&app, "again").await, 2);
+    assert_eq!(app.count("select count(*) from idempotency_keys").await, 1);
+    app.close().await;
+}
+
+/// Acceptance 5 (parent): a process killed while its handler holds the claim leaves no business
+/// rows; after the stale threshold the key executes exactly once.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn crashed_process_leaves_nothing_and_the_key_executes_once(pool: PgPool) {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let app = TestApp::with(&pool, fast_stale()).await;
+    let (_, token) = app.user("crash@example.com").await;
+    let options = pool.connect_options();
+    let url = format!(
+        "postgres://{}@{}:{}/{}",
+        options.get_username(),
+        options.get_host(),
+        options.get_port(),
+        options.get_database().expect("database name"),
+    );
+    let mut child = Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "idempotency::crash_child_server",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("RAPTOR_CRASH_CHILD_DATABASE_URL", &url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn child server");
+    let stdout = child.stdout.take().expect("stdout");
+    let port = tokio::task::spawn_blocking(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|line| line.split("LISTENING ").nth(1).map(|p| p.trim().to_owned()))
+    })
+    .await
+    .expect("join")
+    .expect("child printed its port");
+
+    let key = Uuid::new_v4();
+    let body = json!({ "label": "crash" });
+    let doomed = tokio::spawn(post_http_with(
+        reqwest::Client::new(),
+        format!("http://127.0.0.1:{port}/probe/items"),
+        token.clone(),
+        Some(key),
+        body.clone(),
+        vec![(SLEEP_HEADER, "60000".to_owned())],
+    ));
+    // Wait until the child holds the claim and has written (uncommitted) its business row.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while key_status(&app, key).await.as_deref() != Some("in_flight") {
+        assert!(Instant::now() < deadline, "child never claimed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    child.kill().expect("kill -9");
+    child.wait().expect("reap");
+    doomed.abort();
+
+    assert_eq!(
+        items(&app, "crash").await,
+        0,
+        "the killed attempt left no business rows"
+    );
+    let early = app.post("/probe/items", &token, Some(key), &body).await;
+    assert_eq!(
+        early.body["error"], "idempotency_in_flight",
+        "{}",
+        early.text
+    );
+    assert_eq!(early.body["retry_after_ms"], 5000);
+
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let released = app.post("/probe/items", &token, Some(key), &body).await;
+    assert_eq!(released.status, StatusCode::CONFLICT, "{}", released.text);
+    assert_eq!(released.body["retry_after_ms"], 0);
+    let executed = app.post("/probe/items", &token, Some(key), &body).await;
+    assert_eq!(executed.status, StatusCode::CREATED, "{}", executed.text);
+    assert_eq!(executed.header("idempotent-replayed"), Some("false"));
+    let replayed = app.post("/probe/items", &token, Some(key), &body).await;
+    assert_eq!(replayed.header("idempotent-replayed"), Some("true"));
+    assert_eq!(items(&app, "crash").await, 1, "exactly one execution");
+    app.close().await;
+}
+
+/// Child half of the crash test: serves the probe routes until killed. Runs only when the
+/// parent sets RAPTOR_CRASH_CHILD_DATABASE_URL.
+#[tokio::test]
+#[ignore = "spawned by crashed_process_leaves_nothing_and_the_key_executes_once"]
+async fn crash_child_server() {
+    let Ok(url) = std::env::var("RAPTOR_CRASH_CHILD_DATABASE_URL") else {
+        return;
+    };
+    let pool = PgPool::connect(&url).await.expect("child pool");
+    let app = TestApp::new(&pool).await;
+    let server = app.spawn().await;
+    println!("LISTENING {}", server.addr.port());
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    server.stop().await;
+}

@@ -1,0 +1,133 @@
+//! Probe routes: a minimal instrumented handler, so the idempotency mechanism is tested on its
+//! own, through HTTP, with the real extractor, claim, audit writer and layers.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::post;
+use axum::Router;
+use raptor_api::audit::{self, AuditEvent};
+use raptor_api::auth::Principal;
+use raptor_api::{ApiError, ApiState};
+use raptor_engine::OrderRejection;
+use raptor_idempotency::{Idempotent, Policy, Reply, Tier1, Tier2};
+use rust_decimal::Decimal;
+use serde::Deserialize;
+use serde_json::json;
+use sqlx::{PgConnection, PgPool};
+
+pub(crate) async fn create_table(pool: &PgPool) {
+    sqlx::query(
+        "create table if not exists probe_items (
+            id serial primary key, label text not null, user_id integer,
+            created_at timestamptz not null default now())",
+    )
+    .execute(pool)
+    .await
+    .expect("probe table");
+}
+
+/// How long the probe handler sleeps after its insert: a header, so that it is not part of the
+/// request fingerprint (a retry of a slow attempt can be fast).
+pub(crate) const SLEEP_HEADER: &str = "x-probe-sleep-ms";
+
+fn sleep_ms(headers: &axum::http::HeaderMap) -> u64 {
+    headers
+        .get(SLEEP_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// What the probe handler should do.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ProbeBody {
+    label: String,
+    /// `fail` (500 after the insert), `reject` (403 business rejection, no insert), `panic`.
+    #[serde(default)]
+    outcome: Option<String>,
+}
+
+pub(crate) fn routes() -> Router<ApiState> {
+    Router::new()
+        .route("/probe/items", post(create_item::<Tier1>))
+        .route("/probe/items/{slot}", post(create_item_in_slot))
+        .route("/probe/other", post(create_item::<Tier1>))
+        .route("/probe/open", post(create_item::<Tier2>))
+}
+
+async fn create_item<P: Policy>(
+    State(_state): State<ApiState>,
+    principal: Principal,
+    headers: axum::http::HeaderMap,
+    Idempotent {
+        mut claim, body, ..
+    }: Idempotent<ProbeBody, P>,
+) -> Response {
+    let result = work(claim.conn(), principal.user_id(), &body, sleep_ms(&headers)).await;
+    claim.finish(result).await
+}
+
+async fn create_item_in_slot(
+    State(_state): State<ApiState>,
+    principal: Principal,
+    axum::extract::Path(_slot): axum::extract::Path<String>,
+    Idempotent {
+        mut claim, body, ..
+    }: Idempotent<ProbeBody, Tier1>,
+) -> Response {
+    let result = work(claim.conn(), principal.user_id(), &body, 0).await;
+    claim.finish(result).await
+}
+
+async fn work(
+    conn: &mut PgConnection,
+    user_id: Option<i32>,
+    body: &ProbeBody,
+    sleep_ms: u64,
+) -> Result<Reply, ApiError> {
+    if body.outcome.as_deref() == Some("reject") {
+        audit::record(
+            conn,
+            AuditEvent::new(user_id, "probe.rejected", json!({ "label": body.label })),
+        )
+        .await?;
+        return Err(ApiError::Rejected(
+            OrderRejection::InsufficientBuyingPower {
+                buying_power: Decimal::new(100, 0),
+                cost_basis: Decimal::new(250, 0),
+            },
+        ));
+    }
+    let id: i32 =
+        sqlx::query_scalar("insert into probe_items (label, user_id) values ($1, $2) returning id")
+            .bind(&body.label)
+            .bind(user_id)
+            .fetch_one(&mut *conn)
+            .await?;
+    audit::record(
+        conn,
+        AuditEvent::new(
+            user_id,
+            "probe.created",
+            json!({ "id": id, "label": body.label }),
+        ),
+    )
+    .await?;
+    if sleep_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
+    }
+    match body.outcome.as_deref() {
+        Some("fail") => Err(ApiError::Internal(anyhow::anyhow!(
+            "forced failure after the insert"
+        ))),
+        Some("panic") => panic!("forced panic after the insert"),
+        _ => Ok(Reply::json(
+            StatusCode::CREATED,
+            &json!({ "id": id, "label": body.label }),
+        )
+        .with_location(format!("/probe/items/{id}"))),
+    }
+}
