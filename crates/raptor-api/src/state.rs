@@ -33,7 +33,7 @@ impl Default for ApiConfig {
     fn default() -> Self {
         Self {
             new_orders_disabled: false,
-            paper_starting_cash: Decimal::new(100_000_00, 2),
+            paper_starting_cash: Decimal::new(10_000_000, 2),
             request_timeout: Duration::from_secs(30),
             body_limit: 1024 * 1024,
             cors_origins: Vec::new(),

@@ -19,7 +19,7 @@ use crate::fingerprint::fingerprint;
 use crate::key::{IdempotencyKey, KeyError};
 use crate::outcome::Outcome;
 use crate::policy::{Policy, Tier1};
-use crate::reply::{error_body, error_response};
+use crate::reply::{error_body, error_response, Rejection};
 use crate::store::{ClaimRequest, Idempotency};
 
 /// The idempotency scope of the authenticated principal. The authentication extractor inserts
@@ -54,7 +54,7 @@ where
     T: DeserializeOwned + Send,
     P: Policy,
 {
-    type Rejection = Response;
+    type Rejection = Rejection;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let idem = Idempotency::from_ref(state);
@@ -73,7 +73,8 @@ where
             return Err(error_response(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 error_body("internal", "internal server error"),
-            ));
+            )
+            .into());
         };
 
         let enabled = idem.enabled().await;
@@ -82,7 +83,7 @@ where
                 Ok(key) => key,
                 Err(err) => {
                     Outcome::InvalidKey.record(&endpoint);
-                    return Err(invalid_key(err));
+                    return Err(invalid_key(err).into());
                 }
             }
         } else {
@@ -95,7 +96,8 @@ where
                     "idempotency_key_required",
                     "this route requires an Idempotency-Key header",
                 ),
-            ));
+            )
+            .into());
         }
 
         let json_content = is_json(req.headers());
@@ -168,7 +170,7 @@ fn is_json(headers: &HeaderMap) -> bool {
 
 /// An empty body reads as `{}` (routes such as `reset` take no fields); anything else must be
 /// JSON with a JSON content type.
-fn parse_json<T: DeserializeOwned>(bytes: &[u8], json_content: bool) -> Result<T, Response> {
+fn parse_json<T: DeserializeOwned>(bytes: &[u8], json_content: bool) -> Result<T, Rejection> {
     let source: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
         b"{}"
     } else if json_content {
@@ -180,7 +182,8 @@ fn parse_json<T: DeserializeOwned>(bytes: &[u8], json_content: bool) -> Result<T
                 "unsupported_media_type",
                 "expected a request with Content-Type: application/json",
             ),
-        ));
+        )
+        .into());
     };
     serde_json::from_slice(source).map_err(|err| {
         use serde_json::error::Category;
@@ -190,6 +193,6 @@ fn parse_json<T: DeserializeOwned>(bytes: &[u8], json_content: bool) -> Result<T
                 (StatusCode::BAD_REQUEST, "invalid_json")
             }
         };
-        error_response(status, error_body(code, &err.to_string()))
+        error_response(status, error_body(code, &err.to_string())).into()
     })
 }

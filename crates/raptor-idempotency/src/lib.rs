@@ -18,7 +18,7 @@ pub use flag::{FLAG_IDEMPOTENCY_MIDDLEWARE, REFRESH as FLAG_REFRESH};
 pub use key::{IdempotencyKey, KeyError};
 pub use outcome::Outcome;
 pub use policy::{Policy, Tier, Tier1, Tier2};
-pub use reply::{error_body, ErrorReply, Reply, REPLAYED_HEADER};
+pub use reply::{error_body, ErrorReply, Rejection, Reply, REPLAYED_HEADER};
 pub use store::{
     AuditFuture, ClaimRequest, Idempotency, IdempotencyConfig, ReplayAudit, ReplayEvent,
 };

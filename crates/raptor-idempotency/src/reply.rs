@@ -176,3 +176,20 @@ pub(crate) fn stored_headers(location: Option<&str>) -> Value {
     }
     Value::Object(map)
 }
+
+/// A response that ends an instrumented request before its handler runs: a replay, or a 4xx or
+/// 503 from the mechanism. Boxed, because responses are large and this travels in `Result`s.
+#[derive(Debug)]
+pub struct Rejection(Box<Response>);
+
+impl From<Response> for Rejection {
+    fn from(response: Response) -> Self {
+        Self(Box::new(response))
+    }
+}
+
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
+        *self.0
+    }
+}

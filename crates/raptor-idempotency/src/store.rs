@@ -16,7 +16,7 @@ use crate::flag::{self, FlagCache};
 use crate::key::IdempotencyKey;
 use crate::outcome::Outcome;
 use crate::policy::Tier;
-use crate::reply::{self, error_body, error_response, StoredResponse};
+use crate::reply::{self, error_body, error_response, Rejection, StoredResponse};
 
 /// Settings of the mechanism (the server maps them from the environment).
 #[derive(Debug, Clone)]
@@ -165,10 +165,10 @@ impl Idempotency {
 
     /// A claim with no key row: the request runs in one transaction, without dedup.
     /// `instrumented` adds `Idempotent-Replayed: false` to the response.
-    pub async fn untracked(&self, endpoint: String, instrumented: bool) -> Result<Claim, Response> {
+    pub async fn untracked(&self, endpoint: String, instrumented: bool) -> Result<Claim, Rejection> {
         let tx = self.inner.pool.begin().await.map_err(|err| {
             tracing::error!(error = %err, "could not begin a transaction");
-            database_unavailable()
+            Rejection::from(database_unavailable())
         })?;
         Ok(Claim::new(
             tx,
@@ -182,7 +182,7 @@ impl Idempotency {
     /// Claims `request.key`. `Ok` gives the winner its [`Claim`] (or, on a fail-open route whose
     /// store did not answer, an untracked one); `Err` is the answer to send instead: a replay,
     /// 409, 422 or 503.
-    pub async fn claim(&self, request: ClaimRequest) -> Result<Claim, Response> {
+    pub async fn claim(&self, request: ClaimRequest) -> Result<Claim, Rejection> {
         let deadline = self.inner.config.store_timeout;
         let verdict = tokio::time::timeout(deadline, self.verdict(&request)).await;
         let verdict = match verdict {
@@ -193,7 +193,7 @@ impl Idempotency {
         match verdict {
             Verdict::Answer(response, outcome) => {
                 outcome.record(&request.endpoint);
-                Err(response)
+                Err(response.into())
             }
             Verdict::Won(tracked) => {
                 let guard = KeyGuard::new(self.clone(), Some(tracked));
@@ -203,7 +203,7 @@ impl Idempotency {
                         tracing::error!(error = %err, "claimed a key but could not begin the business transaction");
                         // Dropping the guard releases the key: nothing ran, a retry may execute.
                         drop(guard);
-                        return Err(reply::store_unavailable());
+                        return Err(reply::store_unavailable().into());
                     }
                 };
                 Outcome::Miss.record(&request.endpoint);
@@ -218,12 +218,12 @@ impl Idempotency {
         }
     }
 
-    async fn store_failed(&self, request: ClaimRequest, why: &str) -> Result<Claim, Response> {
+    async fn store_failed(&self, request: ClaimRequest, why: &str) -> Result<Claim, Rejection> {
         match request.tier {
             Tier::FailClosed => {
                 tracing::error!(endpoint = %request.endpoint, why, "idempotency store unavailable; refusing (fail-closed)");
                 Outcome::StoreUnavailable.record(&request.endpoint);
-                Err(reply::store_unavailable())
+                Err(reply::store_unavailable().into())
             }
             Tier::FailOpen => {
                 tracing::warn!(endpoint = %request.endpoint, why, "idempotency store unavailable; running without dedup (fail-open)");
