@@ -488,3 +488,61 @@ async fn gdpr_export_includes_idempotency_keys_and_erasure_removes_them(pool: Pg
     }
     app.close().await;
 }
+
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn cors_for_the_web_app(pool: PgPool) {
+    let origin = "https://app.antlers.example";
+    let options = crate::helpers::Options {
+        api: raptor_api::ApiConfig {
+            cors_origins: vec![origin.to_owned()],
+            ..raptor_api::ApiConfig::default()
+        },
+        ..crate::helpers::Options::default()
+    };
+    let app = TestApp::with(&pool, options).await;
+    let preflight = app
+        .send(
+            Call::new(Method::OPTIONS, "/api/trading/orders")
+                .header("origin", origin)
+                .header("access-control-request-method", "POST")
+                .header(
+                    "access-control-request-headers",
+                    "idempotency-key,authorization,content-type",
+                ),
+        )
+        .await;
+    assert_eq!(
+        preflight.header("access-control-allow-origin"),
+        Some(origin)
+    );
+    let allowed = preflight
+        .header("access-control-allow-headers")
+        .unwrap_or_default()
+        .to_owned();
+    assert!(allowed.contains("idempotency-key"), "{allowed}");
+
+    let (_, token) = app.user("cors@example.com").await;
+    let simple = app
+        .send(
+            Call::new(Method::GET, "/api/trading/account")
+                .token(&token)
+                .header("origin", origin),
+        )
+        .await;
+    let exposed = simple
+        .header("access-control-expose-headers")
+        .unwrap_or_default()
+        .to_owned();
+    for header in ["idempotent-replayed", "retry-after", "x-request-id"] {
+        assert!(exposed.contains(header), "{exposed}");
+    }
+    let foreign = app
+        .send(
+            Call::new(Method::GET, "/api/trading/account")
+                .token(&token)
+                .header("origin", "https://evil.example"),
+        )
+        .await;
+    assert_eq!(foreign.header("access-control-allow-origin"), None);
+    app.close().await;
+}

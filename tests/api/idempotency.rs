@@ -764,3 +764,123 @@ async fn crash_child_server() {
     tokio::time::sleep(Duration::from_secs(120)).await;
     server.stop().await;
 }
+
+/// Per-route options: required key, body not stored, TTL.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn route_options_required_key_and_unstored_body(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("strict@example.com").await;
+    let body = json!({ "label": "private" });
+    let missing = app.post("/probe/strict", &token, None, &body).await;
+    assert_eq!(missing.status, StatusCode::BAD_REQUEST);
+    assert_eq!(missing.body["error"], "idempotency_key_required");
+    assert_eq!(items(&app, "private").await, 0);
+
+    let key = Uuid::new_v4();
+    let first = app.post("/probe/strict", &token, Some(key), &body).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert_eq!(first.body["label"], "private");
+    let stored: (Option<Value>, i16, f64) = sqlx::query_as(
+        "select response_body, response_code,
+                extract(epoch from expires_at - created_at)::float8 from idempotency_keys",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .expect("key row");
+    assert_eq!(stored.0, None, "body not stored");
+    assert_eq!(stored.1, 201);
+    assert!(
+        (stored.2 - 60.0).abs() < 1.0,
+        "TTL from the policy: {}",
+        stored.2
+    );
+
+    let replay = app.post("/probe/strict", &token, Some(key), &body).await;
+    assert_eq!(replay.status, StatusCode::CREATED);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.header("location"), first.header("location"));
+    assert_eq!(
+        replay.body,
+        json!({ "body_stored": false, "idempotency_replayed": true })
+    );
+    assert_eq!(items(&app, "private").await, 1, "never re-executed");
+    app.close().await;
+}
+
+/// Outcomes are counted in `raptor_idempotency_requests_total`.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn outcomes_are_counted(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("metrics@example.com").await;
+    let key = Uuid::new_v4();
+    app.post("/probe/other", &token, Some(key), &json!({ "label": "m" }))
+        .await;
+    app.post("/probe/other", &token, Some(key), &json!({ "label": "m" }))
+        .await;
+    app.post("/probe/other", &token, Some(key), &json!({ "label": "n" }))
+        .await;
+    app.send(
+        Call::new(Method::POST, "/probe/other")
+            .token(&token)
+            .key("nope")
+            .json(&json!({ "label": "m" })),
+    )
+    .await;
+    let metrics = app.send(Call::new(Method::GET, "/metrics")).await;
+    assert_eq!(metrics.status, StatusCode::OK);
+    for outcome in ["miss", "replay", "mismatch", "invalid_key"] {
+        let needle = format!("endpoint=\"POST /probe/other\",outcome=\"{outcome}\"");
+        assert!(
+            metrics.text.contains(&needle),
+            "{needle} missing from:\n{}",
+            metrics.text
+        );
+    }
+    assert!(metrics
+        .text
+        .contains("raptor_http_request_duration_seconds_bucket"));
+    assert!(metrics
+        .text
+        .contains("raptor_idempotency_claim_to_completion_seconds"));
+    app.close().await;
+}
+
+/// The optional in-process cleanup schedule deletes expired keys.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn cleanup_schedule_runs_in_process(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("sched@example.com").await;
+    app.post(
+        "/probe/items",
+        &token,
+        Some(Uuid::new_v4()),
+        &json!({ "label": "old" }),
+    )
+    .await;
+    app.post(
+        "/probe/items",
+        &token,
+        Some(Uuid::new_v4()),
+        &json!({ "label": "new" }),
+    )
+    .await;
+    sqlx::query("update idempotency_keys set expires_at = now() - interval '1 second' where id = (select min(id) from idempotency_keys)")
+        .execute(&app.pool)
+        .await
+        .expect("expire one");
+    let task = raptor_idempotency::cleanup::spawn_schedule(
+        app.pool.clone(),
+        Duration::from_millis(50),
+        100,
+    );
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while app.count("select count(*) from idempotency_keys").await != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "schedule never deleted the expired key"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    task.abort();
+    app.close().await;
+}

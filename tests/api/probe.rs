@@ -56,6 +56,18 @@ pub(crate) fn routes() -> Router<ApiState> {
         .route("/probe/items/{slot}", post(create_item_in_slot))
         .route("/probe/other", post(create_item::<Tier1>))
         .route("/probe/open", post(create_item::<Tier2>))
+        .route("/probe/strict", post(create_item::<Strict>))
+}
+
+/// A policy with the optional switches on: the key is required and the response body (which
+/// would hold personal data on a real route) is not stored.
+pub(crate) struct Strict;
+
+impl Policy for Strict {
+    const TIER: raptor_idempotency::Tier = raptor_idempotency::Tier::FailClosed;
+    const TTL: Duration = Duration::from_secs(60);
+    const REQUIRE_KEY: bool = true;
+    const STORE_BODY: bool = false;
 }
 
 async fn create_item<P: Policy>(

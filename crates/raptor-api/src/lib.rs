@@ -47,6 +47,8 @@ pub fn app(state: ApiState) -> Router {
 /// [`app`] plus `extra` routes that get the same state and layers (tests mount probe routes
 /// this way).
 pub fn app_with(state: ApiState, extra: Router<ApiState>) -> Router {
+    // Install the recorder before the first request, or early metrics go nowhere.
+    telemetry::prometheus();
     let (routes, spec) = api_routes().split_for_parts();
     let config = state.config.clone();
     let router = routes

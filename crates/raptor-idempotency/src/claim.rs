@@ -70,6 +70,7 @@ impl Claim {
     /// `Idempotent-Replayed: false`. A 500-class result rolls back and marks the key failed.
     /// If the attempt was fenced off as stale meanwhile, the completion matches no row and the
     /// whole transaction rolls back.
+    #[tracing::instrument(skip_all, fields(endpoint = %self.endpoint, tracked = self.is_tracked()))]
     pub async fn finish<E: ErrorReply>(self, result: Result<Reply, E>) -> Response {
         let Claim {
             mut tx,

@@ -165,7 +165,11 @@ impl Idempotency {
 
     /// A claim with no key row: the request runs in one transaction, without dedup.
     /// `instrumented` adds `Idempotent-Replayed: false` to the response.
-    pub async fn untracked(&self, endpoint: String, instrumented: bool) -> Result<Claim, Rejection> {
+    pub async fn untracked(
+        &self,
+        endpoint: String,
+        instrumented: bool,
+    ) -> Result<Claim, Rejection> {
         let tx = self.inner.pool.begin().await.map_err(|err| {
             tracing::error!(error = %err, "could not begin a transaction");
             Rejection::from(database_unavailable())
@@ -182,6 +186,7 @@ impl Idempotency {
     /// Claims `request.key`. `Ok` gives the winner its [`Claim`] (or, on a fail-open route whose
     /// store did not answer, an untracked one); `Err` is the answer to send instead: a replay,
     /// 409, 422 or 503.
+    #[tracing::instrument(skip_all, fields(endpoint = %request.endpoint, idempotency.key = %request.key))]
     pub async fn claim(&self, request: ClaimRequest) -> Result<Claim, Rejection> {
         let deadline = self.inner.config.store_timeout;
         let verdict = tokio::time::timeout(deadline, self.verdict(&request)).await;

@@ -255,6 +255,7 @@ async fn account_state(
 }
 
 /// Places an order, roll or close for `user_id`.
+#[tracing::instrument(skip_all, fields(user.id = user_id, order.purpose = intent.purpose()))]
 pub(crate) async fn place(
     conn: &mut PgConnection,
     state: &ApiState,
@@ -383,6 +384,7 @@ async fn record_fill(
 }
 
 /// Cancels an open order; a canceled one is returned unchanged (no new audit row).
+#[tracing::instrument(skip_all, fields(user.id = user_id, order.id = %order_id))]
 pub(crate) async fn cancel(
     conn: &mut PgConnection,
     state: &ApiState,
@@ -444,6 +446,7 @@ pub(crate) async fn account(conn: &mut PgConnection, user_id: i32) -> ApiResult<
 }
 
 /// Resets the paper account: open orders canceled, positions gone, starting cash.
+#[tracing::instrument(skip_all, fields(user.id = user_id))]
 pub(crate) async fn reset(
     conn: &mut PgConnection,
     state: &ApiState,
@@ -486,6 +489,7 @@ pub(crate) async fn reset(
 }
 
 /// Sets a quote and, in the same transaction, fills every resting order it makes marketable.
+#[tracing::instrument(skip_all, fields(quote.symbol = symbol))]
 pub async fn set_quote(
     state: &ApiState,
     updated_by: Option<i32>,
