@@ -615,3 +615,36 @@ async fn mleg_orders_rejections_and_client_order_ids(pool: PgPool) {
     assert!(Uuid::parse_str(derived).is_ok());
     app.close().await;
 }
+
+/// A configured fee schedule is charged once per order and shown on it.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn fees_follow_the_configured_schedule(pool: PgPool) {
+    let fees = raptor_engine::FeeSchedule {
+        per_contract: crate::helpers::dec("0.65"),
+        per_share: crate::helpers::dec("0"),
+        min_per_order: crate::helpers::dec("1.00"),
+    };
+    let app = TestApp::with(
+        &pool,
+        Options {
+            api: ApiConfig {
+                fees,
+                ..ApiConfig::default()
+            },
+            ..Options::default()
+        },
+    )
+    .await;
+    let (_, token) = app.user("fees@example.com").await;
+    app.quote(LEAPS, "12.30", "12.40").await;
+    let one = order(&app, &token, &market(LEAPS, "buy", "buy_to_open", "1")).await;
+    assert_eq!(one.body["fees"], "1.00", "the per-order minimum");
+    let two = order(&app, &token, &market(LEAPS, "buy", "buy_to_open", "2")).await;
+    assert_eq!(two.body["fees"], "1.30");
+    assert_eq!(
+        account(&app, &token).await["cash"],
+        "96277.70",
+        "100000 - 1240 - 1.00 - 2480 - 1.30"
+    );
+    app.close().await;
+}

@@ -4,7 +4,8 @@
 //!
 //! `DATABASE_URL`, `RAPTOR_ADDR`, `RAPTOR_REQUEST_TIMEOUT_SECS`, `IDEMPOTENCY_STALE_AFTER_SECS`,
 //! `IDEMPOTENCY_STORE_TIMEOUT_MS`, `FLAG_IDEMPOTENCY_MIDDLEWARE`, `MBT_NEW_ORDERS_DISABLED`,
-//! `RAPTOR_PAPER_STARTING_CASH`, `RAPTOR_DB_POOL_SIZE`, `RAPTOR_CORS_ORIGINS`,
+//! `RAPTOR_PAPER_STARTING_CASH`, `RAPTOR_FEE_PER_CONTRACT`, `RAPTOR_FEE_PER_SHARE`,
+//! `RAPTOR_FEE_MIN_PER_ORDER`, `RAPTOR_DB_POOL_SIZE`, `RAPTOR_CORS_ORIGINS`,
 //! `RAPTOR_LOG_FORMAT`, `RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS`, `STRIPE_API_BASE`,
 //! `STRIPE_SECRET_KEY`, `STRIPE_WEBHOOK_SECRET`.
 
@@ -62,6 +63,14 @@ fn parse_flag(text: &str) -> Result<bool, String> {
         "0" | "false" | "off" | "no" => Ok(false),
         other => Err(format!("expected 1 or 0 (true/false), got {other:?}")),
     }
+}
+
+fn parse_fee(text: &str) -> Result<Decimal, String> {
+    let fee = Decimal::from_str_exact(text.trim()).map_err(|e| format!("not a decimal: {e}"))?;
+    if fee.is_sign_negative() {
+        return Err("must be >= 0".into());
+    }
+    Ok(fee)
 }
 
 fn parse_cash(text: &str) -> Result<Decimal, String> {
@@ -124,6 +133,21 @@ pub struct Config {
     #[arg(long, env = "RAPTOR_PAPER_STARTING_CASH", value_name = "RAPTOR_PAPER_STARTING_CASH",
           default_value = "100000.00", value_parser = parse_cash, global = true)]
     pub paper_starting_cash: Decimal,
+
+    /// Paper commission per option contract (Alpaca paper: 0).
+    #[arg(long, env = "RAPTOR_FEE_PER_CONTRACT", value_name = "RAPTOR_FEE_PER_CONTRACT",
+          default_value = "0", value_parser = parse_fee, global = true)]
+    pub fee_per_contract: Decimal,
+
+    /// Paper commission per share (Alpaca paper: 0).
+    #[arg(long, env = "RAPTOR_FEE_PER_SHARE", value_name = "RAPTOR_FEE_PER_SHARE",
+          default_value = "0", value_parser = parse_fee, global = true)]
+    pub fee_per_share: Decimal,
+
+    /// Minimum commission of an order that is charged anything.
+    #[arg(long, env = "RAPTOR_FEE_MIN_PER_ORDER", value_name = "RAPTOR_FEE_MIN_PER_ORDER",
+          default_value = "0", value_parser = parse_fee, global = true)]
+    pub fee_min_per_order: Decimal,
 
     /// Maximum Postgres connections in the pool.
     #[arg(long, env = "RAPTOR_DB_POOL_SIZE", value_name = "RAPTOR_DB_POOL_SIZE",
@@ -214,6 +238,11 @@ impl Config {
                 .map(|o| o.trim().to_owned())
                 .filter(|o| !o.is_empty())
                 .collect(),
+            fees: raptor_engine::FeeSchedule {
+                per_contract: self.fee_per_contract,
+                per_share: self.fee_per_share,
+                min_per_order: self.fee_min_per_order,
+            },
             ..ApiConfig::default()
         }
     }

@@ -1,7 +1,7 @@
 //! The `raptor` binary's library: the CLI, start-up, and `serve(listener, app, shutdown)`.
 
 pub mod config;
-mod telemetry;
+pub mod telemetry;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -124,7 +124,6 @@ pub enum GdprCommand {
 pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Result<()> {
     let Cli { config, command } = cli;
     config.validate()?;
-    telemetry::init(config.log_format);
     match command {
         Command::Openapi => {
             write!(

@@ -7,7 +7,7 @@ use tracing_subscriber::EnvFilter;
 use crate::config::LogFormat;
 
 /// Installs the global subscriber; logs go to stderr so command output on stdout stays JSON.
-pub(crate) fn init(format: LogFormat) {
+pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=info"));
     let registry = tracing_subscriber::registry().with(filter);
