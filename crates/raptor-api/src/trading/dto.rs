@@ -12,6 +12,7 @@ macro_rules! wire_enum {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
         #[serde(rename_all = "snake_case")]
+        #[schema(as = $engine)]
         pub enum $name { $(#[allow(missing_docs)] $variant),+ }
 
         impl From<$name> for engine::$engine {
