@@ -36,6 +36,7 @@ pub(crate) struct Options {
     pub(crate) idempotency: IdempotencyConfig,
     pub(crate) extra: Router<ApiState>,
     pub(crate) pool_size: u32,
+    pub(crate) now: DateTime<Utc>,
 }
 
 impl Default for Options {
@@ -49,6 +50,7 @@ impl Default for Options {
             },
             extra: crate::probe::routes(),
             pool_size: 16,
+            now: test_now(),
         }
     }
 }
@@ -176,7 +178,7 @@ impl TestApp {
             pool.clone(),
             options.api,
             options.idempotency,
-            Arc::new(FixedClock(test_now())),
+            Arc::new(FixedClock(options.now)),
         );
         let router = raptor_api::app_with(state.clone(), options.extra);
         Self {

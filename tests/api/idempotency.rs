@@ -884,3 +884,40 @@ async fn cleanup_schedule_runs_in_process(pool: PgPool) {
     task.abort();
     app.close().await;
 }
+
+/// A slow replay audit write never turns a replay into a 503 (and never into a re-execution on
+/// a fail-open route).
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn slow_replay_audit_still_replays(pool: PgPool) {
+    let options = Options {
+        idempotency: IdempotencyConfig {
+            stale_after: Duration::from_secs(30),
+            store_timeout: Duration::from_millis(300),
+            flag_default: true,
+        },
+        ..Options::default()
+    };
+    let app = TestApp::with(&pool, options).await;
+    let (_, token) = app.user("audit@example.com").await;
+    let (closed_key, open_key) = (Uuid::new_v4(), Uuid::new_v4());
+    let body = json!({ "label": "once" });
+    app.post("/probe/items", &token, Some(closed_key), &body)
+        .await;
+    app.post("/probe/open", &token, Some(open_key), &body).await;
+
+    let mut locker = pool.begin().await.expect("begin");
+    sqlx::query("lock table audit_log in exclusive mode")
+        .execute(&mut *locker)
+        .await
+        .expect("lock");
+    let closed = app
+        .post("/probe/items", &token, Some(closed_key), &body)
+        .await;
+    let open = app.post("/probe/open", &token, Some(open_key), &body).await;
+    locker.rollback().await.expect("unlock");
+    assert_eq!(closed.status, StatusCode::CREATED, "{}", closed.text);
+    assert_eq!(closed.header("idempotent-replayed"), Some("true"));
+    assert_eq!(open.header("idempotent-replayed"), Some("true"));
+    assert_eq!(items(&app, "once").await, 2, "no re-execution");
+    app.close().await;
+}

@@ -648,3 +648,188 @@ async fn fees_follow_the_configured_schedule(pool: PgPool) {
     );
     app.close().await;
 }
+
+/// An order racing a quote update waits for it (share lock on the quote row) instead of resting
+/// against the old quote and missing the fill.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn an_order_cannot_miss_a_concurrent_quote_update(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (a_id, a) = app.user("a@example.com").await;
+    let (_, c) = app.user("c@example.com").await;
+    app.quote("AAPL", "100.00", "101.00").await;
+    let limit = json!({ "symbol": "AAPL", "qty": "1", "side": "buy", "type": "limit", "limit_price": "90.00" });
+    let rests = order(&app, &a, &limit).await;
+    assert_eq!(rests.body["status"], "new");
+
+    // Hold A's account so the quote update stalls after taking the quote row.
+    let mut holder = pool.begin().await.expect("begin");
+    sqlx::query("select 1 from paper_accounts where user_id = $1 for update")
+        .bind(a_id)
+        .execute(&mut *holder)
+        .await
+        .expect("lock A");
+    let state = app.state.clone();
+    let quote = tokio::spawn(async move {
+        raptor_api::trading::set_quote(
+            &state,
+            None,
+            "AAPL",
+            crate::helpers::dec("80.00"),
+            crate::helpers::dec("85.00"),
+        )
+        .await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let router = app.router.clone();
+    let c_order = tokio::spawn(crate::helpers::send(
+        router,
+        Call::new(Method::POST, "/api/trading/orders")
+            .token(&c)
+            .key(Uuid::new_v4())
+            .json(&limit),
+    ));
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    holder.rollback().await.expect("release A");
+    let quote = quote.await.expect("join").expect("quote update");
+    let c_order = c_order.await.expect("join");
+    assert_eq!(quote.filled_order_ids.len(), 1, "A's resting order filled");
+    assert_eq!(c_order.status, StatusCode::CREATED, "{}", c_order.text);
+    assert_eq!(
+        c_order.body["status"], "filled",
+        "C saw the new quote: {}",
+        c_order.text
+    );
+    assert_eq!(c_order.body["filled_avg_price"], "85.00");
+    app.close().await;
+}
+
+/// Quote updates: bad prices are 422; a resting order on an expired contract is expired (its
+/// reservation released); an account that cannot trade does not block the update.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn quote_updates_expire_dead_orders_and_skip_blocked_accounts(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, operator) = app
+        .user_with_role("op@example.com", raptor_api::auth::Role::Operator)
+        .await;
+    for bad in [
+        json!({ "bid": "1", "ask": "100000000000000" }),
+        json!({ "bid": "0.0000001", "ask": "1" }),
+        json!({ "bid": "2", "ask": "1" }),
+    ] {
+        let r = app
+            .send(
+                Call::new(Method::PUT, "/api/admin/quotes/AAPL")
+                    .token(&operator)
+                    .json(&bad),
+            )
+            .await;
+        assert_eq!(
+            r.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{bad}: {}",
+            r.text
+        );
+        assert_eq!(r.body["error"], "invalid_quote");
+    }
+    let (live_id, live) = app.user("live@example.com").await;
+    let (_, token) = app.user("exp@example.com").await;
+    app.quote(NEAR, "1.20", "1.30").await;
+    app.quote("AAPL", "101.00", "102.00").await;
+    let tiny = order(&app, &token, &json!({ "symbol": "AAPL", "qty": "1", "side": "buy", "type": "limit", "limit_price": "0.0000001" })).await;
+    assert_eq!(tiny.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(tiny.body["error"], "invalid_order");
+
+    let near_limit = json!({ "symbol": NEAR, "qty": "1", "side": "buy", "type": "limit", "limit_price": "1.00", "time_in_force": "gtc" });
+    let dead = order(&app, &token, &near_limit).await;
+    assert_eq!(dead.body["status"], "new");
+    let blocked = order(&app, &live, &json!({ "symbol": "AAPL", "qty": "1", "side": "buy", "type": "limit", "limit_price": "95.00" })).await;
+    assert_eq!(blocked.body["status"], "new");
+    let aapl = order(&app, &token, &json!({ "symbol": "AAPL", "qty": "1", "side": "buy", "type": "limit", "limit_price": "96.00" })).await;
+    assert_eq!(aapl.body["status"], "new");
+    sqlx::query("update paper_accounts set mode = 'live' where user_id = $1")
+        .bind(live_id)
+        .execute(&app.pool)
+        .await
+        .expect("go live");
+
+    let later = TestApp::with(
+        &pool,
+        Options {
+            now: crate::helpers::test_now() + chrono::Duration::days(18),
+            ..Options::default()
+        },
+    )
+    .await;
+    later.quote(NEAR, "1.10", "1.20").await;
+    let expired = app
+        .get(
+            &format!(
+                "/api/trading/orders/{}",
+                dead.body["id"].as_str().expect("id")
+            ),
+            &token,
+        )
+        .await;
+    assert_eq!(expired.body["status"], "expired");
+    assert_eq!(
+        app.count("select count(*) from audit_log where action = 'order.expired'")
+            .await,
+        1
+    );
+
+    let filled = later.quote("AAPL", "94.00", "94.50").await;
+    assert_eq!(
+        filled["filled_order_ids"].as_array().map(Vec::len),
+        Some(1),
+        "{filled}"
+    );
+    assert_eq!(filled["filled_order_ids"][0], aapl.body["id"]);
+    assert_eq!(
+        account(&app, &token).await["buying_power"],
+        account(&app, &token).await["cash"]
+    );
+    later.close().await;
+    app.close().await;
+}
+
+/// Control characters never turn a business answer into a 500 or a stuck key.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn nul_characters_are_rejected_cleanly(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("nul@example.com").await;
+    app.quote("AAPL", "100.00", "100.10").await;
+    let key = Uuid::new_v4();
+    let body = json!({ "symbol": "AAPL", "qty": "1", "side": "buy", "type": "market", "client_order_id": "a\u{0}b" });
+    let first = app
+        .post("/api/trading/orders", &token, Some(key), &body)
+        .await;
+    assert_eq!(
+        first.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        first.text
+    );
+    assert_eq!(first.body["error"], "invalid_order");
+    let key2 = Uuid::new_v4();
+    let symbol = json!({ "symbol": "AAPL\u{0}", "qty": "1", "type": "market" });
+    let bad_symbol = app
+        .post("/api/trading/orders", &token, Some(key2), &symbol)
+        .await;
+    assert_eq!(
+        bad_symbol.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        bad_symbol.text
+    );
+    let replay = app
+        .post("/api/trading/orders", &token, Some(key2), &symbol)
+        .await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.body_without_marker(), bad_symbol.body);
+    assert_eq!(
+        app.count("select count(*) from idempotency_keys where status <> 'completed'")
+            .await,
+        0
+    );
+    app.close().await;
+}

@@ -87,11 +87,15 @@ impl Claim {
                 guard.fail().await;
                 return mark(err.into_response(), replayed);
             }
-            Err(err) => Reply {
-                status: err.status(),
-                body: err.body(),
-                location: None,
-            },
+            Err(err) => {
+                let mut body = err.body();
+                reply::strip_nul(&mut body);
+                Reply {
+                    status: err.status(),
+                    body,
+                    location: None,
+                }
+            }
         };
         if reply.status.is_server_error() {
             rollback(tx).await;

@@ -22,11 +22,14 @@ impl Reply {
     /// back by [`Claim::finish`](crate::Claim::finish)).
     pub fn json(status: StatusCode, body: &impl Serialize) -> Self {
         match serde_json::to_value(body) {
-            Ok(body) => Self {
-                status,
-                body,
-                location: None,
-            },
+            Ok(mut body) => {
+                strip_nul(&mut body);
+                Self {
+                    status,
+                    body,
+                    location: None,
+                }
+            }
             Err(err) => {
                 tracing::error!(error = %err, "response body failed to serialise");
                 Self {
@@ -66,6 +69,26 @@ impl Reply {
             );
         }
         (self.status, headers, axum::Json(self.body)).into_response()
+    }
+}
+
+/// Postgres `jsonb` cannot hold U+0000, so a response echoing one could be sent but not stored,
+/// turning a business answer into a failure. Every string is cleaned the same way in the sent
+/// and the stored body, so a replay stays identical to the original.
+pub(crate) fn strip_nul(value: &mut Value) {
+    match value {
+        Value::String(text) if text.contains('\0') => *text = text.replace('\0', "\u{fffd}"),
+        Value::Array(items) => items.iter_mut().for_each(strip_nul),
+        Value::Object(map) => {
+            let nul_keys: Vec<String> = map.keys().filter(|k| k.contains('\0')).cloned().collect();
+            for key in nul_keys {
+                if let Some(item) = map.remove(&key) {
+                    map.insert(key.replace('\0', "\u{fffd}"), item);
+                }
+            }
+            map.values_mut().for_each(strip_nul);
+        }
+        _ => {}
     }
 }
 

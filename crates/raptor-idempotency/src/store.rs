@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::json;
-use sqlx::{PgConnection, PgPool};
+use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
 use crate::claim::{Claim, KeyGuard, Tracked};
@@ -109,10 +109,27 @@ struct ExistingRow {
     in_flight_ms: i64,
 }
 
-/// The store's verdict on a claim.
-enum Verdict {
-    Won(Tracked),
+/// What one claim round found.
+enum Found {
+    /// The key was free (or expired): this attempt holds it, uncommitted.
+    Won(i64),
+    /// Someone holds or held it.
+    Existing(ExistingRow),
+    /// The row disappeared between the insert and the read.
+    Vanished,
+}
+
+/// What to do about a key someone else holds or held.
+enum Judgement {
     Answer(Response, Outcome),
+    Again,
+}
+
+/// Ends a read-only claim round, releasing the row lock; failures only cost a connection.
+async fn end(tx: Transaction<'static, Postgres>, deadline: Duration) {
+    if let Ok(Err(err)) = tokio::time::timeout(deadline, tx.rollback()).await {
+        tracing::debug!(error = %err, "rollback of a claim round failed");
+    }
 }
 
 impl Idempotency {
@@ -186,41 +203,96 @@ impl Idempotency {
     /// Claims `request.key`. `Ok` gives the winner its [`Claim`] (or, on a fail-open route whose
     /// store did not answer, an untracked one); `Err` is the answer to send instead: a replay,
     /// 409, 422 or 503.
+    ///
+    /// Only the claim round itself (insert-or-read) is the "store did not answer" case that
+    /// sends a fail-open route on without dedup. Once a row has been read the store has
+    /// answered: later failures answer 503 on every tier, so a completed key can never be
+    /// executed again by the fail-open path.
     #[tracing::instrument(skip_all, fields(endpoint = %request.endpoint, idempotency.key = %request.key))]
     pub async fn claim(&self, request: ClaimRequest) -> Result<Claim, Rejection> {
         let deadline = self.inner.config.store_timeout;
-        let verdict = tokio::time::timeout(deadline, self.verdict(&request)).await;
-        let verdict = match verdict {
-            Ok(Ok(verdict)) => verdict,
-            Ok(Err(err)) => return self.store_failed(request, &err.to_string()).await,
-            Err(_) => return self.store_failed(request, "claim timed out").await,
-        };
-        match verdict {
-            Verdict::Answer(response, outcome) => {
-                outcome.record(&request.endpoint);
-                Err(response.into())
-            }
-            Verdict::Won(tracked) => {
-                let guard = KeyGuard::new(self.clone(), Some(tracked));
-                let tx = match self.inner.pool.begin().await {
-                    Ok(tx) => tx,
-                    Err(err) => {
-                        tracing::error!(error = %err, "claimed a key but could not begin the business transaction");
-                        // Dropping the guard releases the key: nothing ran, a retry may execute.
-                        drop(guard);
-                        return Err(reply::store_unavailable().into());
+        // Chosen before the round so that a claim whose commit outlived the deadline can still
+        // be fenced off (released) by its token.
+        let attempt = Uuid::new_v4();
+        for _ in 0..3 {
+            let (found, tx) =
+                match tokio::time::timeout(deadline, self.round(&request, attempt)).await {
+                    Ok(Ok(round)) => round,
+                    Ok(Err(err)) => {
+                        self.release_later(&request, attempt);
+                        return self.store_failed(request, &err.to_string()).await;
+                    }
+                    Err(_) => {
+                        self.release_later(&request, attempt);
+                        return self.store_failed(request, "claim timed out").await;
                     }
                 };
-                Outcome::Miss.record(&request.endpoint);
-                Ok(Claim::new(
-                    tx,
-                    guard,
-                    request.endpoint,
-                    Some(request.key),
-                    true,
-                ))
+            let existing = match found {
+                Found::Won(id) => return self.won(request, tx, id, attempt).await,
+                Found::Vanished => {
+                    end(tx, deadline).await;
+                    continue;
+                }
+                Found::Existing(row) => row,
+            };
+            match self.judge(&request, tx, existing).await {
+                Judgement::Answer(response, outcome) => {
+                    outcome.record(&request.endpoint);
+                    return Err(response.into());
+                }
+                Judgement::Again => continue,
             }
         }
+        // The row kept changing under us (released, re-claimed, cleaned up): ask for a retry.
+        Outcome::InFlight.record(&request.endpoint);
+        Err(reply::in_flight(1000, "the key is changing hands; retry shortly").into())
+    }
+
+    /// The winner's path: commit the claim, then open the business transaction.
+    async fn won(
+        &self,
+        request: ClaimRequest,
+        tx: Transaction<'static, Postgres>,
+        id: i64,
+        attempt: Uuid,
+    ) -> Result<Claim, Rejection> {
+        let deadline = self.inner.config.store_timeout;
+        match tokio::time::timeout(deadline, tx.commit()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                self.release_later(&request, attempt);
+                return self.store_failed(request, &err.to_string()).await;
+            }
+            Err(_) => {
+                self.release_later(&request, attempt);
+                return self.store_failed(request, "claim commit timed out").await;
+            }
+        }
+        let tracked = Tracked {
+            id,
+            attempt,
+            store_body: request.store_body,
+            claimed_at: Instant::now(),
+        };
+        let guard = KeyGuard::new(self.clone(), Some(tracked));
+        let tx = match self.inner.pool.begin().await {
+            Ok(tx) => tx,
+            Err(err) => {
+                tracing::error!(error = %err, "claimed a key but could not begin the business transaction");
+                // Dropping the guard releases the key: nothing ran, a retry may execute.
+                drop(guard);
+                Outcome::StoreUnavailable.record(&request.endpoint);
+                return Err(reply::store_unavailable().into());
+            }
+        };
+        Outcome::Miss.record(&request.endpoint);
+        Ok(Claim::new(
+            tx,
+            guard,
+            request.endpoint,
+            Some(request.key),
+            true,
+        ))
     }
 
     async fn store_failed(&self, request: ClaimRequest, why: &str) -> Result<Claim, Rejection> {
@@ -238,135 +310,165 @@ impl Idempotency {
         }
     }
 
-    /// The claim transaction: insert-or-read, then decide. The claim commits on its own (so
-    /// duplicates see `in_flight`) and without waiting for the WAL flush: the completing
-    /// transaction's synchronous commit flushes everything before it, so the claim is durable
-    /// whenever anything it guarded is.
-    async fn verdict(&self, request: &ClaimRequest) -> Result<Verdict, sqlx::Error> {
+    /// Deletes this attempt's row if a claim we gave up on was committed after all (fenced by
+    /// the attempt token, so it can only remove our own in-flight row).
+    fn release_later(&self, request: &ClaimRequest, attempt: Uuid) {
+        let pool = self.inner.pool.clone();
+        let (key, user, endpoint) = (
+            request.key.to_string(),
+            request.scope_user_id,
+            request.endpoint.clone(),
+        );
+        tokio::spawn(async move {
+            let released = sqlx::query(
+                "delete from idempotency_keys
+                  where idem_key = $1 and scope_user_id is not distinct from $2
+                    and scope_endpoint = $3 and attempt = $4 and status = 'in_flight'",
+            )
+            .bind(key)
+            .bind(user)
+            .bind(endpoint)
+            .bind(attempt)
+            .execute(&pool)
+            .await;
+            if let Err(err) = released {
+                tracing::warn!(error = %err, "could not release an abandoned claim; it stays in flight until stale");
+            }
+        });
+    }
+
+    /// One claim round: insert-or-read, on a transaction that is returned open (it holds the
+    /// key row's lock when the key was taken).
+    async fn round(
+        &self,
+        request: &ClaimRequest,
+        attempt: Uuid,
+    ) -> Result<(Found, Transaction<'static, Postgres>), sqlx::Error> {
         let timeout_ms = format!("{}ms", self.inner.config.store_timeout.as_millis().max(1));
         let ttl_ms = i64::try_from(request.ttl.as_millis()).unwrap_or(i64::MAX);
         let stale_ms = i64::try_from(self.inner.config.stale_after.as_millis()).unwrap_or(i64::MAX);
         let key = request.key.to_string();
 
-        // A row can vanish between our insert and our read (released as stale, or cleaned up):
-        // then claim again. Three rounds is plenty; a fourth would mean a pathological race.
-        for _ in 0..3 {
-            let mut tx = self.inner.pool.begin().await?;
-            sqlx::query(
-                "select set_config('synchronous_commit', 'off', true),
-                        set_config('lock_timeout', $1, true),
-                        set_config('statement_timeout', $1, true)",
-            )
-            .bind(&timeout_ms)
-            .execute(&mut *tx)
-            .await?;
+        let mut tx = self.inner.pool.begin().await?;
+        // The claim commits on its own (so duplicates see `in_flight`) and without waiting for
+        // the WAL flush: the completing transaction's synchronous commit flushes everything
+        // before it, so the claim is durable whenever anything it guarded is. The timeouts make
+        // a blocked claim give up on the server too, not only here.
+        sqlx::query(
+            "select set_config('synchronous_commit', 'off', true),
+                    set_config('lock_timeout', $1, true),
+                    set_config('statement_timeout', $1, true)",
+        )
+        .bind(&timeout_ms)
+        .execute(&mut *tx)
+        .await?;
 
-            let attempt = Uuid::new_v4();
-            // An expired row is treated as absent: the upsert takes it over for this attempt.
-            let won: Option<i64> = sqlx::query_scalar(
-                "insert into idempotency_keys
-                    (idem_key, scope_user_id, scope_endpoint, request_hash, status, attempt,
-                     locked_at, expires_at)
-                 values ($1, $2, $3, $4, 'in_flight', $5, now(),
-                         now() + $6::bigint * interval '1 millisecond')
-                 on conflict on constraint uq_idem_key_user_endpoint do update
-                    set request_hash = excluded.request_hash, status = 'in_flight',
-                        attempt = excluded.attempt, response_code = null,
-                        response_body = null, response_headers = null, created_at = now(),
-                        locked_at = now(), completed_at = null, expires_at = excluded.expires_at
-                    where idempotency_keys.expires_at <= now()
-                 returning id",
-            )
-            .bind(&key)
-            .bind(request.scope_user_id)
-            .bind(&request.endpoint)
-            .bind(&request.request_hash)
-            .bind(attempt)
-            .bind(ttl_ms)
-            .fetch_optional(&mut *tx)
-            .await?;
+        // An expired row is treated as absent: the upsert takes it over for this attempt.
+        let won: Option<i64> = sqlx::query_scalar(
+            "insert into idempotency_keys
+                (idem_key, scope_user_id, scope_endpoint, request_hash, status, attempt,
+                 locked_at, expires_at)
+             values ($1, $2, $3, $4, 'in_flight', $5, now(),
+                     now() + $6::bigint * interval '1 millisecond')
+             on conflict on constraint uq_idem_key_user_endpoint do update
+                set request_hash = excluded.request_hash, status = 'in_flight',
+                    attempt = excluded.attempt, response_code = null,
+                    response_body = null, response_headers = null, created_at = now(),
+                    locked_at = now(), completed_at = null, expires_at = excluded.expires_at
+                where idempotency_keys.expires_at <= now()
+             returning id",
+        )
+        .bind(&key)
+        .bind(request.scope_user_id)
+        .bind(&request.endpoint)
+        .bind(&request.request_hash)
+        .bind(attempt)
+        .bind(ttl_ms)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(id) = won {
+            return Ok((Found::Won(id), tx));
+        }
 
-            if let Some(id) = won {
-                tx.commit().await?;
-                return Ok(Verdict::Won(Tracked {
-                    id,
-                    attempt,
-                    store_body: request.store_body,
-                    claimed_at: Instant::now(),
-                }));
+        // A conflicting insert locked the row (even though the WHERE was false), so this read
+        // sees its latest committed state.
+        let existing: Option<ExistingRow> = sqlx::query_as(
+            "select id, status, attempt, request_hash, response_code, response_body,
+                    response_headers,
+                    now() - locked_at > $4::bigint * interval '1 millisecond' as stale,
+                    (extract(epoch from (now() - locked_at)) * 1000)::bigint as in_flight_ms
+               from idempotency_keys
+              where idem_key = $1 and scope_user_id is not distinct from $2
+                and scope_endpoint = $3",
+        )
+        .bind(&key)
+        .bind(request.scope_user_id)
+        .bind(&request.endpoint)
+        .bind(stale_ms)
+        .fetch_optional(&mut *tx)
+        .await?;
+        Ok((existing.map_or(Found::Vanished, Found::Existing), tx))
+    }
+
+    /// The outcomes table of CONTRACT §4 for a key someone else holds or held.
+    async fn judge(
+        &self,
+        request: &ClaimRequest,
+        mut tx: Transaction<'static, Postgres>,
+        row: ExistingRow,
+    ) -> Judgement {
+        let deadline = self.inner.config.store_timeout;
+        // The fingerprint is checked before the status (ADR-0138 step 5d).
+        if row.request_hash != request.request_hash {
+            end(tx, deadline).await;
+            return Judgement::Answer(
+                error_response(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    error_body(
+                        "idempotency_key_body_mismatch",
+                        "this Idempotency-Key was used with a different request",
+                    ),
+                ),
+                Outcome::Mismatch,
+            );
+        }
+        match row.status.as_str() {
+            "completed" => {
+                end(tx, deadline).await;
+                let code = row.response_code.unwrap_or(200);
+                self.audit_replay(ReplayEvent {
+                    scope_user_id: request.scope_user_id,
+                    idempotency_key_id: row.id,
+                    request_hash: row.request_hash,
+                    response_code: code,
+                    endpoint: request.endpoint.clone(),
+                })
+                .await;
+                let stored = StoredResponse {
+                    code,
+                    body: row.response_body,
+                    headers: row.response_headers,
+                };
+                Judgement::Answer(stored.replay(), Outcome::Replay)
             }
-
-            let existing: Option<ExistingRow> = sqlx::query_as(
-                "select id, status, attempt, request_hash, response_code, response_body,
-                        response_headers,
-                        now() - locked_at > $4::bigint * interval '1 millisecond' as stale,
-                        (extract(epoch from (now() - locked_at)) * 1000)::bigint as in_flight_ms
-                   from idempotency_keys
-                  where idem_key = $1 and scope_user_id is not distinct from $2
-                    and scope_endpoint = $3",
-            )
-            .bind(&key)
-            .bind(request.scope_user_id)
-            .bind(&request.endpoint)
-            .bind(stale_ms)
-            .fetch_optional(&mut *tx)
-            .await?;
-            let Some(row) = existing else {
-                tx.commit().await?;
-                continue;
-            };
-
-            // The fingerprint is checked before the status (ADR-0138 step 5d).
-            if row.request_hash != request.request_hash {
-                tx.commit().await?;
-                return Ok(Verdict::Answer(
+            "failed" => {
+                end(tx, deadline).await;
+                Judgement::Answer(
                     error_response(
-                        StatusCode::UNPROCESSABLE_ENTITY,
+                        StatusCode::CONFLICT,
                         error_body(
-                            "idempotency_key_body_mismatch",
-                            "this Idempotency-Key was used with a different request",
+                            "idempotency_previous_failed",
+                            "the earlier request with this Idempotency-Key failed; use a new key",
                         ),
                     ),
-                    Outcome::Mismatch,
-                ));
+                    Outcome::PreviousFailed,
+                )
             }
-
-            match row.status.as_str() {
-                "completed" => {
-                    tx.commit().await?;
-                    let code = row.response_code.unwrap_or(200);
-                    self.audit_replay(ReplayEvent {
-                        scope_user_id: request.scope_user_id,
-                        idempotency_key_id: row.id,
-                        request_hash: row.request_hash,
-                        response_code: code,
-                        endpoint: request.endpoint.clone(),
-                    })
-                    .await;
-                    let stored = StoredResponse {
-                        code,
-                        body: row.response_body,
-                        headers: row.response_headers,
-                    };
-                    return Ok(Verdict::Answer(stored.replay(), Outcome::Replay));
-                }
-                "failed" => {
-                    tx.commit().await?;
-                    return Ok(Verdict::Answer(
-                        error_response(
-                            StatusCode::CONFLICT,
-                            error_body(
-                                "idempotency_previous_failed",
-                                "the earlier request with this Idempotency-Key failed; use a new key",
-                            ),
-                        ),
-                        Outcome::PreviousFailed,
-                    ));
-                }
-                _ if row.stale => {
-                    // Fence off the abandoned attempt: deleting its row (only if it is still that
-                    // attempt, still in flight) makes its completion update match nothing, so its
-                    // transaction rolls back even if it is still alive.
+            _ if row.stale => {
+                // Fence off the abandoned attempt: deleting its row (only if it is still that
+                // attempt, still in flight) makes its completion update match nothing, so its
+                // transaction rolls back even if it is still alive.
+                let release = async {
                     let released = sqlx::query(
                         "delete from idempotency_keys
                           where id = $1 and attempt = $2 and status = 'in_flight'",
@@ -377,47 +479,60 @@ impl Idempotency {
                     .await?
                     .rows_affected();
                     tx.commit().await?;
-                    if released == 0 {
-                        // It completed or was released meanwhile: look again.
-                        continue;
+                    Ok::<u64, sqlx::Error>(released)
+                };
+                match tokio::time::timeout(deadline, release).await {
+                    Ok(Ok(0)) => Judgement::Again,
+                    Ok(Ok(_)) => {
+                        tracing::warn!(
+                            endpoint = %request.endpoint,
+                            idempotency_key_id = row.id,
+                            in_flight_ms = row.in_flight_ms,
+                            "stale in-flight idempotency key released; the abandoned attempt is fenced off"
+                        );
+                        Judgement::Answer(
+                            reply::in_flight(
+                                0,
+                                "an abandoned attempt was released; retry now with the same key",
+                            ),
+                            Outcome::Stale,
+                        )
                     }
-                    tracing::warn!(
-                        endpoint = %request.endpoint,
-                        idempotency_key_id = row.id,
-                        in_flight_ms = row.in_flight_ms,
-                        "stale in-flight idempotency key released; the abandoned attempt is fenced off"
-                    );
-                    return Ok(Verdict::Answer(
-                        reply::in_flight(
-                            0,
-                            "an abandoned attempt was released; retry now with the same key",
-                        ),
-                        Outcome::Stale,
-                    ));
-                }
-                _ => {
-                    tx.commit().await?;
-                    return Ok(Verdict::Answer(
-                        reply::in_flight(
-                            5000,
-                            "a request with this Idempotency-Key is in progress; retry later",
-                        ),
-                        Outcome::InFlight,
-                    ));
+                    Ok(Err(_)) | Err(_) => {
+                        // The store answered the read, so this is not a fail-open case.
+                        Judgement::Answer(reply::store_unavailable(), Outcome::StoreUnavailable)
+                    }
                 }
             }
+            _ => {
+                end(tx, deadline).await;
+                Judgement::Answer(
+                    reply::in_flight(
+                        5000,
+                        "a request with this Idempotency-Key is in progress; retry later",
+                    ),
+                    Outcome::InFlight,
+                )
+            }
         }
-        Err(sqlx::Error::Protocol(
-            "idempotency claim did not settle after three rounds".into(),
-        ))
     }
 
+    /// Writes the replay's audit row, bounded by its own deadline: the replay is answered
+    /// either way (the original execution's rows are the canonical record).
     async fn audit_replay(&self, event: ReplayEvent) {
         let Some(audit) = &self.inner.audit else {
             return;
         };
-        if let Err(err) = audit.record(&self.inner.pool, &event).await {
-            tracing::error!(error = %err, idempotency_key_id = event.idempotency_key_id, "could not write the idempotency_replay audit row");
+        let write = audit.record(&self.inner.pool, &event);
+        match tokio::time::timeout(self.inner.config.store_timeout, write).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                tracing::error!(error = %err, idempotency_key_id = event.idempotency_key_id, "could not write the idempotency_replay audit row")
+            }
+            Err(_) => tracing::error!(
+                idempotency_key_id = event.idempotency_key_id,
+                "the idempotency_replay audit row timed out"
+            ),
         }
     }
 }

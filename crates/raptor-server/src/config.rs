@@ -65,6 +65,24 @@ fn parse_flag(text: &str) -> Result<bool, String> {
     }
 }
 
+fn parse_origin(text: &str) -> Result<String, String> {
+    let origin = text.trim();
+    if origin.is_empty() {
+        return Ok(String::new());
+    }
+    let well_formed = (origin.starts_with("http://") || origin.starts_with("https://"))
+        && !origin.contains('*')
+        && !origin.ends_with('/')
+        && origin.chars().all(|c| c.is_ascii_graphic());
+    if well_formed {
+        Ok(origin.to_owned())
+    } else {
+        Err(format!(
+            "{origin:?} is not an origin like https://app.example.com (no wildcards)"
+        ))
+    }
+}
+
 fn parse_fee(text: &str) -> Result<Decimal, String> {
     let fee = Decimal::from_str_exact(text.trim()).map_err(|e| format!("not a decimal: {e}"))?;
     if fee.is_sign_negative() {
@@ -106,17 +124,17 @@ pub struct Config {
 
     /// Request timeout in seconds; a request past it is answered 503 and rolled back.
     #[arg(long, env = "RAPTOR_REQUEST_TIMEOUT_SECS", value_name = "RAPTOR_REQUEST_TIMEOUT_SECS",
-          default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..), global = true)]
+          default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600), global = true)]
     pub request_timeout_secs: u64,
 
     /// An in-flight idempotency key older than this is abandoned (must be >= the request timeout).
     #[arg(long, env = "IDEMPOTENCY_STALE_AFTER_SECS", value_name = "IDEMPOTENCY_STALE_AFTER_SECS",
-          default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..), global = true)]
+          default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=86_400), global = true)]
     pub idempotency_stale_after_secs: u64,
 
     /// How long a claim may take before fail-closed routes answer 503.
     #[arg(long, env = "IDEMPOTENCY_STORE_TIMEOUT_MS", value_name = "IDEMPOTENCY_STORE_TIMEOUT_MS",
-          default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..), global = true)]
+          default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=600_000), global = true)]
     pub idempotency_store_timeout_ms: u64,
 
     /// Idempotency kill switch default (1 on, 0 passthrough); operators can override it at run time.
@@ -154,12 +172,14 @@ pub struct Config {
           default_value_t = 20, value_parser = clap::value_parser!(u32).range(2..), global = true)]
     pub db_pool_size: u32,
 
-    /// Allowed CORS origins for the Antlers web app, comma-separated (none by default).
+    /// Allowed CORS origins for the Antlers web app, comma-separated (none by default); each a
+    /// full origin such as `https://app.example.com` (no `*`).
     #[arg(
         long,
         env = "RAPTOR_CORS_ORIGINS",
         value_name = "RAPTOR_CORS_ORIGINS",
         value_delimiter = ',',
+        value_parser = parse_origin,
         global = true
     )]
     pub cors_origins: Vec<String>,

@@ -21,6 +21,9 @@ use crate::audit::{self, AuditEvent};
 use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::state::ApiState;
 
+/// Prices are stored as `numeric(20,6)`: more decimals would be rounded away silently.
+const PRICE_SCALE: u32 = 6;
+
 /// Namespace of derived `client_order_id`s (UUIDv5 of account, purpose and Idempotency-Key).
 const CLIENT_ORDER_ID_NAMESPACE: Uuid = Uuid::from_u128(0x6d1e_0f3a_51c4_4e1b_9a0d_7c55_2b8e_11a7);
 
@@ -38,6 +41,23 @@ pub(crate) enum Intent {
 }
 
 impl Intent {
+    /// Every symbol the request names, sorted and distinct (the quote lock order).
+    fn symbols(&self) -> Vec<String> {
+        let mut symbols: Vec<String> = match self {
+            Self::Order(request) => request
+                .symbol
+                .iter()
+                .cloned()
+                .chain(request.legs.iter().flatten().map(|l| l.symbol.clone()))
+                .collect(),
+            Self::Roll { from, request } => vec![from.clone(), request.to_symbol.clone()],
+            Self::Close { symbol, .. } => vec![symbol.clone()],
+        };
+        symbols.sort();
+        symbols.dedup();
+        symbols
+    }
+
     fn purpose(&self) -> &'static str {
         match self {
             Self::Order(_) => "order",
@@ -65,7 +85,7 @@ fn leg_intent(
 ) -> ApiResult<PositionIntent> {
     match (side, intent) {
         (Some(side), Some(intent)) if intent.side() != side => Err(invalid(format!(
-            "{symbol}: side {side} contradicts position_intent {intent}"
+            "{symbol:?}: side {side} contradicts position_intent {intent}"
         ))),
         (_, Some(intent)) => Ok(intent),
         (Some(side), None) => {
@@ -73,7 +93,7 @@ fn leg_intent(
             Ok(PositionIntent::infer(side, held))
         }
         (None, None) => Err(invalid(format!(
-            "{symbol}: side or position_intent is required"
+            "{symbol:?}: side or position_intent is required"
         ))),
     }
 }
@@ -204,8 +224,10 @@ fn client_order_id(
     key: Option<IdempotencyKey>,
 ) -> ApiResult<String> {
     match requested {
-        Some(id) if id.trim().is_empty() || id.len() > 128 => {
-            Err(invalid("client_order_id must be 1 to 128 characters"))
+        Some(id) if id.trim().is_empty() || id.len() > 128 || id.chars().any(char::is_control) => {
+            Err(invalid(
+                "client_order_id must be 1 to 128 characters, without control characters",
+            ))
         }
         Some(id) => Ok(id),
         // Deterministic from the account and the key, so a future live adapter can forward it
@@ -265,8 +287,20 @@ pub(crate) async fn place(
 ) -> ApiResult<OrderResponse> {
     let now = state.clock.now();
     let purpose = intent.purpose();
+    // Quote rows first (shared), then the account: the lock order of quote updates. Without
+    // the share lock, a quote update could commit between this read and this order resting,
+    // and the order would miss the quote that makes it marketable.
+    let symbols = intent.symbols();
+    // Parsed before any SQL sees them: a malformed symbol is a 422, never a database error.
+    for symbol in &symbols {
+        instrument(symbol)?;
+    }
+    let quotes = store::lock_quotes(conn, &symbols).await?;
     let (_, account, _) = account_state(conn, user_id).await?;
     let (spec, requested_id) = to_spec(&intent, &account.positions)?;
+    if spec.limit_price.is_some_and(|p| p.scale() > PRICE_SCALE) {
+        return Err(invalid("limit_price has more than 6 decimal places"));
+    }
     let client_order_id = client_order_id(user_id, purpose, requested_id, key)?;
     if store::client_order_id_taken(conn, user_id, &client_order_id).await? {
         return Err(ApiError::invalid(
@@ -274,13 +308,6 @@ pub(crate) async fn place(
             format!("client_order_id {client_order_id} is already used on this account"),
         ));
     }
-    let symbols: Vec<String> = spec
-        .legs
-        .iter()
-        .map(|l| l.instrument.symbol().to_owned())
-        .collect();
-    let quotes = store::load_quotes(conn, &symbols).await?;
-
     let decision = match state
         .engine
         .submit(&account, &spec, &quotes, now.date_naive())
@@ -498,10 +525,13 @@ pub async fn set_quote(
     ask: Decimal,
 ) -> ApiResult<QuoteResponse> {
     instrument(symbol)?;
-    if bid.is_sign_negative() || ask.is_sign_negative() || ask < bid {
+    let in_range = |p: Decimal| {
+        !p.is_sign_negative() && p.scale() <= PRICE_SCALE && p <= raptor_engine::MAX_PRICE
+    };
+    if !in_range(bid) || !in_range(ask) || ask < bid {
         return Err(ApiError::invalid(
             "invalid_quote",
-            "bid and ask must be >= 0 with ask >= bid",
+            "bid and ask must be between 0 and 1000000000 with at most 6 decimals, ask >= bid",
         ));
     }
     let mut tx = state.db.begin().await.context("begin")?;
@@ -538,7 +568,15 @@ async fn fill_resting_for(
     symbol: &str,
 ) -> ApiResult<Vec<Uuid>> {
     let now = state.clock.now();
-    let (_, mut account, open) = account_state(conn, user_id).await?;
+    // One account that cannot trade must not block the quote for everyone else.
+    let (_, mut account, open) = match account_state(conn, user_id).await {
+        Ok(loaded) => loaded,
+        Err(err @ (ApiError::LiveTradingUnavailable | ApiError::NotFound(_))) => {
+            tracing::warn!(user.id = user_id, error = %err, "resting orders skipped on quote update");
+            return Ok(Vec::new());
+        }
+        Err(err) => return Err(err),
+    };
     let mut filled = Vec::new();
     for (index, order) in open.iter().enumerate() {
         if !order
@@ -578,6 +616,21 @@ async fn fill_resting_for(
                 }
             }
             Ok(None) => {}
+            Err(raptor_engine::OrderRejection::ContractExpired { symbol }) => {
+                // It can never fill: expire it and release its reservation.
+                if store::expire_order(conn, order.id, now).await? {
+                    audit::record(
+                        conn,
+                        AuditEvent::new(
+                            Some(user_id),
+                            "order.expired",
+                            json!({ "order_id": order.id, "reason": "contract_expired", "symbol": symbol }),
+                        ),
+                    )
+                    .await
+                    .context("audit expiry")?;
+                }
+            }
             Err(rejection) => {
                 audit::record(
                     conn,

@@ -177,6 +177,25 @@ pub(crate) async fn load_quotes(
         .collect())
 }
 
+/// Quotes for `symbols` (sorted), taking a share lock on each row so that no quote update can
+/// commit between this read and the end of the caller's transaction.
+pub(crate) async fn lock_quotes(
+    conn: &mut PgConnection,
+    symbols: &[String],
+) -> ApiResult<BTreeMap<String, Quote>> {
+    let rows: Vec<(String, Decimal, Decimal)> = sqlx::query_as(
+        "select symbol, bid, ask from quotes where symbol = any($1) order by symbol for share",
+    )
+    .bind(symbols)
+    .fetch_all(conn)
+    .await
+    .context("lock quotes")?;
+    Ok(rows
+        .into_iter()
+        .map(|(symbol, bid, ask)| (symbol, Quote { bid, ask }))
+        .collect())
+}
+
 /// Upserts a quote; the row lock serialises concurrent updates of one symbol.
 pub(crate) async fn upsert_quote(
     conn: &mut PgConnection,
@@ -420,6 +439,25 @@ pub(crate) async fn cancel_order(
     .execute(conn)
     .await
     .context("cancel order")?
+    .rows_affected()
+        == 1)
+}
+
+/// Sets an open order's status to expired (guarded on `status = 'new'`).
+pub(crate) async fn expire_order(
+    conn: &mut PgConnection,
+    order_id: Uuid,
+    at: DateTime<Utc>,
+) -> ApiResult<bool> {
+    Ok(sqlx::query(
+        "update paper_orders set status = 'expired', reserved_cash = 0, updated_at = $2
+          where id = $1 and status = 'new'",
+    )
+    .bind(order_id)
+    .bind(at)
+    .execute(conn)
+    .await
+    .context("expire order")?
     .rows_affected()
         == 1)
 }
