@@ -125,6 +125,14 @@ pub async fn export(conn: &mut PgConnection, user_id: i32) -> ApiResult<Value> {
 /// The erasure sweep: deletes the user's idempotency keys, audit rows and the user (its
 /// tokens, paper account, orders and positions cascade). Returns what was deleted.
 pub async fn erase(conn: &mut PgConnection, user_id: i32) -> ApiResult<Value> {
+    // The account first, as every order path does: an order of this user still in flight
+    // finishes (and completes its key) before the sweep touches the key rows, instead of the
+    // two deadlocking on key row versus account row.
+    sqlx::query("select 1 from paper_accounts where user_id = $1 for update")
+        .bind(user_id)
+        .execute(&mut *conn)
+        .await
+        .context("lock account for erasure")?;
     let keys = raptor_idempotency::cleanup::delete_for_user(conn, user_id)
         .await
         .context("erase idempotency keys")?;
