@@ -328,14 +328,7 @@ async fn graceful_shutdown_finishes_in_flight_requests(pool: PgPool) {
 }
 
 async fn cli(pool: &PgPool, args: &[&str]) -> Value {
-    let options = pool.connect_options();
-    let url = format!(
-        "postgres://{}@{}:{}/{}",
-        options.get_username(),
-        options.get_host(),
-        options.get_port(),
-        options.get_database().expect("db")
-    );
+    let url = crate::helpers::database_url(pool);
     let mut argv = vec!["raptor", "--database-url", url.as_str()];
     argv.extend_from_slice(args);
     let cli = Cli::try_parse_from(argv).expect("arguments parse");

@@ -391,6 +391,18 @@ pub(crate) async fn post_http_with(
     }
 }
 
+/// The URL of `pool`'s database (for the CLI and for child processes).
+pub(crate) fn database_url(pool: &PgPool) -> String {
+    let options = pool.connect_options();
+    format!(
+        "postgres://{}@{}:{}/{}",
+        options.get_username(),
+        options.get_host(),
+        options.get_port(),
+        options.get_database().expect("database name"),
+    )
+}
+
 pub(crate) fn dec(text: &str) -> Decimal {
     text.parse().expect("decimal")
 }

@@ -670,14 +670,7 @@ async fn crashed_process_leaves_nothing_and_the_key_executes_once(pool: PgPool) 
 
     let app = TestApp::with(&pool, fast_stale()).await;
     let (_, token) = app.user("crash@example.com").await;
-    let options = pool.connect_options();
-    let url = format!(
-        "postgres://{}@{}:{}/{}",
-        options.get_username(),
-        options.get_host(),
-        options.get_port(),
-        options.get_database().expect("database name"),
-    );
+    let url = crate::helpers::database_url(&pool);
     let mut child = Command::new(std::env::current_exe().expect("test binary"))
         .args([
             "--exact",

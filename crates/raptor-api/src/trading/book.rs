@@ -3,8 +3,8 @@
 //! account first, asks the pure engine, then writes the result and its audit rows.
 
 use raptor_engine::{
-    AccountState, Decision, Instrument, LegSpec, OrderClass, OrderEvent, OrderSpec, OrderType,
-    Position, PositionIntent, Side, TimeInForce, Transition,
+    AccountState, Decision, Instrument, LegSpec, OrderClass, OrderEvent, OrderSpec, OrderStatus,
+    OrderType, Position, PositionIntent, Side, TimeInForce, Transition,
 };
 use raptor_idempotency::IdempotencyKey;
 use rust_decimal::Decimal;
@@ -295,7 +295,7 @@ pub(crate) async fn place(
     for symbol in &symbols {
         instrument(symbol)?;
     }
-    let quotes = store::lock_quotes(conn, &symbols).await?;
+    let quotes = store::quotes(conn, &symbols, true).await?;
     let (_, account, _) = account_state(conn, user_id).await?;
     let (spec, requested_id) = to_spec(&intent, &account.positions)?;
     if spec.limit_price.is_some_and(|p| p.scale() > PRICE_SCALE) {
@@ -333,12 +333,8 @@ pub(crate) async fn place(
 
     let id = Uuid::new_v4();
     let (status, reserved_cash, execution) = match &decision {
-        Decision::Filled(execution) => (
-            raptor_engine::OrderStatus::Filled,
-            Decimal::ZERO,
-            Some(execution),
-        ),
-        Decision::Rest { reserved_cash } => (raptor_engine::OrderStatus::New, *reserved_cash, None),
+        Decision::Filled(execution) => (OrderStatus::Filled, Decimal::ZERO, Some(execution)),
+        Decision::Rest { reserved_cash } => (OrderStatus::New, *reserved_cash, None),
     };
     store::insert_order(
         conn,
@@ -422,14 +418,14 @@ pub(crate) async fn cancel(
     let order = store::find_order(conn, user_id, order_id, true)
         .await?
         .ok_or(ApiError::NotFound("order"))?;
-    let status: raptor_engine::OrderStatus = order
+    let status: OrderStatus = order
         .status
         .parse()
         .map_err(|_| ApiError::Internal(anyhow::anyhow!("bad stored status {}", order.status)))?;
     match status.apply(OrderEvent::Cancel) {
         Ok(Transition::NoOp) => return Ok(order),
         Ok(Transition::To(_)) => {
-            store::cancel_order(conn, order_id, state.clock.now()).await?;
+            store::end_open_order(conn, order_id, OrderStatus::Canceled, state.clock.now()).await?;
             audit::record(
                 conn,
                 AuditEvent::new(
@@ -482,7 +478,7 @@ pub(crate) async fn reset(
     let now = state.clock.now();
     let (before, account, open) = account_state(conn, user_id).await?;
     for order in &open {
-        store::cancel_order(conn, order.id, now).await?;
+        store::end_open_order(conn, order.id, OrderStatus::Canceled, now).await?;
         audit::record(
             conn,
             AuditEvent::new(
@@ -601,7 +597,7 @@ async fn fill_resting_for(
             .iter()
             .map(|l| l.instrument.symbol().to_owned())
             .collect();
-        let quotes = store::load_quotes(conn, &symbols).await?;
+        let quotes = store::quotes(conn, &symbols, false).await?;
         match state
             .engine
             .evaluate_resting(&others, &order.spec, &quotes, now.date_naive())
@@ -618,7 +614,7 @@ async fn fill_resting_for(
             Ok(None) => {}
             Err(raptor_engine::OrderRejection::ContractExpired { symbol }) => {
                 // It can never fill: expire it and release its reservation.
-                if store::expire_order(conn, order.id, now).await? {
+                if store::end_open_order(conn, order.id, OrderStatus::Expired, now).await? {
                     audit::record(
                         conn,
                         AuditEvent::new(

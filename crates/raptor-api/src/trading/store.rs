@@ -160,36 +160,25 @@ pub(crate) async fn apply_cash(
     Ok(())
 }
 
-/// Quotes for `symbols`.
-pub(crate) async fn load_quotes(
+/// Quotes for `symbols`. With `lock`, each row is share-locked (in symbol order) so that no
+/// quote update can commit between this read and the end of the caller's transaction.
+pub(crate) async fn quotes(
     conn: &mut PgConnection,
     symbols: &[String],
+    lock: bool,
 ) -> ApiResult<BTreeMap<String, Quote>> {
-    let rows: Vec<(String, Decimal, Decimal)> =
-        sqlx::query_as("select symbol, bid, ask from quotes where symbol = any($1)")
-            .bind(symbols)
-            .fetch_all(conn)
-            .await
-            .context("load quotes")?;
-    Ok(rows
-        .into_iter()
-        .map(|(symbol, bid, ask)| (symbol, Quote { bid, ask }))
-        .collect())
-}
-
-/// Quotes for `symbols` (sorted), taking a share lock on each row so that no quote update can
-/// commit between this read and the end of the caller's transaction.
-pub(crate) async fn lock_quotes(
-    conn: &mut PgConnection,
-    symbols: &[String],
-) -> ApiResult<BTreeMap<String, Quote>> {
-    let rows: Vec<(String, Decimal, Decimal)> = sqlx::query_as(
-        "select symbol, bid, ask from quotes where symbol = any($1) order by symbol for share",
-    )
+    let suffix = if lock {
+        " order by symbol for share"
+    } else {
+        ""
+    };
+    let rows: Vec<(String, Decimal, Decimal)> = sqlx::query_as(&format!(
+        "select symbol, bid, ask from quotes where symbol = any($1){suffix}"
+    ))
     .bind(symbols)
     .fetch_all(conn)
     .await
-    .context("lock quotes")?;
+    .context("load quotes")?;
     Ok(rows
         .into_iter()
         .map(|(symbol, bid, ask)| (symbol, Quote { bid, ask }))
@@ -423,41 +412,26 @@ pub(crate) async fn fill_resting(
     Ok(true)
 }
 
-/// Sets an order's status to canceled (guarded on `status = 'new'`).
-pub(crate) async fn cancel_order(
+/// Ends an open order as `canceled` or `expired`, releasing its reservation (guarded on
+/// `status = 'new'`); false if it was no longer open.
+pub(crate) async fn end_open_order(
     conn: &mut PgConnection,
     order_id: Uuid,
+    status: OrderStatus,
     at: DateTime<Utc>,
 ) -> ApiResult<bool> {
     Ok(sqlx::query(
-        "update paper_orders set status = 'canceled', reserved_cash = 0, canceled_at = $2,
-                updated_at = $2
+        "update paper_orders
+            set status = $2, reserved_cash = 0, updated_at = $3,
+                canceled_at = case when $2 = 'canceled' then $3 else canceled_at end
           where id = $1 and status = 'new'",
     )
     .bind(order_id)
+    .bind(status.as_str())
     .bind(at)
     .execute(conn)
     .await
-    .context("cancel order")?
-    .rows_affected()
-        == 1)
-}
-
-/// Sets an open order's status to expired (guarded on `status = 'new'`).
-pub(crate) async fn expire_order(
-    conn: &mut PgConnection,
-    order_id: Uuid,
-    at: DateTime<Utc>,
-) -> ApiResult<bool> {
-    Ok(sqlx::query(
-        "update paper_orders set status = 'expired', reserved_cash = 0, updated_at = $2
-          where id = $1 and status = 'new'",
-    )
-    .bind(order_id)
-    .bind(at)
-    .execute(conn)
-    .await
-    .context("expire order")?
+    .context("end open order")?
     .rows_affected()
         == 1)
 }
