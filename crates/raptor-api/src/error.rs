@@ -70,6 +70,32 @@ pub enum ApiError {
     /// 403: the account is not a paper account.
     #[error("live trading is not available")]
     LiveTradingUnavailable,
+    /// 429: too many requests from this client (sign-up and login rate limits).
+    #[error("too many requests; retry in {retry_after_secs} s")]
+    TooManyRequests {
+        /// Seconds until a retry may succeed (`Retry-After`).
+        retry_after_secs: u64,
+    },
+    /// 503 with a specific code (e.g. `billing_not_configured`); `Retry-After` when set.
+    #[error("{message}")]
+    ServiceUnavailable {
+        /// Machine code.
+        code: &'static str,
+        /// Human text.
+        message: String,
+        /// Seconds the client should wait before retrying, when a retry can help.
+        retry_after_secs: Option<u64>,
+    },
+    /// 502 or 504: an upstream service (Stripe) failed or timed out. Nothing was committed.
+    #[error("{message}")]
+    Upstream {
+        /// 502 (bad answer) or 504 (timeout).
+        status: StatusCode,
+        /// Machine code.
+        code: &'static str,
+        /// Human text (never the upstream's internals).
+        message: String,
+    },
     /// 503: the database did not answer (pool timeout, connection refused).
     #[error("database unavailable")]
     Unavailable(#[source] sqlx::Error),
@@ -135,7 +161,11 @@ impl ApiError {
                 | OrderRejection::UncoveredShortOption { .. } => StatusCode::FORBIDDEN,
                 _ => StatusCode::UNPROCESSABLE_ENTITY,
             },
-            Self::NewOrdersDisabled | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::NewOrdersDisabled | Self::Unavailable(_) | Self::ServiceUnavailable { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Upstream { status, .. } => *status,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -150,7 +180,10 @@ impl ApiError {
             Self::UnsupportedMediaType(_) => "unsupported_media_type",
             Self::BadRequest { code, .. }
             | Self::Invalid { code, .. }
-            | Self::Conflict { code, .. } => code,
+            | Self::Conflict { code, .. }
+            | Self::ServiceUnavailable { code, .. }
+            | Self::Upstream { code, .. } => code,
+            Self::TooManyRequests { .. } => "rate_limited",
             Self::Rejected(rejection) => rejection.code(),
             Self::OrderNotCancelable { .. } => "order_not_cancelable",
             Self::NewOrdersDisabled => "new_orders_disabled",
@@ -196,6 +229,9 @@ impl ApiError {
             Self::OrderNotCancelable { status } => {
                 body.insert("status".into(), json!(status));
             }
+            Self::TooManyRequests { retry_after_secs } => {
+                body.insert("retry_after_ms".into(), json!(retry_after_secs * 1000));
+            }
             _ => {}
         }
         Value::Object(body)
@@ -210,10 +246,18 @@ impl IntoResponse for ApiError {
             _ => {}
         }
         let mut response = (self.status(), axum::Json(self.to_body())).into_response();
-        if matches!(self, Self::Unavailable(_) | Self::NewOrdersDisabled) {
+        let retry_after = match &self {
+            Self::Unavailable(_) | Self::NewOrdersDisabled => Some(1),
+            Self::TooManyRequests { retry_after_secs } => Some(*retry_after_secs),
+            Self::ServiceUnavailable {
+                retry_after_secs, ..
+            } => *retry_after_secs,
+            _ => None,
+        };
+        if let Some(secs) = retry_after {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static("1"),
+                axum::http::HeaderValue::from(secs),
             );
         }
         response

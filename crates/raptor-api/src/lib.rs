@@ -4,14 +4,17 @@ pub mod accounts;
 pub mod admin;
 pub mod audit;
 pub mod auth;
+pub mod billing;
 pub mod error;
 pub mod extract;
 mod health;
 pub mod middleware;
 pub mod openapi;
+pub mod sessions;
 pub mod state;
 pub mod telemetry;
 pub mod trading;
+pub mod waitlist;
 
 use axum::Router;
 use sqlx::migrate::Migrator;
@@ -19,7 +22,9 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 pub use error::{ApiError, ApiResult};
-pub use state::{ApiConfig, ApiState, Clock, FixedClock, SystemClock};
+pub use state::{
+    ApiConfig, ApiState, AuthLimits, BillingConfig, Clock, FixedClock, SystemClock,
+};
 
 /// Every migration of the workspace, embedded.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations");
@@ -32,6 +37,9 @@ pub fn api_routes() -> OpenApiRouter<ApiState> {
         .merge(trading::routes())
         .merge(accounts::routes())
         .merge(admin::routes())
+        .merge(billing::routes())
+        .merge(sessions::routes())
+        .merge(waitlist::routes())
 }
 
 /// The generated OpenAPI document.

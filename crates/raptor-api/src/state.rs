@@ -27,6 +27,67 @@ pub struct ApiConfig {
     pub cors_origins: Vec<String>,
     /// Fees charged by the paper engine (zero by default, like Alpaca paper).
     pub fees: raptor_engine::FeeSchedule,
+    /// `RAPTOR_SESSION_TTL_DAYS`: lifetime of a session made by sign-up or login.
+    pub session_ttl: Duration,
+    /// Sign-up and login rate limits.
+    pub auth_limits: AuthLimits,
+    /// Stripe: API base, keys and the per-call timeout.
+    pub billing: BillingConfig,
+}
+
+/// Rate limits of `POST /api/auth/register` and `POST /api/auth/login`.
+#[derive(Debug, Clone, Copy)]
+pub struct AuthLimits {
+    /// Requests per hour for one email address (`RAPTOR_AUTH_EMAIL_PER_HOUR`).
+    pub per_email_per_hour: u32,
+    /// Requests per minute from one client IP address (`RAPTOR_AUTH_IP_PER_MINUTE`).
+    pub per_ip_per_minute: u32,
+}
+
+impl Default for AuthLimits {
+    fn default() -> Self {
+        Self {
+            per_email_per_hour: 5,
+            per_ip_per_minute: 30,
+        }
+    }
+}
+
+/// Stripe settings. Without a secret key the billing routes answer
+/// `503 billing_not_configured`; without a webhook secret the webhook route does.
+#[derive(Clone)]
+pub struct BillingConfig {
+    /// `STRIPE_API_BASE`, e.g. `https://api.stripe.com`.
+    pub api_base: String,
+    /// `STRIPE_SECRET_KEY`.
+    pub secret_key: Option<String>,
+    /// `STRIPE_WEBHOOK_SECRET`: the `whsec_…` signing secret of the webhook endpoint.
+    pub webhook_secret: Option<String>,
+    /// `STRIPE_TIMEOUT_MS`: the deadline of one Stripe call (below the request timeout).
+    pub timeout: Duration,
+}
+
+impl Default for BillingConfig {
+    fn default() -> Self {
+        Self {
+            api_base: "https://api.stripe.com".to_owned(),
+            secret_key: None,
+            webhook_secret: None,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl std::fmt::Debug for BillingConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Secrets never reach a log line.
+        f.debug_struct("BillingConfig")
+            .field("api_base", &self.api_base)
+            .field("secret_key", &self.secret_key.as_ref().map(|_| "***"))
+            .field("webhook_secret", &self.webhook_secret.as_ref().map(|_| "***"))
+            .field("timeout", &self.timeout)
+            .finish()
+    }
 }
 
 impl Default for ApiConfig {
@@ -38,6 +99,9 @@ impl Default for ApiConfig {
             body_limit: 1024 * 1024,
             cors_origins: Vec::new(),
             fees: raptor_engine::FeeSchedule::default(),
+            session_ttl: Duration::from_secs(30 * 24 * 60 * 60),
+            auth_limits: AuthLimits::default(),
+            billing: BillingConfig::default(),
         }
     }
 }
@@ -88,6 +152,10 @@ pub struct ApiInner {
     pub clock: Arc<dyn Clock>,
     /// The paper fill engine.
     pub engine: raptor_engine::Engine,
+    /// The Stripe client (`None` without `STRIPE_SECRET_KEY`).
+    pub stripe: Option<crate::billing::StripeClient>,
+    /// Sign-up and login rate limiters.
+    pub auth_limiter: crate::sessions::AuthLimiter,
 }
 
 impl ApiState {
@@ -98,16 +166,37 @@ impl ApiState {
         idempotency: IdempotencyConfig,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let idempotency = Idempotency::new(db.clone(), idempotency, Some(Arc::new(ReplayAuditor)));
+        Self::with_store_pool(db.clone(), db, config, idempotency, clock)
+    }
+
+    /// [`ApiState::new`] with a separate pool for the idempotency store's own statements (the
+    /// claim, settling a key, the flag): business transactions use `db`.
+    pub fn with_store_pool(
+        db: PgPool,
+        store: PgPool,
+        config: ApiConfig,
+        idempotency: IdempotencyConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let idempotency = Idempotency::with_store_pool(
+            db.clone(),
+            store,
+            idempotency,
+            Some(Arc::new(ReplayAuditor)),
+        );
         let engine = raptor_engine::Engine {
             fees: config.fees.clone(),
         };
+        let stripe = crate::billing::StripeClient::from_config(&config.billing);
+        let auth_limiter = crate::sessions::AuthLimiter::new(config.auth_limits);
         Self(Arc::new(ApiInner {
             db,
             config,
             idempotency,
             clock,
             engine,
+            stripe,
+            auth_limiter,
         }))
     }
 }

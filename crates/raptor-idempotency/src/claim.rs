@@ -19,6 +19,8 @@ pub(crate) struct Tracked {
     pub(crate) id: i64,
     /// The fencing token: completion and failure only touch the row while it still carries it.
     pub(crate) attempt: Uuid,
+    /// The key's lineage: stable across released attempts, new for each lifetime of the key.
+    pub(crate) lineage: Uuid,
     pub(crate) store_body: bool,
     pub(crate) claimed_at: Instant,
 }
@@ -58,6 +60,14 @@ impl Claim {
     /// The request's key, when one was sent and tracked.
     pub fn key(&self) -> Option<IdempotencyKey> {
         self.key
+    }
+
+    /// The key row's lineage, when this claim guards one: the same for every attempt of one key
+    /// within its retention (a released or stale attempt's retry gets it again), different for
+    /// a key reused after it expired. Derive downstream dedup ids (a broker's client order id,
+    /// Stripe's `Idempotency-Key`) from it: it is random, so it never exposes the client's key.
+    pub fn lineage(&self) -> Option<Uuid> {
+        self.guard.tracked.map(|tracked| tracked.lineage)
     }
 
     /// Whether this claim guards a key row (false for passthrough and fail-open).
@@ -250,14 +260,16 @@ async fn settle(idem: &Idempotency, tracked: Tracked, how: Settle) {
             "update idempotency_keys set status = 'failed', completed_at = now()
               where id = $1 and attempt = $2 and status = 'in_flight'"
         }
+        // The row is kept (with its lineage) and is free for the next claim.
         Settle::Release => {
-            "delete from idempotency_keys where id = $1 and attempt = $2 and status = 'in_flight'"
+            "update idempotency_keys set status = 'released', completed_at = now()
+              where id = $1 and attempt = $2 and status = 'in_flight'"
         }
     };
     let result = sqlx::query(sql)
         .bind(tracked.id)
         .bind(tracked.attempt)
-        .execute(idem.pool())
+        .execute(idem.store_pool())
         .await;
     match result {
         Ok(_) => tracing::debug!(idempotency_key_id = tracked.id, ?how, "key settled"),

@@ -9,9 +9,9 @@ use sqlx::{PgConnection, PgPool};
 pub async fn delete_expired(pool: &PgPool, batch_size: i64) -> Result<u64, sqlx::Error> {
     let batch_size = batch_size.max(1);
     let mut total = 0;
-    // Completed and failed rows use the partial index idx_idem_keys_expires; in-flight rows
-    // only expire when abandoned for a whole TTL, which is rare.
-    for statuses in [&["completed", "failed"][..], &["in_flight"][..]] {
+    // Completed, failed and released rows use the partial index idx_idem_keys_expires;
+    // in-flight rows only expire when abandoned for a whole TTL, which is rare.
+    for statuses in [&["completed", "failed", "released"][..], &["in_flight"][..]] {
         loop {
             let deleted = sqlx::query(
                 "delete from idempotency_keys

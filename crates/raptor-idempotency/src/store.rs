@@ -71,7 +71,10 @@ pub struct Idempotency {
 }
 
 pub(crate) struct Inner {
+    /// Business transactions (the winner's, and untracked ones).
     pub(crate) pool: PgPool,
+    /// The store's own statements: claim rounds, settling keys, the flag.
+    pub(crate) store: PgPool,
     pub(crate) config: IdempotencyConfig,
     flag: FlagCache,
     audit: Option<Arc<dyn ReplayAudit>>,
@@ -111,8 +114,11 @@ struct ExistingRow {
 
 /// What one claim round found.
 enum Found {
-    /// The key was free (or expired): this attempt holds it, uncommitted.
-    Won(i64),
+    /// The key was free (absent, expired or released): this attempt holds it, uncommitted.
+    Won {
+        id: i64,
+        lineage: Uuid,
+    },
     /// Someone holds or held it.
     Existing(ExistingRow),
     /// The row disappeared between the insert and the read.
@@ -139,10 +145,23 @@ impl Idempotency {
         config: IdempotencyConfig,
         audit: Option<Arc<dyn ReplayAudit>>,
     ) -> Self {
+        Self::with_store_pool(pool.clone(), pool, config, audit)
+    }
+
+    /// A service whose claim rounds, key settlements and flag reads use `store`, while business
+    /// transactions use `pool` (both on the same database). A store pool that cannot connect is
+    /// the "store unreachable" case: fail-closed routes answer 503, fail-open routes run.
+    pub fn with_store_pool(
+        pool: PgPool,
+        store: PgPool,
+        config: IdempotencyConfig,
+        audit: Option<Arc<dyn ReplayAudit>>,
+    ) -> Self {
         let flag = FlagCache::new(config.flag_default);
         Self {
             inner: Arc::new(Inner {
                 pool,
+                store,
                 config,
                 flag,
                 audit,
@@ -150,9 +169,14 @@ impl Idempotency {
         }
     }
 
-    /// The pool.
+    /// The pool of business transactions.
     pub fn pool(&self) -> &PgPool {
         &self.inner.pool
+    }
+
+    /// The pool of the store's own statements.
+    pub fn store_pool(&self) -> &PgPool {
+        &self.inner.store
     }
 
     /// The settings.
@@ -164,7 +188,7 @@ impl Idempotency {
     pub async fn enabled(&self) -> bool {
         self.inner
             .flag
-            .get(&self.inner.pool, self.inner.config.store_timeout)
+            .get(&self.inner.store, self.inner.config.store_timeout)
             .await
     }
 
@@ -215,20 +239,26 @@ impl Idempotency {
         // be fenced off (released) by its token.
         let attempt = Uuid::new_v4();
         for _ in 0..3 {
-            let (found, tx) =
-                match tokio::time::timeout(deadline, self.round(&request, attempt)).await {
-                    Ok(Ok(round)) => round,
-                    Ok(Err(err)) => {
-                        self.release_later(&request, attempt);
-                        return self.store_failed(request, &err.to_string()).await;
-                    }
-                    Err(_) => {
-                        self.release_later(&request, attempt);
-                        return self.store_failed(request, "claim timed out").await;
-                    }
-                };
+            let started = Instant::now();
+            let round = tokio::time::timeout(deadline, self.round(&request, attempt));
+            let (found, tx) = match round.await {
+                Ok(Ok(round)) => round,
+                Ok(Err(err)) if is_lock_wait(&err) => {
+                    // The key's row (or a concurrent claimer's uncommitted row) is locked, e.g.
+                    // by an original completing slowly. Not a fail-open case: a key that exists
+                    // must never run a second time.
+                    let remaining = deadline.saturating_sub(started.elapsed());
+                    return self.blocked(request, remaining, &err.to_string()).await;
+                }
+                Ok(Err(err)) => return self.store_failed(request, &err.to_string()).await,
+                // No answer within the deadline, and not even the server's own (shorter) lock
+                // timeout came back: an unreachable or stalled store.
+                Err(_) => return self.store_failed(request, "claim timed out").await,
+            };
             let existing = match found {
-                Found::Won(id) => return self.won(request, tx, id, attempt).await,
+                Found::Won { id, lineage } => {
+                    return self.won(request, tx, id, lineage, attempt).await
+                }
                 Found::Vanished => {
                     end(tx, deadline).await;
                     continue;
@@ -248,22 +278,66 @@ impl Idempotency {
         Err(reply::in_flight(1000, "the key is changing hands; retry shortly").into())
     }
 
+    /// The claim waited on a lock past the server's lock timeout. If the key table can still be
+    /// read, the wait was on a row (the key exists, or a concurrent claim holds it): answer
+    /// `409 idempotency_in_flight` on every tier. Only a table that cannot be read at all (a
+    /// table lock, a stalled store) is the "store did not answer" case of the tier policy.
+    async fn blocked(
+        &self,
+        request: ClaimRequest,
+        remaining: Duration,
+        why: &str,
+    ) -> Result<Claim, Rejection> {
+        let probe = async {
+            let mut tx = self.inner.store.begin().await?;
+            sqlx::query("select set_config('lock_timeout', $1, true)")
+                .bind(format!("{}ms", remaining.as_millis().max(1)))
+                .execute(&mut *tx)
+                .await?;
+            let exists: bool = sqlx::query_scalar(
+                "select exists (select 1 from idempotency_keys
+                                 where idem_key = $1 and scope_user_id is not distinct from $2
+                                   and scope_endpoint = $3)",
+            )
+            .bind(request.key.to_string())
+            .bind(request.scope_user_id)
+            .bind(&request.endpoint)
+            .fetch_one(&mut *tx)
+            .await?;
+            tx.rollback().await?;
+            Ok::<bool, sqlx::Error>(exists)
+        };
+        match tokio::time::timeout(remaining.max(Duration::from_millis(1)), probe).await {
+            Ok(Ok(exists)) => {
+                tracing::info!(endpoint = %request.endpoint, exists, why, "idempotency key row is locked; answering in flight");
+                Outcome::InFlight.record(&request.endpoint);
+                Err(reply::in_flight(
+                    1000,
+                    "a request with this Idempotency-Key is completing; retry shortly",
+                )
+                .into())
+            }
+            Ok(Err(err)) => self.store_failed(request, &err.to_string()).await,
+            Err(_) => self.store_failed(request, why).await,
+        }
+    }
+
     /// The winner's path: commit the claim, then open the business transaction.
     async fn won(
         &self,
         request: ClaimRequest,
         tx: Transaction<'static, Postgres>,
         id: i64,
+        lineage: Uuid,
         attempt: Uuid,
     ) -> Result<Claim, Rejection> {
         let deadline = self.inner.config.store_timeout;
         match tokio::time::timeout(deadline, tx.commit()).await {
             Ok(Ok(())) => {}
-            Ok(Err(err)) => {
-                self.release_later(&request, attempt);
-                return self.store_failed(request, &err.to_string()).await;
-            }
+            // A failed commit committed nothing: there is no row to release.
+            Ok(Err(err)) => return self.store_failed(request, &err.to_string()).await,
             Err(_) => {
+                // The commit may still land after we gave up: release the row by our token.
                 self.release_later(&request, attempt);
                 return self.store_failed(request, "claim commit timed out").await;
             }
@@ -271,6 +345,7 @@ impl Idempotency {
         let tracked = Tracked {
             id,
             attempt,
+            lineage,
             store_body: request.store_body,
             claimed_at: Instant::now(),
         };
@@ -313,7 +388,7 @@ impl Idempotency {
     /// Deletes this attempt's row if a claim we gave up on was committed after all (fenced by
     /// the attempt token, so it can only remove our own in-flight row).
     fn release_later(&self, request: &ClaimRequest, attempt: Uuid) {
-        let pool = self.inner.pool.clone();
+        let pool = self.inner.store.clone();
         let (key, user, endpoint) = (
             request.key.to_string(),
             request.scope_user_id,
@@ -321,7 +396,7 @@ impl Idempotency {
         );
         tokio::spawn(async move {
             let released = sqlx::query(
-                "delete from idempotency_keys
+                "update idempotency_keys set status = 'released', completed_at = now()
                   where idem_key = $1 and scope_user_id is not distinct from $2
                     and scope_endpoint = $3 and attempt = $4 and status = 'in_flight'",
             )
@@ -344,12 +419,17 @@ impl Idempotency {
         request: &ClaimRequest,
         attempt: Uuid,
     ) -> Result<(Found, Transaction<'static, Postgres>), sqlx::Error> {
-        let timeout_ms = format!("{}ms", self.inner.config.store_timeout.as_millis().max(1));
+        // Half the deadline: a claim blocked on a locked key row gets the server's lock timeout
+        // (55P03) back with time left to look at the row (see `blocked`).
+        let timeout_ms = format!(
+            "{}ms",
+            (self.inner.config.store_timeout.as_millis() / 2).max(1)
+        );
         let ttl_ms = i64::try_from(request.ttl.as_millis()).unwrap_or(i64::MAX);
         let stale_ms = i64::try_from(self.inner.config.stale_after.as_millis()).unwrap_or(i64::MAX);
         let key = request.key.to_string();
 
-        let mut tx = self.inner.pool.begin().await?;
+        let mut tx = self.inner.store.begin().await?;
         // The claim commits on its own (so duplicates see `in_flight`) and without waiting for
         // the WAL flush: the completing transaction's synchronous commit flushes everything
         // before it, so the claim is durable whenever anything it guarded is. The timeouts make
@@ -363,8 +443,10 @@ impl Idempotency {
         .execute(&mut *tx)
         .await?;
 
-        // An expired row is treated as absent: the upsert takes it over for this attempt.
-        let won: Option<i64> = sqlx::query_scalar(
+        // An expired row is treated as absent: the upsert takes it over for this attempt, as a
+        // new lifetime (new lineage). A released row (an attempt that rolled back) is free too,
+        // and keeps its lineage while it has not expired.
+        let won: Option<(i64, Uuid)> = sqlx::query_as(
             "insert into idempotency_keys
                 (idem_key, scope_user_id, scope_endpoint, request_hash, status, attempt,
                  locked_at, expires_at)
@@ -374,9 +456,13 @@ impl Idempotency {
                 set request_hash = excluded.request_hash, status = 'in_flight',
                     attempt = excluded.attempt, response_code = null,
                     response_body = null, response_headers = null, created_at = now(),
-                    locked_at = now(), completed_at = null, expires_at = excluded.expires_at
+                    locked_at = now(), completed_at = null, expires_at = excluded.expires_at,
+                    lineage = case when idempotency_keys.expires_at > now()
+                                   then idempotency_keys.lineage
+                                   else excluded.lineage end
                 where idempotency_keys.expires_at <= now()
-             returning id",
+                   or idempotency_keys.status = 'released'
+             returning id, lineage",
         )
         .bind(&key)
         .bind(request.scope_user_id)
@@ -386,8 +472,8 @@ impl Idempotency {
         .bind(ttl_ms)
         .fetch_optional(&mut *tx)
         .await?;
-        if let Some(id) = won {
-            return Ok((Found::Won(id), tx));
+        if let Some((id, lineage)) = won {
+            return Ok((Found::Won { id, lineage }, tx));
         }
 
         // A conflicting insert locked the row (even though the WHERE was false), so this read
@@ -464,13 +550,18 @@ impl Idempotency {
                     Outcome::PreviousFailed,
                 )
             }
+            "released" => {
+                // Freed between our upsert and our read: claim again.
+                end(tx, deadline).await;
+                Judgement::Again
+            }
             _ if row.stale => {
-                // Fence off the abandoned attempt: deleting its row (only if it is still that
+                // Fence off the abandoned attempt: releasing its row (only if it is still that
                 // attempt, still in flight) makes its completion update match nothing, so its
-                // transaction rolls back even if it is still alive.
+                // transaction rolls back even if it is still alive. The row keeps its lineage.
                 let release = async {
                     let released = sqlx::query(
-                        "delete from idempotency_keys
+                        "update idempotency_keys set status = 'released', completed_at = now()
                           where id = $1 and attempt = $2 and status = 'in_flight'",
                     )
                     .bind(row.id)
@@ -535,6 +626,14 @@ impl Idempotency {
             ),
         }
     }
+}
+
+/// A lock wait that ran out on the server: `lock_timeout` (55P03), or `statement_timeout`
+/// (57014) while waiting, since both are set on the claim round.
+fn is_lock_wait(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .and_then(|db| db.code())
+        .is_some_and(|code| code == "55P03" || code == "57014")
 }
 
 fn database_unavailable() -> Response {

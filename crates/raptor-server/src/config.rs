@@ -6,8 +6,9 @@
 //! `IDEMPOTENCY_STORE_TIMEOUT_MS`, `FLAG_IDEMPOTENCY_MIDDLEWARE`, `MBT_NEW_ORDERS_DISABLED`,
 //! `RAPTOR_PAPER_STARTING_CASH`, `RAPTOR_FEE_PER_CONTRACT`, `RAPTOR_FEE_PER_SHARE`,
 //! `RAPTOR_FEE_MIN_PER_ORDER`, `RAPTOR_DB_POOL_SIZE`, `RAPTOR_CORS_ORIGINS`,
-//! `RAPTOR_LOG_FORMAT`, `RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS`, `STRIPE_API_BASE`,
-//! `STRIPE_SECRET_KEY`, `STRIPE_WEBHOOK_SECRET`.
+//! `RAPTOR_LOG_FORMAT`, `RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS`, `RAPTOR_SESSION_TTL_DAYS`,
+//! `RAPTOR_AUTH_EMAIL_PER_HOUR`, `RAPTOR_AUTH_IP_PER_MINUTE`, `STRIPE_API_BASE`,
+//! `STRIPE_SECRET_KEY`, `STRIPE_WEBHOOK_SECRET`, `STRIPE_TIMEOUT_MS`.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -201,7 +202,27 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..), global = true)]
     pub idempotency_cleanup_interval_secs: Option<u64>,
 
-    /// Stripe API base URL (billing routes; not built yet).
+    /// Lifetime in days of a session made by sign-up or login.
+    #[arg(long, env = "RAPTOR_SESSION_TTL_DAYS", value_name = "RAPTOR_SESSION_TTL_DAYS",
+          default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3650), global = true)]
+    pub session_ttl_days: u64,
+
+    /// Register and login requests allowed per email address per hour (then 429).
+    #[arg(long, env = "RAPTOR_AUTH_EMAIL_PER_HOUR", value_name = "RAPTOR_AUTH_EMAIL_PER_HOUR",
+          default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..), global = true)]
+    pub auth_email_per_hour: u32,
+
+    /// Register and login requests allowed per client IP address per minute (then 429).
+    #[arg(long, env = "RAPTOR_AUTH_IP_PER_MINUTE", value_name = "RAPTOR_AUTH_IP_PER_MINUTE",
+          default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..), global = true)]
+    pub auth_ip_per_minute: u32,
+
+    /// Deadline of one Stripe API call in milliseconds (must be below the request timeout).
+    #[arg(long, env = "STRIPE_TIMEOUT_MS", value_name = "STRIPE_TIMEOUT_MS",
+          default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000), global = true)]
+    pub stripe_timeout_ms: u64,
+
+    /// Stripe API base URL (billing routes).
     #[arg(
         long,
         env = "STRIPE_API_BASE",
@@ -211,7 +232,7 @@ pub struct Config {
     )]
     pub stripe_api_base: String,
 
-    /// Stripe secret key (billing routes; not built yet).
+    /// Stripe secret key; without it the billing routes answer 503 billing_not_configured.
     #[arg(
         long,
         env = "STRIPE_SECRET_KEY",
@@ -221,7 +242,7 @@ pub struct Config {
     )]
     pub stripe_secret_key: Option<Secret>,
 
-    /// Stripe webhook signing secret (billing routes; not built yet).
+    /// Stripe webhook signing secret (`whsec_…`) of `POST /api/billing/webhooks/stripe`.
     #[arg(
         long,
         env = "STRIPE_WEBHOOK_SECRET",
@@ -243,6 +264,18 @@ impl Config {
                 self.request_timeout_secs
             );
         }
+        if self.stripe_timeout_ms >= self.request_timeout_secs.saturating_mul(1000) {
+            bail!(
+                "STRIPE_TIMEOUT_MS ({}) must be below RAPTOR_REQUEST_TIMEOUT_SECS ({} s): a Stripe \
+                 call must give up before the request does",
+                self.stripe_timeout_ms,
+                self.request_timeout_secs
+            );
+        }
+        let base = self.stripe_api_base.trim();
+        if !(base.starts_with("https://") || base.starts_with("http://")) {
+            bail!("STRIPE_API_BASE must be an http(s) URL, got {base:?}");
+        }
         Ok(())
     }
 
@@ -262,6 +295,25 @@ impl Config {
                 per_contract: self.fee_per_contract,
                 per_share: self.fee_per_share,
                 min_per_order: self.fee_min_per_order,
+            },
+            session_ttl: Duration::from_secs(self.session_ttl_days * 24 * 60 * 60),
+            auth_limits: raptor_api::AuthLimits {
+                per_email_per_hour: self.auth_email_per_hour,
+                per_ip_per_minute: self.auth_ip_per_minute,
+            },
+            billing: raptor_api::BillingConfig {
+                api_base: self.stripe_api_base.trim().trim_end_matches('/').to_owned(),
+                secret_key: self
+                    .stripe_secret_key
+                    .as_ref()
+                    .map(|s| s.expose().trim().to_owned())
+                    .filter(|s| !s.is_empty()),
+                webhook_secret: self
+                    .stripe_webhook_secret
+                    .as_ref()
+                    .map(|s| s.expose().trim().to_owned())
+                    .filter(|s| !s.is_empty()),
+                timeout: Duration::from_millis(self.stripe_timeout_ms),
             },
             ..ApiConfig::default()
         }
