@@ -37,6 +37,9 @@ pub(crate) struct Options {
     pub(crate) extra: Router<ApiState>,
     pub(crate) pool_size: u32,
     pub(crate) now: DateTime<Utc>,
+    /// Point the idempotency store's pool at a port where nothing listens: the "store
+    /// unreachable" case (business transactions still use the test database).
+    pub(crate) unreachable_store: bool,
 }
 
 impl Default for Options {
@@ -51,6 +54,7 @@ impl Default for Options {
             extra: crate::probe::routes(),
             pool_size: 16,
             now: test_now(),
+            unreachable_store: false,
         }
     }
 }
@@ -174,8 +178,19 @@ impl TestApp {
             .await
             .expect("app pool");
         crate::probe::create_table(&pool).await;
-        let state = ApiState::new(
+        let store = if options.unreachable_store {
+            // Port 1 on loopback: connections are refused at once.
+            let dead = (*pool.connect_options()).clone().port(1);
+            PgPoolOptions::new()
+                .max_connections(2)
+                .acquire_timeout(Duration::from_millis(500))
+                .connect_lazy_with(dead)
+        } else {
+            pool.clone()
+        };
+        let state = ApiState::with_store_pool(
             pool.clone(),
+            store,
             options.api,
             options.idempotency,
             Arc::new(FixedClock(options.now)),

@@ -1,9 +1,12 @@
 //! The one integration-test binary: every test gets its own migrated database
 //! (`#[sqlx::test]`), the real router, and real Postgres.
 
+mod billing;
+mod fake_stripe;
 mod foundation;
 mod helpers;
 mod idempotency;
+mod onboarding;
 mod openapi;
 mod probe;
 mod trading;

@@ -1,0 +1,1 @@
+//! Billing routes against a fake Stripe (filled in by the billing work).

@@ -1,0 +1,1 @@
+//! Sign-up, sessions, waitlist, profile and GDPR (filled in by the onboarding work).
