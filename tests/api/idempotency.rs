@@ -914,3 +914,141 @@ async fn slow_replay_audit_still_replays(pool: PgPool) {
     assert_eq!(items(&app, "once").await, 2, "no re-execution");
     app.close().await;
 }
+
+fn short_store_timeout() -> Options {
+    Options {
+        idempotency: IdempotencyConfig {
+            stale_after: Duration::from_secs(30),
+            store_timeout: Duration::from_millis(400),
+            flag_default: true,
+        },
+        ..Options::default()
+    }
+}
+
+/// A key whose row is locked by a slow completing original (held here past the store timeout)
+/// is `409 idempotency_in_flight` on both tiers: the fail-open tier never runs it a second time.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn locked_key_row_is_in_flight_on_every_tier(pool: PgPool) {
+    let app = TestApp::with(&pool, short_store_timeout()).await;
+    let (_, token) = app.user("slow@example.com").await;
+    for (path, label) in [("/probe/open", "open-once"), ("/probe/items", "closed-once")] {
+        let key = Uuid::new_v4();
+        let body = json!({ "label": label });
+        let first = app.post(path, &token, Some(key), &body).await;
+        assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
+
+        // The original's completing transaction holds the key row's lock.
+        let mut original = pool.begin().await.expect("begin");
+        sqlx::query("select 1 from idempotency_keys where idem_key = $1 for update")
+            .bind(key.to_string())
+            .execute(&mut *original)
+            .await
+            .expect("lock the key row");
+        let started = Instant::now();
+        let retry = app.post(path, &token, Some(key), &body).await;
+        let took = started.elapsed();
+        original.rollback().await.expect("unlock");
+
+        assert_eq!(retry.status, StatusCode::CONFLICT, "{path}: {}", retry.text);
+        assert_eq!(retry.body["error"], "idempotency_in_flight");
+        assert!(retry.header("retry-after").is_some());
+        assert!(took < Duration::from_millis(1500), "answered after {took:?}");
+        assert_eq!(items(&app, label).await, 1, "{path}: the handler ran once");
+
+        // Once the lock is gone, the retry replays.
+        let replay = app.post(path, &token, Some(key), &body).await;
+        assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+        assert_eq!(items(&app, label).await, 1);
+    }
+    app.close().await;
+}
+
+/// Only a store that cannot be reached at all sends a fail-open route on without dedup; the
+/// fail-closed route refuses. The outcome is counted.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn unreachable_store_fails_open_and_closed(pool: PgPool) {
+    let options = Options {
+        unreachable_store: true,
+        ..short_store_timeout()
+    };
+    let app = TestApp::with(&pool, options).await;
+    let (_, token) = app.user("down@example.com").await;
+    let open = app
+        .post(
+            "/probe/open",
+            &token,
+            Some(Uuid::new_v4()),
+            &json!({ "label": "ran-open" }),
+        )
+        .await;
+    assert_eq!(open.status, StatusCode::CREATED, "{}", open.text);
+    assert_eq!(open.body["lineage"], Value::Null, "untracked: no key row");
+    let closed = app
+        .post(
+            "/probe/items",
+            &token,
+            Some(Uuid::new_v4()),
+            &json!({ "label": "ran-closed" }),
+        )
+        .await;
+    assert_eq!(closed.status, StatusCode::SERVICE_UNAVAILABLE, "{}", closed.text);
+    assert_eq!(closed.body["error"], "idempotency_store_unavailable");
+    assert_eq!(items(&app, "ran-open").await, 1);
+    assert_eq!(items(&app, "ran-closed").await, 0);
+    assert_eq!(app.count("select count(*) from idempotency_keys").await, 0);
+    let metrics = app.send(Call::new(Method::GET, "/metrics")).await;
+    assert!(
+        metrics
+            .text
+            .contains(r#"endpoint="POST /probe/open",outcome="fail_open""#),
+        "{}",
+        metrics.text
+    );
+    app.close().await;
+}
+
+/// A key's lineage (the seed of downstream dedup ids) survives a released attempt and changes
+/// when the key is reused after it expired.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn lineage_survives_release_and_changes_after_expiry(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("lineage@example.com").await;
+    let key = Uuid::new_v4();
+    let body = json!({ "label": "lineage" });
+
+    // A client that gives up mid-handler: the request is cancelled, the key released.
+    let call = Call::new(Method::POST, "/probe/items")
+        .token(&token)
+        .key(key)
+        .json(&body)
+        .header(SLEEP_HEADER, "5000");
+    let cancelled = tokio::time::timeout(Duration::from_millis(300), app.send(call)).await;
+    assert!(cancelled.is_err(), "the slow attempt was cancelled");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while key_status(&app, key).await.as_deref() != Some("released") {
+        assert!(Instant::now() < deadline, "cancelled attempt never released");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let released: Uuid = sqlx::query_scalar("select lineage from idempotency_keys")
+        .fetch_one(&app.pool)
+        .await
+        .expect("lineage");
+
+    let retry = app.post("/probe/items", &token, Some(key), &body).await;
+    assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.text);
+    assert_eq!(retry.header("idempotent-replayed"), Some("false"));
+    assert_eq!(retry.body["lineage"], json!(released), "same lineage after release");
+    assert_eq!(items(&app, "lineage").await, 1, "the cancelled attempt rolled back");
+
+    sqlx::query("update idempotency_keys set expires_at = now() - interval '1 second'")
+        .execute(&app.pool)
+        .await
+        .expect("expire");
+    let reused = app.post("/probe/items", &token, Some(key), &body).await;
+    assert_eq!(reused.status, StatusCode::CREATED);
+    assert_ne!(reused.body["lineage"], json!(released), "a new lifetime, a new lineage");
+    assert_ne!(reused.body["lineage"], Value::Null);
+    assert_eq!(app.count("select count(*) from idempotency_keys").await, 1);
+    app.close().await;
+}

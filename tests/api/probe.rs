@@ -78,7 +78,15 @@ async fn create_item<P: Policy>(
         mut claim, body, ..
     }: Idempotent<ProbeBody, P>,
 ) -> Response {
-    let result = work(claim.conn(), principal.user_id(), &body, sleep_ms(&headers)).await;
+    let lineage = claim.lineage();
+    let result = work(
+        claim.conn(),
+        principal.user_id(),
+        &body,
+        sleep_ms(&headers),
+        lineage,
+    )
+    .await;
     claim.finish(result).await
 }
 
@@ -90,7 +98,8 @@ async fn create_item_in_slot(
         mut claim, body, ..
     }: Idempotent<ProbeBody, Tier1>,
 ) -> Response {
-    let result = work(claim.conn(), principal.user_id(), &body, 0).await;
+    let lineage = claim.lineage();
+    let result = work(claim.conn(), principal.user_id(), &body, 0, lineage).await;
     claim.finish(result).await
 }
 
@@ -99,6 +108,7 @@ async fn work(
     user_id: Option<i32>,
     body: &ProbeBody,
     sleep_ms: u64,
+    lineage: Option<uuid::Uuid>,
 ) -> Result<Reply, ApiError> {
     if body.outcome.as_deref() == Some("reject") {
         audit::record(
@@ -138,7 +148,7 @@ async fn work(
         Some("panic") => panic!("forced panic after the insert"),
         _ => Ok(Reply::json(
             StatusCode::CREATED,
-            &json!({ "id": id, "label": body.label }),
+            &json!({ "id": id, "label": body.label, "lineage": lineage }),
         )
         .with_location(format!("/probe/items/{id}"))),
     }
