@@ -2,13 +2,15 @@
 SHELL := /bin/bash
 DB := eval "$$(scripts/db.sh postgres)"
 APP_DB := eval "$$(scripts/db.sh raptor)"
+STRIPE := eval "$$(scripts/stripe.sh)"
 export CARGO_TERM_COLOR ?= never
 
 .PHONY: run test lint fmt openapi bench build db-up db-down ci
 
-## run: start Postgres if needed, then serve the API on RAPTOR_ADDR (default 127.0.0.1:8080)
+## run: start Postgres (and stripe-mock where Docker exists) if needed, then serve the API on
+## RAPTOR_ADDR (default 127.0.0.1:8080)
 run:
-	@$(APP_DB) && cargo run --locked -p raptor-server --bin raptor -- serve
+	@$(APP_DB) && $(STRIPE) && cargo run --locked -p raptor-server --bin raptor -- serve
 
 ## test: start Postgres if needed, then run every test (one database per test)
 test:
