@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 use uuid::Uuid;
 
 use crate::helpers::{post_http, post_http_with, send, Call, Options, TestApp};
-use crate::probe::SLEEP_HEADER;
+use crate::probe::{SLEEP_HEADER, UNAVAILABLE_HEADER};
 
 const ERR_KEY: &str = "Idempotency-Key must be a UUID string";
 
@@ -1050,5 +1050,49 @@ async fn lineage_survives_release_and_changes_after_expiry(pool: PgPool) {
     assert_ne!(reused.body["lineage"], json!(released), "a new lifetime, a new lineage");
     assert_ne!(reused.body["lineage"], Value::Null);
     assert_eq!(app.count("select count(*) from idempotency_keys").await, 1);
+    app.close().await;
+}
+
+/// A 503 that tells the client to retry rolled everything back, so it releases the key: the
+/// retry the client was told to make executes (once), instead of `idempotency_previous_failed`.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn retryable_503_releases_the_key(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("retry503@example.com").await;
+    let key = Uuid::new_v4();
+    let body = json!({ "label": "after-503" });
+    let call = || {
+        Call::new(Method::POST, "/probe/items")
+            .token(&token)
+            .key(key)
+            .json(&body)
+    };
+    let unavailable = app.send(call().header(UNAVAILABLE_HEADER, "1")).await;
+    assert_eq!(unavailable.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(unavailable.body["error"], "database_unavailable");
+    assert!(unavailable.header("retry-after").is_some());
+    assert_eq!(items(&app, "after-503").await, 0, "rolled back");
+    assert_eq!(key_status(&app, key).await.as_deref(), Some("released"));
+
+    // The retry the client was told to make executes, once; its retry replays.
+    let retry = app.send(call()).await;
+    assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.text);
+    assert_eq!(retry.header("idempotent-replayed"), Some("false"));
+    let again = app.send(call()).await;
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(items(&app, "after-503").await, 1);
+
+    // A 500 still fails the key.
+    let failing = Uuid::new_v4();
+    let failed = app
+        .post(
+            "/probe/items",
+            &token,
+            Some(failing),
+            &json!({ "label": "after-500", "outcome": "fail" }),
+        )
+        .await;
+    assert_eq!(failed.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(key_status(&app, failing).await.as_deref(), Some("failed"));
     app.close().await;
 }

@@ -33,6 +33,10 @@ pub(crate) async fn create_table(pool: &PgPool) {
 /// request fingerprint (a retry of a slow attempt can be fast).
 pub(crate) const SLEEP_HEADER: &str = "x-probe-sleep-ms";
 
+/// Answer `503 database_unavailable` after the insert: a header, so that a retry of the same
+/// request (same fingerprint) can succeed.
+pub(crate) const UNAVAILABLE_HEADER: &str = "x-probe-unavailable";
+
 fn sleep_ms(headers: &axum::http::HeaderMap) -> u64 {
     headers
         .get(SLEEP_HEADER)
@@ -79,7 +83,7 @@ async fn create_item<P: Policy>(
     }: Idempotent<ProbeBody, P>,
 ) -> Response {
     let lineage = claim.lineage();
-    let result = work(
+    let mut result = work(
         claim.conn(),
         principal.user_id(),
         &body,
@@ -87,6 +91,9 @@ async fn create_item<P: Policy>(
         lineage,
     )
     .await;
+    if result.is_ok() && headers.contains_key(UNAVAILABLE_HEADER) {
+        result = Err(ApiError::Unavailable(sqlx::Error::PoolTimedOut));
+    }
     claim.finish(result).await
 }
 

@@ -77,7 +77,8 @@ impl Claim {
 
     /// Ends the request. `Ok`, or an error below 500, is stored on the key (when there is one)
     /// and committed in the same transaction as the handler's writes; the response carries
-    /// `Idempotent-Replayed: false`. A 500-class result rolls back and marks the key failed.
+    /// `Idempotent-Replayed: false`. A 500-class result rolls back and marks the key failed,
+    /// except a 503 (retry later), which releases it so that the retry executes.
     /// If the attempt was fenced off as stale meanwhile, the completion matches no row and the
     /// whole transaction rolls back.
     #[tracing::instrument(skip_all, fields(endpoint = %self.endpoint, tracked = self.is_tracked()))]
@@ -94,7 +95,7 @@ impl Claim {
             Ok(reply) => reply,
             Err(err) if err.status().is_server_error() => {
                 rollback(tx).await;
-                guard.fail().await;
+                guard.settle_error(err.status()).await;
                 return mark(err.into_response(), replayed);
             }
             Err(err) => {
@@ -109,7 +110,7 @@ impl Claim {
         };
         if reply.status.is_server_error() {
             rollback(tx).await;
-            guard.fail().await;
+            guard.settle_error(reply.status).await;
             return reply.into_response_with(replayed);
         }
 
@@ -219,6 +220,20 @@ impl KeyGuard {
     async fn fail(&mut self) {
         if let Some(tracked) = self.tracked.take() {
             settle(&self.idem, tracked, Settle::Fail).await;
+        }
+    }
+
+    /// Settles the key of a rolled-back 5xx answer: a `503` tells the client to retry (database
+    /// unavailable, a timeout, an upstream asking to slow down) and nothing it did committed, so
+    /// the key is released and the retry with the same key executes; any other 5xx fails it.
+    async fn settle_error(&mut self, status: StatusCode) {
+        if let Some(tracked) = self.tracked.take() {
+            let how = if status == StatusCode::SERVICE_UNAVAILABLE {
+                Settle::Release
+            } else {
+                Settle::Fail
+            };
+            settle(&self.idem, tracked, how).await;
         }
     }
 }
