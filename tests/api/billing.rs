@@ -1,1 +1,847 @@
-//! Billing routes against a fake Stripe (filled in by the billing work).
+//! Billing (issue 7) through HTTP against a fake Stripe: Tier 2 idempotency of the
+//! Stripe-calling routes, the forwarded Idempotency-Key, error mapping, the webhook's signature
+//! and dedup, cancellation and mirror-sync.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use axum::http::{Method, StatusCode};
+use raptor_api::auth::Role;
+use raptor_api::{ApiConfig, BillingConfig};
+use serde_json::{json, Value};
+use sqlx::PgPool;
+use tokio::task::JoinSet;
+use uuid::Uuid;
+
+use crate::fake_stripe::{FakeStripe, Mode, SECRET_KEY};
+use crate::helpers::{post_http, send, test_now, Call, Options, TestApp, TestResponse};
+
+const WEBHOOK_SECRET: &str = "whsec_test_fake";
+const CHECKOUT: &str = "/api/billing/checkout-sessions";
+const PORTAL: &str = "/api/billing/portal-sessions";
+const CANCEL: &str = "/api/billing/subscription/cancel";
+const SYNC: &str = "/api/billing/mirror-sync";
+const WEBHOOK: &str = "/api/billing/webhooks/stripe";
+
+fn billing(fake: &FakeStripe, timeout: Duration) -> Options {
+    Options {
+        api: ApiConfig {
+            billing: BillingConfig {
+                api_base: fake.base(),
+                secret_key: Some(SECRET_KEY.to_owned()),
+                webhook_secret: Some(WEBHOOK_SECRET.to_owned()),
+                timeout,
+            },
+            ..ApiConfig::default()
+        },
+        ..Options::default()
+    }
+}
+
+async fn app_with_fake(pool: &PgPool) -> (TestApp, FakeStripe) {
+    let fake = FakeStripe::start().await;
+    let app = TestApp::with(pool, billing(&fake, Duration::from_secs(5))).await;
+    (app, fake)
+}
+
+fn checkout_body() -> Value {
+    json!({
+        "price_id": "price_premium_monthly",
+        "success_url": "https://app.example.com/billing/success",
+        "cancel_url": "https://app.example.com/billing",
+    })
+}
+
+async fn count_where(app: &TestApp, sql: &str, bind: &str) -> i64 {
+    sqlx::query_scalar(sql)
+        .bind(bind)
+        .fetch_one(&app.pool)
+        .await
+        .expect("count")
+}
+
+async fn audit_rows(app: &TestApp, action: &str) -> i64 {
+    count_where(
+        app,
+        "select count(*) from audit_log where action = $1",
+        action,
+    )
+    .await
+}
+
+async fn key_status(app: &TestApp, key: Uuid) -> Option<String> {
+    sqlx::query_scalar("select status from idempotency_keys where idem_key = $1")
+        .bind(key.to_string())
+        .fetch_optional(&app.pool)
+        .await
+        .expect("status")
+}
+
+fn forwarded_keys(fake: &FakeStripe, path: &str) -> Vec<String> {
+    fake.requests_to(path)
+        .into_iter()
+        .map(|r| {
+            r.idempotency_key
+                .expect("every Stripe call carries an Idempotency-Key")
+        })
+        .collect()
+}
+
+/// (a) 16 concurrent duplicates: one execution, one Stripe checkout call, replays return the
+/// same session; the forwarded key is derived, stable per key, distinct per operation and per
+/// client key.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn concurrent_checkouts_execute_once_and_replay(pool: PgPool) {
+    let (app, fake) = app_with_fake(&pool).await;
+    let (user_id, token) = app.user("buyer@example.com").await;
+    let server = app.spawn().await;
+    let key = Uuid::new_v4();
+    let mut set = JoinSet::new();
+    for _ in 0..16 {
+        set.spawn(post_http(
+            server.client.clone(),
+            server.url(CHECKOUT),
+            token.clone(),
+            Some(key),
+            checkout_body(),
+        ));
+    }
+    let mut sessions = HashSet::new();
+    while let Some(response) = set.join_next().await {
+        let response = response.expect("join");
+        match response.status {
+            StatusCode::CREATED => {
+                sessions.insert(response.body["id"].as_str().expect("id").to_owned());
+            }
+            StatusCode::CONFLICT => {}
+            other => panic!("unexpected {other}: {}", response.text),
+        }
+    }
+    assert_eq!(sessions.len(), 1, "one session id across all 201s");
+    let session_id = sessions.into_iter().next().expect("session");
+    assert!(session_id.starts_with("cs_test_"));
+
+    let checkout_calls = fake.requests_to("/v1/checkout/sessions");
+    assert_eq!(checkout_calls.len(), 1, "Stripe saw one checkout call");
+    assert_eq!(fake.requests_to("/v1/customers").len(), 1);
+    let call = &checkout_calls[0];
+    assert_eq!(call.authorization.as_deref(), Some("Bearer sk_test_fake"));
+    assert_eq!(call.field("mode"), Some("subscription"));
+    assert_eq!(
+        call.field("line_items[0][price]"),
+        Some("price_premium_monthly")
+    );
+    assert_eq!(call.field("line_items[0][quantity]"), Some("1"));
+    assert_eq!(
+        call.field("client_reference_id"),
+        Some(user_id.to_string().as_str())
+    );
+    assert!(call
+        .field("customer")
+        .is_some_and(|c| c.starts_with("cus_")));
+    assert_eq!(
+        fake.requests_to("/v1/customers")[0].field("metadata[user_id]"),
+        Some(user_id.to_string().as_str())
+    );
+
+    // The forwarded keys: not the client's key, one per operation.
+    let customer_key = forwarded_keys(&fake, "/v1/customers").remove(0);
+    let checkout_key = forwarded_keys(&fake, "/v1/checkout/sessions").remove(0);
+    assert_ne!(checkout_key, key.to_string());
+    assert_ne!(customer_key, key.to_string());
+    assert_ne!(customer_key, checkout_key);
+
+    // A later replay: same session, marked, no new Stripe call.
+    let replay = server
+        .post(CHECKOUT, &token, Some(key), &checkout_body())
+        .await;
+    assert_eq!(replay.status, StatusCode::CREATED, "{}", replay.text);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.body["id"], session_id.as_str());
+    assert_eq!(fake.requests_to("/v1/checkout/sessions").len(), 1);
+    assert_eq!(
+        audit_rows(&app, "billing.checkout_session.created").await,
+        1
+    );
+    assert_eq!(audit_rows(&app, "billing.customer.created").await, 1);
+    assert_eq!(app.count("select count(*) from billing_customers").await, 1);
+
+    // Another client key: a new session under a new derived key; the customer is reused.
+    let other = server
+        .post(CHECKOUT, &token, Some(Uuid::new_v4()), &checkout_body())
+        .await;
+    assert_eq!(other.status, StatusCode::CREATED, "{}", other.text);
+    assert_eq!(other.header("idempotent-replayed"), Some("false"));
+    assert_ne!(other.body["id"], session_id.as_str());
+    let keys = forwarded_keys(&fake, "/v1/checkout/sessions");
+    assert_eq!(keys.len(), 2);
+    assert_ne!(keys[0], keys[1]);
+    assert_eq!(fake.requests_to("/v1/customers").len(), 1);
+    server.stop().await;
+    app.close().await;
+}
+
+/// (a, release) Stripe rate-limits: 503 with Retry-After, nothing committed, the key released;
+/// the retry with the same key executes and forwards the same derived keys, so Stripe replays
+/// the customer it already created instead of creating a second one.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn retry_after_release_forwards_the_same_keys(pool: PgPool) {
+    let (app, fake) = app_with_fake(&pool).await;
+    let (_, token) = app.user("limited@example.com").await;
+    fake.set_mode(
+        "/v1/checkout/sessions",
+        Mode::Fail {
+            status: 429,
+            body: json!({ "error": { "type": "rate_limit_error", "message": "Too many requests" } }),
+            times: 1,
+        },
+    );
+    let key = Uuid::new_v4();
+    let limited = app
+        .post(CHECKOUT, &token, Some(key), &checkout_body())
+        .await;
+    assert_eq!(
+        limited.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        limited.text
+    );
+    assert_eq!(limited.body["error"], "stripe_unavailable");
+    assert_eq!(limited.header("retry-after"), Some("2"));
+    assert_eq!(app.count("select count(*) from billing_customers").await, 0);
+    assert_eq!(audit_rows(&app, "billing.customer.created").await, 0);
+    assert_eq!(key_status(&app, key).await.as_deref(), Some("released"));
+
+    let retry = app
+        .post(CHECKOUT, &token, Some(key), &checkout_body())
+        .await;
+    assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.text);
+    let customer_keys = forwarded_keys(&fake, "/v1/customers");
+    assert_eq!(customer_keys.len(), 2);
+    assert_eq!(customer_keys[0], customer_keys[1], "same lineage, same key");
+    let checkout_keys = forwarded_keys(&fake, "/v1/checkout/sessions");
+    assert_eq!(checkout_keys.len(), 2);
+    assert_eq!(checkout_keys[0], checkout_keys[1]);
+    // Stripe replayed the first customer: one customer id, recorded once.
+    let customer: String = sqlx::query_scalar("select stripe_customer_id from billing_customers")
+        .fetch_one(&app.pool)
+        .await
+        .expect("customer");
+    assert_eq!(customer, "cus_fake0001");
+    assert_eq!(key_status(&app, key).await.as_deref(), Some("completed"));
+    app.close().await;
+}
+
+/// (b) The idempotency store is unreachable: Tier 2 fails open, executes, and counts it.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn store_unreachable_fails_open(pool: PgPool) {
+    let fake = FakeStripe::start().await;
+    let app = TestApp::with(
+        &pool,
+        Options {
+            unreachable_store: true,
+            ..billing(&fake, Duration::from_secs(5))
+        },
+    )
+    .await;
+    let (_, token) = app.user("open@example.com").await;
+    let key = Uuid::new_v4();
+    let response = app
+        .post(CHECKOUT, &token, Some(key), &checkout_body())
+        .await;
+    assert_eq!(response.status, StatusCode::CREATED, "{}", response.text);
+    assert!(response.body["url"].as_str().is_some());
+    assert_eq!(app.count("select count(*) from idempotency_keys").await, 0);
+    assert_eq!(app.count("select count(*) from billing_customers").await, 1);
+    // Untracked: no lineage, so a random forwarded key, never the client's.
+    let forwarded = forwarded_keys(&fake, "/v1/checkout/sessions").remove(0);
+    assert_ne!(forwarded, key.to_string());
+
+    let metrics = app.send(Call::new(Method::GET, "/metrics")).await;
+    let needle = format!("endpoint=\"POST {CHECKOUT}\",outcome=\"fail_open\"");
+    assert!(
+        metrics.text.contains(&needle),
+        "{needle} missing from:\n{}",
+        metrics.text
+    );
+    app.close().await;
+}
+
+/// (c) Stripe stalls past its timeout: 504 well within the request timeout, nothing
+/// committed, the key failed.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn stripe_timeout_is_504_and_commits_nothing(pool: PgPool) {
+    let fake = FakeStripe::start().await;
+    let app = TestApp::with(&pool, billing(&fake, Duration::from_millis(300))).await;
+    let (_, token) = app.user("slow@example.com").await;
+    fake.set_mode("/v1/checkout/sessions", Mode::Stall(Duration::from_secs(3)));
+    let key = Uuid::new_v4();
+    let started = Instant::now();
+    let response = app
+        .post(CHECKOUT, &token, Some(key), &checkout_body())
+        .await;
+    let took = started.elapsed();
+    assert_eq!(
+        response.status,
+        StatusCode::GATEWAY_TIMEOUT,
+        "{}",
+        response.text
+    );
+    assert_eq!(response.body["error"], "stripe_timeout");
+    assert!(took < Duration::from_secs(2), "answered after {took:?}");
+    // The customer was created at Stripe and inserted in our transaction: rolled back.
+    assert_eq!(fake.requests_to("/v1/customers").len(), 1);
+    assert_eq!(app.count("select count(*) from billing_customers").await, 0);
+    assert_eq!(
+        app.count("select count(*) from audit_log where action like 'billing.%'")
+            .await,
+        0
+    );
+    assert_eq!(key_status(&app, key).await.as_deref(), Some("failed"));
+    let again = app
+        .post(CHECKOUT, &token, Some(key), &checkout_body())
+        .await;
+    assert_eq!(again.status, StatusCode::CONFLICT);
+    assert_eq!(again.body["error"], "idempotency_previous_failed");
+    app.close().await;
+}
+
+/// (d) Stripe refuses (400): a clear 422 carrying Stripe's message, never the secret key;
+/// Stripe failing (500) is a 502; bad input is refused before any Stripe call.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn stripe_errors_map_to_clear_codes(pool: PgPool) {
+    let (app, fake) = app_with_fake(&pool).await;
+    let (_, token) = app.user("rejected@example.com").await;
+
+    let invalid = app
+        .post(
+            CHECKOUT,
+            &token,
+            Some(Uuid::new_v4()),
+            &json!({ "price_id": "", "success_url": "ftp://x", "cancel_url": "https://a.example" }),
+        )
+        .await;
+    assert_eq!(
+        invalid.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        invalid.text
+    );
+    assert_eq!(invalid.body["error"], "invalid_billing_request");
+    let bad_url = app
+        .post(
+            PORTAL,
+            &token,
+            None,
+            &json!({ "return_url": "javascript:alert(1)" }),
+        )
+        .await;
+    assert_eq!(
+        bad_url.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        bad_url.text
+    );
+    assert!(fake.requests().is_empty(), "no Stripe call for bad input");
+
+    fake.set_mode(
+        "/v1/checkout/sessions",
+        Mode::Fail {
+            status: 400,
+            body: json!({ "error": {
+                "type": "invalid_request_error", "code": "resource_missing",
+                "message": "No such price: 'price_nope'", "param": "line_items[0][price]",
+            }}),
+            times: 1,
+        },
+    );
+    let rejected = app
+        .post(
+            CHECKOUT,
+            &token,
+            Some(Uuid::new_v4()),
+            &json!({
+                "price_id": "price_nope",
+                "success_url": "https://app.example.com/ok",
+                "cancel_url": "https://app.example.com/back",
+            }),
+        )
+        .await;
+    assert_eq!(
+        rejected.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        rejected.text
+    );
+    assert_eq!(rejected.body["error"], "billing_request_rejected");
+    let message = rejected.body["message"].as_str().expect("message");
+    assert!(message.contains("No such price"), "{message}");
+    assert!(message.contains("line_items[0][price]"), "{message}");
+    assert!(!rejected.text.contains(SECRET_KEY));
+
+    fake.set_mode(
+        "/v1/billing_portal/sessions",
+        Mode::Fail {
+            status: 500,
+            body: json!({ "error": { "type": "api_error", "message": "boom" } }),
+            times: 1,
+        },
+    );
+    let failed = app
+        .post(
+            PORTAL,
+            &token,
+            Some(Uuid::new_v4()),
+            &json!({ "return_url": "https://app.example.com/settings" }),
+        )
+        .await;
+    assert_eq!(failed.status, StatusCode::BAD_GATEWAY, "{}", failed.text);
+    assert_eq!(failed.body["error"], "stripe_unavailable");
+    assert!(!failed.text.contains(SECRET_KEY));
+
+    // Then the portal works, reusing the customer the rejected checkout recorded.
+    let portal = app
+        .post(
+            PORTAL,
+            &token,
+            Some(Uuid::new_v4()),
+            &json!({ "return_url": "https://app.example.com/settings" }),
+        )
+        .await;
+    assert_eq!(portal.status, StatusCode::CREATED, "{}", portal.text);
+    assert!(portal.body["url"]
+        .as_str()
+        .is_some_and(|u| u.starts_with("https://billing.stripe.com/")));
+    assert_eq!(fake.requests_to("/v1/customers").len(), 1);
+    assert_eq!(audit_rows(&app, "billing.portal_session.created").await, 1);
+    app.close().await;
+}
+
+/// (e) Without a secret key: 503 billing_not_configured before any key row; trading still runs.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn without_secret_key_billing_is_not_configured(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("nobill@example.com").await;
+    for (path, body) in [
+        (CHECKOUT, checkout_body()),
+        (PORTAL, json!({ "return_url": "https://app.example.com" })),
+        (CANCEL, json!({})),
+    ] {
+        let response = app.post(path, &token, Some(Uuid::new_v4()), &body).await;
+        assert_eq!(
+            response.status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "{path}: {}",
+            response.text
+        );
+        assert_eq!(response.body["error"], "billing_not_configured");
+    }
+    let webhook = app
+        .send(
+            Call::new(Method::POST, WEBHOOK)
+                .header("stripe-signature", "t=1,v1=00")
+                .raw(b"{}".to_vec(), Some("application/json")),
+        )
+        .await;
+    assert_eq!(webhook.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(webhook.body["error"], "billing_not_configured");
+    assert_eq!(app.count("select count(*) from idempotency_keys").await, 0);
+
+    let reset = app
+        .post(
+            "/api/trading/account/reset",
+            &token,
+            Some(Uuid::new_v4()),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(reset.status, StatusCode::OK, "{}", reset.text);
+    let account = app.get("/api/trading/account", &token).await;
+    assert_eq!(account.status, StatusCode::OK);
+    app.close().await;
+}
+
+fn subscription_event(id: &str, kind: &str, created: i64, status: &str, cancel: bool) -> Value {
+    json!({
+        "id": id, "object": "event", "type": kind, "created": created, "livemode": false,
+        "data": { "object": {
+            "id": "sub_hook1", "object": "subscription", "customer": "cus_hook1",
+            "status": status, "cancel_at_period_end": cancel, "canceled_at": null,
+            "items": { "object": "list", "data": [
+                { "price": { "id": "price_premium_monthly" }, "current_period_end": created + 2_592_000 }
+            ]},
+        }},
+    })
+}
+
+async fn deliver(app: &TestApp, event: &Value, timestamp: i64) -> TestResponse {
+    let body = serde_json::to_vec(event).expect("json");
+    let signature = raptor_api::billing::signature_header(WEBHOOK_SECRET, timestamp, &body);
+    app.send(
+        Call::new(Method::POST, WEBHOOK)
+            .header("stripe-signature", &signature)
+            .raw(body, Some("application/json")),
+    )
+    .await
+}
+
+async fn link_customer(app: &TestApp, user_id: i32, customer: &str) {
+    sqlx::query("insert into billing_customers (user_id, stripe_customer_id) values ($1, $2)")
+        .bind(user_id)
+        .bind(customer)
+        .execute(&app.pool)
+        .await
+        .expect("customer");
+}
+
+/// (f) One event delivered 5 times concurrently: all 2xx, recorded and applied once.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn webhook_concurrent_deliveries_apply_once(pool: PgPool) {
+    let (app, _fake) = app_with_fake(&pool).await;
+    let (user_id, _) = app.user("hooked@example.com").await;
+    link_customer(&app, user_id, "cus_hook1").await;
+    let now = test_now().timestamp();
+    let event = subscription_event(
+        "evt_1",
+        "customer.subscription.created",
+        now,
+        "active",
+        false,
+    );
+    let body = serde_json::to_vec(&event).expect("json");
+    let signature = raptor_api::billing::signature_header(WEBHOOK_SECRET, now, &body);
+    let mut set = JoinSet::new();
+    for _ in 0..5 {
+        set.spawn(send(
+            app.router.clone(),
+            Call::new(Method::POST, WEBHOOK)
+                .header("stripe-signature", &signature)
+                .raw(body.clone(), Some("application/json")),
+        ));
+    }
+    let mut fresh = 0;
+    while let Some(response) = set.join_next().await {
+        let response = response.expect("join");
+        assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+        assert_eq!(response.body["received"], true);
+        if response.body["duplicate"] == false {
+            fresh += 1;
+        }
+    }
+    assert_eq!(fresh, 1, "exactly one delivery applied the event");
+    assert_eq!(
+        app.count("select count(*) from processed_stripe_events")
+            .await,
+        1
+    );
+    assert_eq!(audit_rows(&app, "billing.webhook.applied").await, 1);
+    let (owner, status, price): (Option<i32>, String, Option<String>) = sqlx::query_as(
+        "select user_id, status, price_id from billing_subscriptions where stripe_subscription_id = 'sub_hook1'",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .expect("mirror");
+    assert_eq!(owner, Some(user_id));
+    assert_eq!(status, "active");
+    assert_eq!(price.as_deref(), Some("price_premium_monthly"));
+    let applied: bool =
+        sqlx::query_scalar("select applied from processed_stripe_events where event_id = 'evt_1'")
+            .fetch_one(&app.pool)
+            .await
+            .expect("applied");
+    assert!(applied);
+    app.close().await;
+}
+
+/// (f) Bad, stale or missing signatures and unparseable payloads: 400, nothing written.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn webhook_refuses_unsigned_stale_and_malformed(pool: PgPool) {
+    let (app, _fake) = app_with_fake(&pool).await;
+    let now = test_now().timestamp();
+    let event = subscription_event(
+        "evt_bad",
+        "customer.subscription.updated",
+        now,
+        "active",
+        false,
+    );
+    let body = serde_json::to_vec(&event).expect("json");
+
+    let wrong_secret = raptor_api::billing::signature_header("whsec_other", now, &body);
+    let stale = raptor_api::billing::signature_header(WEBHOOK_SECRET, now - 301, &body);
+    let future = raptor_api::billing::signature_header(WEBHOOK_SECRET, now + 301, &body);
+    let tampered = raptor_api::billing::signature_header(WEBHOOK_SECRET, now, b"{}");
+    for signature in [
+        Some(wrong_secret.as_str()),
+        Some(stale.as_str()),
+        Some(future.as_str()),
+        Some(tampered.as_str()),
+        Some("garbage"),
+        Some("t=abc,v1=zz"),
+        None,
+    ] {
+        let mut call = Call::new(Method::POST, WEBHOOK).raw(body.clone(), Some("application/json"));
+        if let Some(signature) = signature {
+            call = call.header("stripe-signature", signature);
+        }
+        let response = app.send(call).await;
+        assert_eq!(
+            response.status,
+            StatusCode::BAD_REQUEST,
+            "{signature:?}: {}",
+            response.text
+        );
+        assert_eq!(response.body["error"], "invalid_signature");
+    }
+    // Correctly signed, but not an event.
+    let garbage = b"not json".to_vec();
+    let signature = raptor_api::billing::signature_header(WEBHOOK_SECRET, now, &garbage);
+    let response = app
+        .send(
+            Call::new(Method::POST, WEBHOOK)
+                .header("stripe-signature", &signature)
+                .raw(garbage, Some("application/json")),
+        )
+        .await;
+    assert_eq!(
+        response.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        response.text
+    );
+    assert_eq!(response.body["error"], "invalid_payload");
+
+    assert_eq!(
+        app.count("select count(*) from processed_stripe_events")
+            .await,
+        0
+    );
+    assert_eq!(
+        app.count("select count(*) from billing_subscriptions")
+            .await,
+        0
+    );
+    assert_eq!(
+        app.count("select count(*) from audit_log where action like 'billing.%'")
+            .await,
+        0
+    );
+    app.close().await;
+}
+
+/// (f) Out-of-order events never roll the mirror back; unknown types are recorded and
+/// acknowledged; a completed checkout links the customer to its user.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn webhook_ignores_older_events_and_records_unknown_types(pool: PgPool) {
+    let (app, _fake) = app_with_fake(&pool).await;
+    let (user_id, _) = app.user("ordered@example.com").await;
+    let now = test_now().timestamp();
+
+    // The subscription arrives before we know whose customer it is.
+    let newer = subscription_event(
+        "evt_new",
+        "customer.subscription.updated",
+        now - 10,
+        "past_due",
+        true,
+    );
+    let response = deliver(&app, &newer, now).await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+    let older = subscription_event(
+        "evt_old",
+        "customer.subscription.updated",
+        now - 60,
+        "active",
+        false,
+    );
+    let response = deliver(&app, &older, now).await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+    assert_eq!(response.body["duplicate"], false);
+    let (status, cancel, owner): (String, bool, Option<i32>) =
+        sqlx::query_as("select status, cancel_at_period_end, user_id from billing_subscriptions")
+            .fetch_one(&app.pool)
+            .await
+            .expect("mirror");
+    assert_eq!(
+        (status.as_str(), cancel),
+        ("past_due", true),
+        "older event changed nothing"
+    );
+    assert_eq!(owner, None);
+    let applied: Vec<(String, bool)> =
+        sqlx::query_as("select event_id, applied from processed_stripe_events order by event_id")
+            .fetch_all(&app.pool)
+            .await
+            .expect("events");
+    assert_eq!(
+        applied,
+        vec![("evt_new".to_owned(), true), ("evt_old".to_owned(), false)]
+    );
+    assert_eq!(audit_rows(&app, "billing.webhook.applied").await, 1);
+
+    let unknown = json!({
+        "id": "evt_unknown", "object": "event", "type": "invoice.paid", "created": now,
+        "data": { "object": { "id": "in_1", "object": "invoice" } },
+    });
+    let response = deliver(&app, &unknown, now).await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+    let recorded: bool = sqlx::query_scalar(
+        "select applied from processed_stripe_events where event_id = 'evt_unknown'",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .expect("recorded");
+    assert!(!recorded);
+
+    let completed = json!({
+        "id": "evt_checkout", "object": "event", "type": "checkout.session.completed",
+        "created": now,
+        "data": { "object": {
+            "id": "cs_test_1", "object": "checkout.session", "customer": "cus_hook1",
+            "subscription": "sub_hook1", "client_reference_id": user_id.to_string(),
+        }},
+    });
+    let response = deliver(&app, &completed, now).await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+    let owner: Option<i32> = sqlx::query_scalar("select user_id from billing_subscriptions")
+        .fetch_one(&app.pool)
+        .await
+        .expect("owner");
+    assert_eq!(owner, Some(user_id));
+    // Redelivered: acknowledged as a duplicate, nothing more.
+    let again = deliver(&app, &completed, now).await;
+    assert_eq!(again.body["duplicate"], true);
+    assert_eq!(audit_rows(&app, "billing.webhook.applied").await, 2);
+    app.close().await;
+}
+
+/// (g) Cancel at period end: the mirror comes back with `cancel_at_period_end: true`; no
+/// subscription is 404.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn cancel_subscription_at_period_end(pool: PgPool) {
+    let (app, fake) = app_with_fake(&pool).await;
+    let (user_id, token) = app.user("leaving@example.com").await;
+    let (_, stranger) = app.user("stranger@example.com").await;
+    let none = app
+        .post(CANCEL, &stranger, Some(Uuid::new_v4()), &json!({}))
+        .await;
+    assert_eq!(none.status, StatusCode::NOT_FOUND, "{}", none.text);
+
+    link_customer(&app, user_id, "cus_leave").await;
+    let period_end = test_now().timestamp() + 86_400;
+    fake.add_subscription(
+        "sub_leave",
+        "cus_leave",
+        "price_premium_monthly",
+        period_end,
+    );
+    let now = test_now().timestamp();
+    let mut created = subscription_event(
+        "evt_c1",
+        "customer.subscription.created",
+        now - 100,
+        "active",
+        false,
+    );
+    created["data"]["object"]["id"] = json!("sub_leave");
+    created["data"]["object"]["customer"] = json!("cus_leave");
+    assert_eq!(deliver(&app, &created, now).await.status, StatusCode::OK);
+
+    let key = Uuid::new_v4();
+    let canceled = app
+        .send(Call::new(Method::POST, CANCEL).token(&token).key(key))
+        .await;
+    assert_eq!(canceled.status, StatusCode::OK, "{}", canceled.text);
+    assert_eq!(canceled.body["stripe_subscription_id"], "sub_leave");
+    assert_eq!(canceled.body["cancel_at_period_end"], true);
+    assert_eq!(canceled.body["status"], "active");
+    assert_eq!(canceled.body["user_id"], user_id);
+    assert!(canceled.body["current_period_end"].as_str().is_some());
+    let calls = fake.requests_to("/v1/subscriptions/sub_leave");
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].field("cancel_at_period_end"), Some("true"));
+    assert_ne!(
+        calls[0].idempotency_key.as_deref(),
+        Some(key.to_string().as_str())
+    );
+    let stored: bool = sqlx::query_scalar(
+        "select cancel_at_period_end from billing_subscriptions where stripe_subscription_id = 'sub_leave'",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .expect("mirror");
+    assert!(stored);
+    assert_eq!(
+        audit_rows(&app, "billing.subscription.cancel_requested").await,
+        1
+    );
+
+    let replay = app
+        .send(Call::new(Method::POST, CANCEL).token(&token).key(key))
+        .await;
+    assert_eq!(replay.status, StatusCode::OK);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(fake.requests_to("/v1/subscriptions/sub_leave").len(), 1);
+    app.close().await;
+}
+
+/// (h) Mirror-sync: operators and services upsert one row; users are refused.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn mirror_sync_upserts_for_operators_and_services(pool: PgPool) {
+    let (app, _fake) = app_with_fake(&pool).await;
+    let (user_id, user) = app.user("subscriber@example.com").await;
+    let (_, operator) = app.user_with_role("ops@example.com", Role::Operator).await;
+    let service = app.service_token("billing-reconciler").await;
+    link_customer(&app, user_id, "cus_sync").await;
+    let body = |status: &str, cancel: bool| {
+        json!({
+            "stripe_subscription_id": "sub_sync", "stripe_customer_id": "cus_sync",
+            "status": status, "price_id": "price_premium_monthly",
+            "current_period_end": "2027-01-01T00:00:00Z", "cancel_at_period_end": cancel,
+        })
+    };
+    let first = app
+        .post(SYNC, &operator, None, &body("active", false))
+        .await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.text);
+    assert_eq!(first.body["user_id"], user_id, "resolved from the customer");
+    assert_eq!(first.body["current_period_end"], "2027-01-01T00:00:00Z");
+    let second = app
+        .post(SYNC, &service, None, &body("past_due", true))
+        .await;
+    assert_eq!(second.status, StatusCode::OK, "{}", second.text);
+    assert_eq!(second.body["status"], "past_due");
+    assert_eq!(second.body["cancel_at_period_end"], true);
+    assert_eq!(
+        app.count("select count(*) from billing_subscriptions")
+            .await,
+        1
+    );
+    assert_eq!(audit_rows(&app, "billing.subscription.synced").await, 2);
+
+    let refused = app.post(SYNC, &user, None, &body("canceled", false)).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.text);
+    let invalid = app.post(SYNC, &operator, None, &body("bogus", false)).await;
+    assert_eq!(
+        invalid.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        invalid.text
+    );
+    assert_eq!(invalid.body["error"], "invalid_subscription");
+    let mut orphan = body("active", false);
+    orphan["user_id"] = json!(999_999);
+    let orphan = app.post(SYNC, &operator, None, &orphan).await;
+    assert_eq!(
+        orphan.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        orphan.text
+    );
+    let status: String = sqlx::query_scalar("select status from billing_subscriptions")
+        .fetch_one(&app.pool)
+        .await
+        .expect("status");
+    assert_eq!(status, "past_due");
+    app.close().await;
+}

@@ -1,14 +1,76 @@
-//! `GET /api/account/export`, `POST /api/account/erasure`.
+//! `GET`/`PATCH /api/account/profile`, `GET /api/account/export`, `POST /api/account/erasure`.
 
 use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
 use axum::Json;
+use raptor_idempotency::{Idempotent, Reply, Tier2};
 use serde_json::Value;
 
+use super::dto::{ProfileChanges, ProfilePatch, ProfileResponse};
+use super::store::{self, Profile};
 use crate::auth::AuthUser;
 use crate::error::{ApiResult, ErrorBody, ResultExt};
+use crate::openapi::IdempotencyKeyHeader;
 use crate::state::ApiState;
 
-use super::store;
+impl From<Profile> for ProfileResponse {
+    fn from(profile: Profile) -> Self {
+        Self {
+            user_id: profile.id,
+            email: profile.email,
+            display_name: profile.display_name,
+            time_zone: profile.time_zone,
+            marketing_opt_in: profile.marketing_opt_in,
+            updated_at: profile.updated_at,
+        }
+    }
+}
+
+/// The caller's profile.
+#[utoipa::path(get, path = "/api/account/profile", tag = "account",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "the profile", body = ProfileResponse),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
+        (status = 403, description = "forbidden (a service principal)", body = ErrorBody),
+    ))]
+pub(crate) async fn get_profile(
+    State(state): State<ApiState>,
+    user: AuthUser,
+) -> ApiResult<Json<ProfileResponse>> {
+    let mut conn = state.db.acquire().await.context("acquire")?;
+    Ok(Json(store::profile(&mut conn, user.id).await?.into()))
+}
+
+/// Change the caller's profile: only the fields sent change; `null` clears `display_name` or
+/// `time_zone`. Tier 2 (fail-open, keys kept 7 days). The audit row names the changed fields.
+#[utoipa::path(patch, path = "/api/account/profile", tag = "account",
+    security(("bearer" = [])),
+    params(IdempotencyKeyHeader),
+    request_body = ProfilePatch,
+    responses(
+        (status = 200, description = "the profile after the change", body = ProfileResponse),
+        (status = 400, description = "malformed JSON or Idempotency-Key", body = ErrorBody),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
+        (status = 403, description = "forbidden (a service principal)", body = ErrorBody),
+        (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
+        (status = 422, description = "invalid_body (unknown field, wrong type), invalid_display_name, invalid_time_zone, invalid_marketing_opt_in, idempotency_key_body_mismatch", body = ErrorBody),
+    ))]
+pub(crate) async fn update_profile(
+    user: AuthUser,
+    Idempotent {
+        mut claim, body, ..
+    }: Idempotent<ProfilePatch, Tier2>,
+) -> Response {
+    let result = match ProfileChanges::try_from(body) {
+        Ok(changes) => store::update_profile(claim.conn(), user.id, changes)
+            .await
+            .map(|profile| Reply::json(StatusCode::OK, &ProfileResponse::from(profile))),
+        Err(err) => Err(err),
+    };
+    claim.finish(result).await
+}
 
 /// Everything stored about the caller (GDPR access and portability), including idempotency keys.
 #[utoipa::path(get, path = "/api/account/export", tag = "account",
@@ -16,6 +78,7 @@ use super::store;
     responses(
         (status = 200, description = "the caller's data", body = Object),
         (status = 401, description = "unauthenticated", body = ErrorBody),
+        (status = 403, description = "forbidden (a service principal)", body = ErrorBody),
     ))]
 pub(crate) async fn export_account(
     State(state): State<ApiState>,
@@ -27,12 +90,15 @@ pub(crate) async fn export_account(
     Ok(Json(data))
 }
 
-/// Erase the caller (GDPR): idempotency keys, audit rows, orders, positions, account, tokens.
+/// Erase the caller (GDPR): idempotency keys, audit rows, orders, legs, fills, positions,
+/// account, sessions, sign-in links and outbox messages, waitlist rows, the billing mirror;
+/// operator-owned rows that named the user keep no reference to them.
 #[utoipa::path(post, path = "/api/account/erasure", tag = "account",
     security(("bearer" = [])),
     responses(
         (status = 200, description = "erased; counts of deleted rows", body = Object),
         (status = 401, description = "unauthenticated", body = ErrorBody),
+        (status = 403, description = "forbidden (a service principal)", body = ErrorBody),
     ))]
 pub(crate) async fn erase_account(
     State(state): State<ApiState>,

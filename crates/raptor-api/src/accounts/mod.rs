@@ -1,5 +1,8 @@
-//! Users and their data: creation (CLI), GDPR export and erasure.
+//! Users and their data: creation (CLI and sign-up), the profile, GDPR export and erasure.
+//! `dto` holds the wire types and the [`dto::Email`] value, `store` the SQL, `handlers` the
+//! routes.
 
+pub mod dto;
 mod handlers;
 pub mod store;
 
@@ -10,6 +13,7 @@ use crate::state::ApiState;
 
 pub(crate) fn routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
+        .routes(routes!(handlers::get_profile, handlers::update_profile))
         .routes(routes!(handlers::export_account))
         .routes(routes!(handlers::erase_account))
 }

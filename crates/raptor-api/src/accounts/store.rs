@@ -1,9 +1,11 @@
-//! SQL for users, their paper account and their data subject rights.
+//! SQL for users, their paper account, their profile and their data subject rights.
 
+use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
 use sqlx::PgConnection;
 
+use super::dto::{invalid_time_zone, Email, ProfileChanges};
 use crate::audit::{self, AuditEvent};
 use crate::auth::{self, Role};
 use crate::error::{ApiError, ApiResult, ResultExt};
@@ -17,39 +19,21 @@ pub struct CreatedUser {
     pub token: String,
 }
 
-/// Creates a user, its paper account holding `starting_cash`, and a session token.
+/// Creates a user, its paper account holding `starting_cash`, and a session token (the CLI's
+/// `users create`). An address already taken is `409 email_taken`.
 pub async fn create_user(
     conn: &mut PgConnection,
     email: &str,
     role: Role,
     starting_cash: Decimal,
 ) -> ApiResult<CreatedUser> {
-    let email = email.trim();
-    if email.is_empty() || !email.contains('@') {
-        return Err(ApiError::invalid(
-            "invalid_email",
-            "email must be an address",
-        ));
-    }
-    let user_id: i32 = sqlx::query_scalar(
-        "insert into users (email, role) values ($1, $2)
-         on conflict ((lower(email))) do nothing returning id",
-    )
-    .bind(email)
-    .bind(role.as_str())
-    .fetch_optional(&mut *conn)
-    .await
-    .context("insert user")?
-    .ok_or_else(|| ApiError::Conflict {
-        code: "email_taken",
-        message: format!("a user with email {email} exists"),
-    })?;
-    sqlx::query("insert into paper_accounts (user_id, cash) values ($1, $2)")
-        .bind(user_id)
-        .bind(starting_cash)
-        .execute(&mut *conn)
-        .await
-        .context("insert paper account")?;
+    let email = Email::parse(email)?;
+    let user_id = insert_user(conn, &email, role, starting_cash)
+        .await?
+        .ok_or_else(|| ApiError::Conflict {
+            code: "email_taken",
+            message: format!("a user with email {} exists", email.as_str()),
+        })?;
     let token = auth::new_token()?;
     auth::insert_session_token(conn, user_id, &token)
         .await
@@ -65,6 +49,46 @@ pub async fn create_user(
     .await
     .context("audit user")?;
     Ok(CreatedUser { user_id, token })
+}
+
+/// Inserts a user and its paper account holding `starting_cash`; `None` when the address is
+/// taken (the `lower(email)` unique index decides, so concurrent callers cannot both insert).
+/// The caller audits, because it knows why the user was created.
+#[tracing::instrument(skip_all)]
+pub async fn insert_user(
+    conn: &mut PgConnection,
+    email: &Email,
+    role: Role,
+    starting_cash: Decimal,
+) -> ApiResult<Option<i32>> {
+    let user_id: Option<i32> = sqlx::query_scalar(
+        "insert into users (email, role) values ($1, $2)
+         on conflict ((lower(email))) do nothing returning id",
+    )
+    .bind(email.as_str())
+    .bind(role.as_str())
+    .fetch_optional(&mut *conn)
+    .await
+    .context("insert user")?;
+    let Some(user_id) = user_id else {
+        return Ok(None);
+    };
+    sqlx::query("insert into paper_accounts (user_id, cash) values ($1, $2)")
+        .bind(user_id)
+        .bind(starting_cash)
+        .execute(&mut *conn)
+        .await
+        .context("insert paper account")?;
+    Ok(Some(user_id))
+}
+
+/// The id of the user with this address (case-insensitive).
+pub async fn find_user_by_email(conn: &mut PgConnection, email: &Email) -> ApiResult<Option<i32>> {
+    sqlx::query_scalar("select id from users where lower(email) = lower($1)")
+        .bind(email.as_str())
+        .fetch_optional(conn)
+        .await
+        .context("find user by email")
 }
 
 /// Creates a service principal's token.
@@ -86,12 +110,126 @@ pub async fn create_service_token(conn: &mut PgConnection, name: &str) -> ApiRes
     Ok(token)
 }
 
-/// Everything stored about `user_id`, for access and portability requests.
+/// A user's profile row.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Profile {
+    /// `users.id`.
+    pub id: i32,
+    /// The sign-up address.
+    pub email: String,
+    /// Display name.
+    pub display_name: Option<String>,
+    /// IANA time zone.
+    pub time_zone: Option<String>,
+    /// Marketing consent.
+    pub marketing_opt_in: bool,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+}
+
+const PROFILE_COLUMNS: &str = "id, email, display_name, time_zone, marketing_opt_in, updated_at";
+
+/// The profile of `user_id`.
+pub async fn profile(conn: &mut PgConnection, user_id: i32) -> ApiResult<Profile> {
+    sqlx::query_as(&format!(
+        "select {PROFILE_COLUMNS} from users where id = $1"
+    ))
+    .bind(user_id)
+    .fetch_optional(conn)
+    .await
+    .context("read profile")?
+    .ok_or(ApiError::NotFound("user"))
+}
+
+/// Applies `changes` to the profile of `user_id` and audits the names of the fields that
+/// actually changed (never their values: they are personal data). A patch that changes nothing
+/// writes nothing and keeps `updated_at`.
+#[tracing::instrument(skip_all, fields(user.id = user_id))]
+pub async fn update_profile(
+    conn: &mut PgConnection,
+    user_id: i32,
+    changes: ProfileChanges,
+) -> ApiResult<Profile> {
+    if let Some(Some(zone)) = &changes.time_zone {
+        // The database's zone list is the one `AT TIME ZONE` accepts: no second copy to drift.
+        let known: bool =
+            sqlx::query_scalar("select exists (select 1 from pg_timezone_names where name = $1)")
+                .bind(zone)
+                .fetch_one(&mut *conn)
+                .await
+                .context("check time zone")?;
+        if !known {
+            return Err(invalid_time_zone(zone));
+        }
+    }
+    let current: Profile = sqlx::query_as(&format!(
+        "select {PROFILE_COLUMNS} from users where id = $1 for update"
+    ))
+    .bind(user_id)
+    .fetch_optional(&mut *conn)
+    .await
+    .context("lock profile")?
+    .ok_or(ApiError::NotFound("user"))?;
+
+    let mut next = current.clone();
+    let mut changed: Vec<&'static str> = Vec::new();
+    if let Some(name) = changes.display_name {
+        if name != current.display_name {
+            next.display_name = name;
+            changed.push("display_name");
+        }
+    }
+    if let Some(zone) = changes.time_zone {
+        if zone != current.time_zone {
+            next.time_zone = zone;
+            changed.push("time_zone");
+        }
+    }
+    if let Some(opt_in) = changes.marketing_opt_in {
+        if opt_in != current.marketing_opt_in {
+            next.marketing_opt_in = opt_in;
+            changed.push("marketing_opt_in");
+        }
+    }
+    if changed.is_empty() {
+        return Ok(current);
+    }
+    let updated: Profile = sqlx::query_as(&format!(
+        "update users set display_name = $2, time_zone = $3, marketing_opt_in = $4,
+                updated_at = now()
+          where id = $1 returning {PROFILE_COLUMNS}"
+    ))
+    .bind(user_id)
+    .bind(&next.display_name)
+    .bind(&next.time_zone)
+    .bind(next.marketing_opt_in)
+    .fetch_one(&mut *conn)
+    .await
+    .context("update profile")?;
+    audit::record(
+        conn,
+        AuditEvent::new(
+            Some(user_id),
+            "profile.updated",
+            json!({ "fields": changed }),
+        ),
+    )
+    .await
+    .context("audit profile")?;
+    Ok(updated)
+}
+
+/// Everything stored about `user_id`, for access and portability requests: the user and
+/// profile, paper account, orders with legs, fills, positions, audit rows, idempotency keys,
+/// sessions, sign-in links, outbox messages, waitlist rows and the billing mirror. Rows keyed
+/// by address (waitlist, links, outbox) match the user's email case-insensitively. Credentials
+/// are left out: token hashes, and the outbox bodies (they carry sign-in links).
 pub async fn export(conn: &mut PgConnection, user_id: i32) -> ApiResult<Value> {
     let user: Option<Value> = sqlx::query_scalar(
         "select jsonb_build_object('id', id, 'email', email, 'role', role,
                 'display_name', display_name, 'time_zone', time_zone,
-                'marketing_opt_in', marketing_opt_in, 'created_at', created_at)
+                'marketing_opt_in', marketing_opt_in, 'created_at', created_at,
+                'updated_at', updated_at)
            from users where id = $1",
     )
     .bind(user_id)
@@ -100,20 +238,50 @@ pub async fn export(conn: &mut PgConnection, user_id: i32) -> ApiResult<Value> {
     .context("export user")?;
     let user = user.ok_or(ApiError::NotFound("user"))?;
     let mut sections = serde_json::Map::new();
+    let email = user["email"].as_str().unwrap_or_default().to_owned();
     sections.insert("user".into(), user);
     // Each section is one table's rows for this user, as JSON.
-    for (name, sql) in [
-        ("account", "select coalesce(jsonb_agg(to_jsonb(a)), '[]') from paper_accounts a where user_id = $1"),
-        ("orders", "select coalesce(jsonb_agg(to_jsonb(o) order by o.created_at), '[]') from paper_orders o where user_id = $1"),
-        ("positions", "select coalesce(jsonb_agg(to_jsonb(p) order by p.symbol), '[]') from paper_positions p where user_id = $1"),
-        ("audit_log", "select coalesce(jsonb_agg(to_jsonb(a) order by a.id), '[]') from audit_log a where user_id = $1"),
+    for (name, by, sql) in [
+        ("profile", By::User, "select jsonb_build_object('user_id', id, 'email', email,
+                'display_name', display_name, 'time_zone', time_zone,
+                'marketing_opt_in', marketing_opt_in, 'updated_at', updated_at)
+           from users where id = $1"),
+        ("account", By::User, "select coalesce(jsonb_agg(to_jsonb(a)), '[]') from paper_accounts a where user_id = $1"),
+        ("orders", By::User, "select coalesce(jsonb_agg(to_jsonb(o) order by o.created_at), '[]') from paper_orders o where user_id = $1"),
+        ("order_legs", By::User, "select coalesce(jsonb_agg(to_jsonb(l) order by o.created_at, l.leg_index), '[]')
+           from paper_order_legs l join paper_orders o on o.id = l.order_id where o.user_id = $1"),
+        ("fills", By::User, "select coalesce(jsonb_agg(to_jsonb(f) order by f.id), '[]') from paper_fills f where user_id = $1"),
+        ("positions", By::User, "select coalesce(jsonb_agg(to_jsonb(p) order by p.symbol), '[]') from paper_positions p where user_id = $1"),
+        ("audit_log", By::User, "select coalesce(jsonb_agg(to_jsonb(a) order by a.id), '[]') from audit_log a where user_id = $1"),
+        ("sessions", By::User, "select coalesce(jsonb_agg(jsonb_build_object('id', id, 'kind', kind,
+                'created_at', created_at, 'expires_at', expires_at) order by id), '[]')
+           from api_tokens where user_id = $1"),
+        ("sign_in_links", By::UserOrAddress, "select coalesce(jsonb_agg(jsonb_build_object('id', id,
+                'purpose', purpose, 'email', email, 'created_at', created_at,
+                'expires_at', expires_at, 'used_at', used_at) order by id), '[]')
+           from auth_link_tokens where user_id = $1 or lower(email) = lower($2)"),
+        ("email_outbox", By::UserOrAddress, "select coalesce(jsonb_agg(jsonb_build_object('id', id,
+                'kind', kind, 'email', email, 'subject', subject, 'created_at', created_at,
+                'sent_at', sent_at) order by id), '[]')
+           from email_outbox where user_id = $1 or lower(email) = lower($2)"),
+        ("waitlist", By::Address, "select coalesce(jsonb_agg(to_jsonb(w) order by w.id), '[]') from waitlist_signups w where lower(email) = lower($1)"),
+        ("billing_customer", By::User, "select to_jsonb(c) from billing_customers c where user_id = $1"),
+        ("billing_subscriptions", By::User, "select coalesce(jsonb_agg(to_jsonb(s) order by s.created_at), '[]')
+           from billing_subscriptions s
+          where s.user_id = $1
+             or s.stripe_customer_id in (select stripe_customer_id from billing_customers where user_id = $1)"),
     ] {
-        let rows: Value = sqlx::query_scalar(sql)
-            .bind(user_id)
-            .fetch_one(&mut *conn)
+        let query = sqlx::query_scalar(sql);
+        let query = match by {
+            By::User => query.bind(user_id),
+            By::Address => query.bind(email.clone()),
+            By::UserOrAddress => query.bind(user_id).bind(email.clone()),
+        };
+        let rows: Option<Value> = query
+            .fetch_optional(&mut *conn)
             .await
             .context("export section")?;
-        sections.insert(name.into(), rows);
+        sections.insert(name.into(), rows.unwrap_or(Value::Null));
     }
     let keys = raptor_idempotency::cleanup::export_for_user(conn, user_id)
         .await
@@ -122,8 +290,22 @@ pub async fn export(conn: &mut PgConnection, user_id: i32) -> ApiResult<Value> {
     Ok(Value::Object(sections))
 }
 
-/// The erasure sweep: deletes the user's idempotency keys, audit rows and the user (its
-/// tokens, paper account, orders and positions cascade). Returns what was deleted.
+/// What a GDPR statement matches the user's rows by: `$1` the user id, `$1` the address, or
+/// `$1` the id and `$2` the address. Rows written before sign-up (waitlist, the first link and
+/// its message) are known only by address.
+#[derive(Debug, Clone, Copy)]
+enum By {
+    User,
+    Address,
+    UserOrAddress,
+}
+
+/// The erasure sweep, in the caller's one transaction: deletes the user's idempotency keys,
+/// audit rows, sign-in links and outbox messages (by user and by address), waitlist rows (by
+/// address), billing mirror rows, and the user (its sessions, paper account, orders, legs,
+/// fills and positions cascade); clears the user from operator-owned rows (`quotes`,
+/// `feature_flags`). Returns what was deleted; the `user.erased` audit row holds only counts.
+#[tracing::instrument(skip_all, fields(user.id = user_id))]
 pub async fn erase(conn: &mut PgConnection, user_id: i32) -> ApiResult<Value> {
     // The account first, as every order path does: an order of this user still in flight
     // finishes (and completes its key) before the sweep touches the key rows, instead of the
@@ -133,34 +315,100 @@ pub async fn erase(conn: &mut PgConnection, user_id: i32) -> ApiResult<Value> {
         .execute(&mut *conn)
         .await
         .context("lock account for erasure")?;
+    // The address never changes (no route edits it), so it is read without a lock.
+    let email: String = sqlx::query_scalar("select email from users where id = $1")
+        .bind(user_id)
+        .fetch_optional(&mut *conn)
+        .await
+        .context("read user for erasure")?
+        .ok_or(ApiError::NotFound("user"))?;
+    let mut counts = serde_json::Map::new();
+    // Sign-in links before the user row: a link verification locks its link, then (inserting
+    // the session) the user row, so taking them in the other order could deadlock with it.
+    sweep(
+        conn,
+        user_id,
+        &email,
+        &mut counts,
+        &[
+            (
+                "sign_in_links",
+                By::UserOrAddress,
+                "delete from auth_link_tokens where user_id = $1 or lower(email) = lower($2)",
+            ),
+            (
+                "email_outbox",
+                By::UserOrAddress,
+                "delete from email_outbox where user_id = $1 or lower(email) = lower($2)",
+            ),
+        ],
+    )
+    .await?;
+    // Then the user row (a profile patch locks only this one): sign-ins and patches that start
+    // now wait for the sweep, and find no user after it.
+    sqlx::query("select 1 from users where id = $1 for update")
+        .bind(user_id)
+        .execute(&mut *conn)
+        .await
+        .context("lock user for erasure")?;
     let keys = raptor_idempotency::cleanup::delete_for_user(conn, user_id)
         .await
         .context("erase idempotency keys")?;
-    let audit_rows = sqlx::query("delete from audit_log where user_id = $1")
+    counts.insert("idempotency_keys".into(), json!(keys));
+    sweep(conn, user_id, &email, &mut counts, &[
+        ("audit_rows", By::User, "delete from audit_log where user_id = $1"),
+        ("quotes_cleared", By::User, "update quotes set updated_by = null where updated_by = $1"),
+        ("flags_cleared", By::User, "update feature_flags set updated_by = null where updated_by = $1"),
+        ("waitlist", By::Address, "delete from waitlist_signups where lower(email) = lower($1)"),
+        // Subscriptions first: the customer row is how a subscription without a user id
+        // (mirrored before the customer was linked) is found.
+        ("billing_subscriptions", By::User, "delete from billing_subscriptions
+          where user_id = $1
+             or stripe_customer_id in (select stripe_customer_id from billing_customers where user_id = $1)"),
+        ("billing_customers", By::User, "delete from billing_customers where user_id = $1"),
+        ("fills", By::User, "delete from paper_fills where user_id = $1"),
+        ("sessions", By::User, "delete from api_tokens where user_id = $1"),
+    ])
+    .await?;
+    sqlx::query("delete from users where id = $1")
         .bind(user_id)
         .execute(&mut *conn)
         .await
-        .context("erase audit rows")?
-        .rows_affected();
-    let users = sqlx::query("delete from users where id = $1")
-        .bind(user_id)
-        .execute(&mut *conn)
-        .await
-        .context("erase user")?
-        .rows_affected();
-    if users == 0 {
-        return Err(ApiError::NotFound("user"));
-    }
-    // The erasure itself is recorded without the user's id: only that it happened.
+        .context("erase user")?;
+    // The erasure itself is recorded without the user's id or address: only that it happened
+    // and how much it removed.
     audit::record(
         conn,
-        AuditEvent::new(
-            None,
-            "user.erased",
-            json!({ "idempotency_keys": keys, "audit_rows": audit_rows }),
-        ),
+        AuditEvent::new(None, "user.erased", Value::Object(counts.clone())),
     )
     .await
     .context("audit erasure")?;
-    Ok(json!({ "user_id": user_id, "idempotency_keys": keys, "audit_rows": audit_rows }))
+    let mut erased = counts;
+    erased.insert("user_id".into(), json!(user_id));
+    Ok(Value::Object(erased))
+}
+
+/// Runs each `(name, by, sql)` erasure statement, recording its affected rows under `name`.
+async fn sweep(
+    conn: &mut PgConnection,
+    user_id: i32,
+    email: &str,
+    counts: &mut serde_json::Map<String, Value>,
+    statements: &[(&'static str, By, &'static str)],
+) -> ApiResult<()> {
+    for &(name, by, sql) in statements {
+        let query = sqlx::query(sql);
+        let query = match by {
+            By::User => query.bind(user_id),
+            By::Address => query.bind(email),
+            By::UserOrAddress => query.bind(user_id).bind(email),
+        };
+        let affected = query
+            .execute(&mut *conn)
+            .await
+            .context("erase section")?
+            .rows_affected();
+        counts.insert(name.into(), json!(affected));
+    }
+    Ok(())
 }

@@ -1,15 +1,30 @@
 //! Billing (Tier 2): Stripe checkout and portal sessions, subscription cancellation, the
-//! subscription mirror, operator mirror-sync and the Stripe webhook.
-//! (Skeleton: filled in by the billing work.)
+//! subscription mirror, operator mirror-sync and the Stripe webhook. `stripe` is the client,
+//! `ops` the operations, `store` the SQL, `dto` the wire types, `gate` the pre-claim gate,
+//! `webhook` signature verification and events, `handlers` the routes.
 
+pub mod dto;
+mod gate;
+mod handlers;
+mod ops;
+mod store;
 mod stripe;
+mod webhook;
 
 use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::state::ApiState;
 
+pub use gate::BillingUser;
 pub use stripe::StripeClient;
+pub use webhook::{signature_header, TOLERANCE_SECS};
 
 pub(crate) fn routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
+        .routes(routes!(handlers::create_checkout_session))
+        .routes(routes!(handlers::create_portal_session))
+        .routes(routes!(handlers::cancel_subscription))
+        .routes(routes!(handlers::sync_subscription_mirror))
+        .routes(routes!(handlers::receive_stripe_webhook))
 }

@@ -1,15 +1,457 @@
-//! A small Stripe API client: form-encoded calls with a timeout and no retries of its own.
-//! (Skeleton.)
+//! A small Stripe API client: form-encoded `POST`s with a deadline and no retries of its own
+//! (the client retries with its Idempotency-Key; we forward a key derived from our key row, so
+//! Stripe replays instead of executing twice). Errors map to the API's envelope; the secret key
+//! never reaches a log line or a response.
 
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::error::ApiError;
 use crate::state::BillingConfig;
 
-/// The Stripe client.
-#[derive(Clone, Debug)]
-pub struct StripeClient {}
+/// The namespace of forwarded Idempotency-Keys (UUIDv5 over `"{lineage}:{operation}"`).
+const FORWARD_NAMESPACE: Uuid = Uuid::from_u128(0x7b1c_52e4_0f3a_4d6e_9a87_b111_0c0d_e5a1);
+
+/// The Stripe operations of one request. Each gets its own forwarded key: Stripe refuses a key
+/// reused with other parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Operation {
+    /// `POST /v1/customers`.
+    CreateCustomer,
+    /// `POST /v1/checkout/sessions`.
+    CreateCheckoutSession,
+    /// `POST /v1/billing_portal/sessions`.
+    CreatePortalSession,
+    /// `POST /v1/subscriptions/{id}` with `cancel_at_period_end=true`.
+    CancelSubscription,
+}
+
+impl Operation {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::CreateCustomer => "customer.create",
+            Self::CreateCheckoutSession => "checkout_session.create",
+            Self::CreatePortalSession => "portal_session.create",
+            Self::CancelSubscription => "subscription.cancel",
+        }
+    }
+}
+
+/// Derives the `Idempotency-Key` forwarded to Stripe from the request's key row.
+///
+/// With a tracked claim the key is `UUIDv5(namespace, "{lineage}:{operation}")`: the same for
+/// every retry of the client's key within its retention (so Stripe replays a call whose answer
+/// we lost), new when the key expired and is reused, and never the client's raw key. Without
+/// one (no key, fail-open, kill switch) each call gets a fresh random key: there is no retry
+/// identity to preserve.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ForwardKeys {
+    lineage: Option<Uuid>,
+}
+
+impl ForwardKeys {
+    /// Keys for a claim with this lineage (`Claim::lineage`).
+    pub(crate) fn new(lineage: Option<Uuid>) -> Self {
+        Self { lineage }
+    }
+
+    /// The key of `operation`.
+    pub(crate) fn key(&self, operation: Operation) -> String {
+        match self.lineage {
+            Some(lineage) => Uuid::new_v5(
+                &FORWARD_NAMESPACE,
+                format!("{lineage}:{}", operation.as_str()).as_bytes(),
+            ),
+            None => Uuid::new_v4(),
+        }
+        .to_string()
+    }
+}
+
+/// A Stripe customer (the fields we use).
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct Customer {
+    /// `cus_…`.
+    pub(crate) id: String,
+}
+
+/// A Checkout Session (the fields we use).
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct CheckoutSession {
+    /// `cs_…`.
+    pub(crate) id: String,
+    /// Where to send the user.
+    pub(crate) url: Option<String>,
+}
+
+/// A Billing Portal session (the fields we use).
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct PortalSession {
+    /// Where to send the user.
+    pub(crate) url: String,
+}
+
+/// A subscription, as Stripe returns it from the API and in webhook events.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct Subscription {
+    /// `sub_…`.
+    pub(crate) id: String,
+    /// The customer's id (an expanded customer object is accepted too).
+    #[serde(deserialize_with = "id_or_object")]
+    pub(crate) customer: String,
+    /// `active`, `trialing`, `past_due`, `canceled`, …
+    pub(crate) status: String,
+    #[serde(default)]
+    pub(crate) items: Option<SubscriptionItems>,
+    /// Unix seconds (older API versions; newer ones carry it on the item).
+    #[serde(default)]
+    pub(crate) current_period_end: Option<i64>,
+    #[serde(default)]
+    pub(crate) cancel_at_period_end: bool,
+    /// Unix seconds.
+    #[serde(default)]
+    pub(crate) canceled_at: Option<i64>,
+}
+
+/// `items` of a subscription.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct SubscriptionItems {
+    #[serde(default)]
+    pub(crate) data: Vec<SubscriptionItem>,
+}
+
+/// One subscription item.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct SubscriptionItem {
+    #[serde(default)]
+    pub(crate) price: Option<Price>,
+    #[serde(default)]
+    pub(crate) current_period_end: Option<i64>,
+}
+
+/// A price (the id only).
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct Price {
+    pub(crate) id: String,
+}
+
+impl Subscription {
+    /// The first item's price id.
+    pub(crate) fn price_id(&self) -> Option<&str> {
+        let item = self.items.as_ref()?.data.first()?;
+        item.price.as_ref().map(|price| price.id.as_str())
+    }
+
+    /// The period end, from the subscription or (newer API versions) its first item.
+    pub(crate) fn period_end(&self) -> Option<i64> {
+        self.current_period_end.or_else(|| {
+            self.items
+                .as_ref()
+                .and_then(|items| items.data.first())
+                .and_then(|item| item.current_period_end)
+        })
+    }
+}
+
+/// Accepts `"cus_…"` or `{"id": "cus_…", …}`.
+pub(crate) fn id_or_object<'de, D>(deserializer: D) -> Result<String, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum IdOrObject {
+        Id(String),
+        Object { id: String },
+    }
+    Ok(match IdOrObject::deserialize(deserializer)? {
+        IdOrObject::Id(id) | IdOrObject::Object { id } => id,
+    })
+}
+
+/// Stripe's error body: `{"error": {"type", "code", "message", "param"}}`.
+#[derive(Debug, Default, Deserialize)]
+struct StripeErrorBody {
+    #[serde(default)]
+    error: StripeError,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct StripeError {
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    code: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    param: Option<String>,
+}
+
+/// The Stripe client: one connection pool, the secret key, the per-call deadline.
+#[derive(Clone)]
+pub struct StripeClient {
+    http: reqwest::Client,
+    api_base: Arc<str>,
+    secret_key: Arc<str>,
+}
+
+impl std::fmt::Debug for StripeClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The secret key never reaches a log line.
+        f.debug_struct("StripeClient")
+            .field("api_base", &self.api_base)
+            .field("secret_key", &"***")
+            .finish_non_exhaustive()
+    }
+}
 
 impl StripeClient {
-    /// A client when `STRIPE_SECRET_KEY` is set, else `None`.
+    /// A client when `STRIPE_SECRET_KEY` is set, else `None` (the billing routes then answer
+    /// `503 billing_not_configured`).
     pub fn from_config(config: &BillingConfig) -> Option<Self> {
-        config.secret_key.as_ref().map(|_| Self {})
+        let secret_key = config.secret_key.as_deref()?;
+        let http = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .connect_timeout(config.timeout)
+            .build();
+        match http {
+            Ok(http) => Some(Self {
+                http,
+                api_base: config.api_base.trim_end_matches('/').into(),
+                secret_key: secret_key.into(),
+            }),
+            Err(err) => {
+                tracing::error!(error = %err, "could not build the Stripe HTTP client; billing disabled");
+                None
+            }
+        }
+    }
+
+    /// `POST /v1/customers`: a customer for one of our users.
+    pub(crate) async fn create_customer(
+        &self,
+        idempotency_key: &str,
+        email: &str,
+        user_id: i32,
+    ) -> Result<Customer, ApiError> {
+        let form = [
+            ("email", email.to_owned()),
+            ("metadata[user_id]", user_id.to_string()),
+        ];
+        self.post("/v1/customers", idempotency_key, &form).await
+    }
+
+    /// `POST /v1/checkout/sessions` in subscription mode for one price.
+    pub(crate) async fn create_checkout_session(
+        &self,
+        idempotency_key: &str,
+        request: &CheckoutRequest<'_>,
+    ) -> Result<CheckoutSession, ApiError> {
+        let form = [
+            ("mode", "subscription".to_owned()),
+            ("customer", request.customer.to_owned()),
+            ("line_items[0][price]", request.price_id.to_owned()),
+            ("line_items[0][quantity]", "1".to_owned()),
+            ("success_url", request.success_url.to_owned()),
+            ("cancel_url", request.cancel_url.to_owned()),
+            ("client_reference_id", request.user_id.to_string()),
+        ];
+        self.post("/v1/checkout/sessions", idempotency_key, &form)
+            .await
+    }
+
+    /// `POST /v1/billing_portal/sessions`.
+    pub(crate) async fn create_portal_session(
+        &self,
+        idempotency_key: &str,
+        customer: &str,
+        return_url: &str,
+    ) -> Result<PortalSession, ApiError> {
+        let form = [
+            ("customer", customer.to_owned()),
+            ("return_url", return_url.to_owned()),
+        ];
+        self.post("/v1/billing_portal/sessions", idempotency_key, &form)
+            .await
+    }
+
+    /// Cancels a subscription at the end of the paid period (`cancel_at_period_end=true`), as
+    /// a consumer app does: the user keeps what they paid for and can resume until then. An
+    /// immediate cancel (`DELETE /v1/subscriptions/{id}`) is an operator's decision, not the
+    /// app's.
+    pub(crate) async fn cancel_subscription_at_period_end(
+        &self,
+        idempotency_key: &str,
+        subscription_id: &str,
+    ) -> Result<Subscription, ApiError> {
+        let path = format!("/v1/subscriptions/{}", path_segment(subscription_id));
+        let form = [("cancel_at_period_end", "true".to_owned())];
+        self.post(&path, idempotency_key, &form).await
+    }
+
+    #[tracing::instrument(skip_all, fields(stripe.path = path, http.status_code))]
+    async fn post<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        idempotency_key: &str,
+        form: &[(&str, String)],
+    ) -> Result<T, ApiError> {
+        let response = self
+            .http
+            .post(format!("{}{path}", self.api_base))
+            .bearer_auth(&*self.secret_key)
+            .header("Idempotency-Key", idempotency_key)
+            .form(form)
+            .send()
+            .await
+            .map_err(|err| transport_error(&err))?;
+        let status = response.status();
+        tracing::Span::current().record("http.status_code", status.as_u16());
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.trim().parse::<u64>().ok());
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|err| transport_error(&err))?;
+        if status.is_success() {
+            return serde_json::from_slice(&bytes).map_err(|err| {
+                tracing::warn!(error = %err, "unreadable Stripe answer");
+                unavailable("Stripe sent an answer we could not read")
+            });
+        }
+        Err(self.status_error(status.as_u16(), retry_after, &bytes))
+    }
+
+    fn status_error(&self, status: u16, retry_after: Option<u64>, body: &[u8]) -> ApiError {
+        let error = serde_json::from_slice::<StripeErrorBody>(body)
+            .unwrap_or_default()
+            .error;
+        tracing::warn!(
+            stripe.status = status,
+            stripe.error_type = error.kind.as_deref(),
+            stripe.error_code = error.code.as_deref(),
+            stripe.param = error.param.as_deref(),
+            "Stripe refused the call"
+        );
+        match status {
+            // Rate limited, or a concurrent call with the same key in progress: nothing happened
+            // on our side and a retry with the same key executes (a 503 releases the key).
+            429 | 409 => ApiError::ServiceUnavailable {
+                code: "stripe_unavailable",
+                message: "Stripe is busy; retry shortly with the same Idempotency-Key".to_owned(),
+                retry_after_secs: Some(retry_after.unwrap_or(1).clamp(1, 60)),
+            },
+            // Our credentials: not the client's fault and not something they can fix.
+            401 | 403 => unavailable("Stripe refused the service's credentials"),
+            400..=499 => {
+                let mut message = error
+                    .message
+                    .unwrap_or_else(|| format!("Stripe refused the request ({status})"));
+                if let Some(param) = error.param {
+                    message = format!("{message} (param: {param})");
+                }
+                ApiError::invalid(
+                    "billing_request_rejected",
+                    // Stripe masks keys in its messages; make sure of it anyway.
+                    message.replace(&*self.secret_key, "***"),
+                )
+            }
+            _ => unavailable("Stripe failed to answer"),
+        }
+    }
+}
+
+/// The parameters of a checkout session.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CheckoutRequest<'a> {
+    pub(crate) customer: &'a str,
+    pub(crate) price_id: &'a str,
+    pub(crate) success_url: &'a str,
+    pub(crate) cancel_url: &'a str,
+    pub(crate) user_id: i32,
+}
+
+fn unavailable(message: &str) -> ApiError {
+    ApiError::Upstream {
+        status: StatusCode::BAD_GATEWAY,
+        code: "stripe_unavailable",
+        message: message.to_owned(),
+    }
+}
+
+fn transport_error(err: &reqwest::Error) -> ApiError {
+    // `reqwest::Error`'s Display names the URL but never headers, so the key stays out.
+    if err.is_timeout() {
+        tracing::warn!(error = %err, "Stripe call timed out");
+        ApiError::Upstream {
+            status: StatusCode::GATEWAY_TIMEOUT,
+            code: "stripe_timeout",
+            message: "Stripe did not answer in time; nothing was changed".to_owned(),
+        }
+    } else {
+        tracing::warn!(error = %err, "Stripe call failed");
+        unavailable("could not reach Stripe")
+    }
+}
+
+/// Percent-encodes an id for use as one path segment (ids come from our own mirror, but a
+/// stray `/` or `?` must not change the call).
+fn path_segment(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for byte in id.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-' | b'.') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forwarded_keys_are_stable_per_lineage_and_distinct_per_operation() {
+        let lineage = Uuid::new_v4();
+        let keys = ForwardKeys::new(Some(lineage));
+        let customer = keys.key(Operation::CreateCustomer);
+        assert_eq!(customer, keys.key(Operation::CreateCustomer));
+        assert_ne!(customer, keys.key(Operation::CreateCheckoutSession));
+        assert_ne!(customer, lineage.to_string());
+        let other = ForwardKeys::new(Some(Uuid::new_v4()));
+        assert_ne!(customer, other.key(Operation::CreateCustomer));
+        let untracked = ForwardKeys::new(None);
+        assert_ne!(
+            untracked.key(Operation::CreateCustomer),
+            untracked.key(Operation::CreateCustomer)
+        );
+    }
+
+    #[test]
+    fn path_segments_are_escaped() {
+        assert_eq!(path_segment("sub_123"), "sub_123");
+        assert_eq!(path_segment("a/b?c"), "a%2Fb%3Fc");
+    }
+
+    #[test]
+    fn customer_may_be_expanded() {
+        let sub: Subscription = serde_json::from_value(serde_json::json!({
+            "id": "sub_1", "customer": {"id": "cus_1"}, "status": "active",
+            "items": {"data": [{"price": {"id": "price_1"}, "current_period_end": 5}]}
+        }))
+        .expect("subscription");
+        assert_eq!(sub.customer, "cus_1");
+        assert_eq!(sub.price_id(), Some("price_1"));
+        assert_eq!(sub.period_end(), Some(5));
     }
 }

@@ -1,14 +1,24 @@
-//! Sign-up and sessions (email magic links, no passwords): register, verify, login, logout.
-//! (Skeleton: filled in by the onboarding work.)
+//! Sign-up and sessions (email magic links, no passwords): register, verify, login, logout,
+//! and their rate limits. `dto` holds the wire types, `store` the SQL, `limits` the limiters,
+//! `handlers` the routes.
 
+pub mod dto;
+mod handlers;
 mod limits;
+mod store;
 
 use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::state::ApiState;
 
+pub use handlers::REVERIFY_GRACE;
 pub use limits::AuthLimiter;
 
 pub(crate) fn routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
+        .routes(routes!(handlers::register))
+        .routes(routes!(handlers::verify_link))
+        .routes(routes!(handlers::login))
+        .routes(routes!(handlers::logout))
 }

@@ -1,9 +1,16 @@
-//! The waitlist: `POST /api/waitlist/signup`. (Skeleton.)
+//! The waitlist: `POST /api/waitlist/signup`. Naturally idempotent (one row per address,
+//! case-insensitive), so never instrumented. `dto` holds the wire types, `store` the SQL,
+//! `handlers` the route.
+
+pub mod dto;
+mod handlers;
+mod store;
 
 use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::state::ApiState;
 
 pub(crate) fn routes() -> OpenApiRouter<ApiState> {
-    OpenApiRouter::new()
+    OpenApiRouter::new().routes(routes!(handlers::join_waitlist))
 }

@@ -1,0 +1,50 @@
+//! The gate of the Stripe-calling routes, run as an extractor before the idempotency claim
+//! (CONTRACT §4: authenticate, then gates, then the claim): without `STRIPE_SECRET_KEY` they
+//! answer `503 billing_not_configured` and no key row is created.
+
+use axum::extract::{FromRef, FromRequestParts};
+use axum::http::request::Parts;
+
+use super::stripe::StripeClient;
+use crate::auth::AuthUser;
+use crate::error::{ApiError, ApiResult};
+use crate::state::ApiState;
+
+/// An authenticated user on a deployment where billing is configured.
+#[derive(Debug, Clone)]
+pub struct BillingUser {
+    /// `users.id`.
+    pub user_id: i32,
+    /// The configured Stripe client.
+    pub stripe: StripeClient,
+}
+
+/// `503 billing_not_configured` (no Retry-After: retrying will not help).
+pub(crate) fn not_configured(what: &str) -> ApiError {
+    ApiError::ServiceUnavailable {
+        code: "billing_not_configured",
+        message: format!("billing is not configured on this deployment ({what} is not set)"),
+        retry_after_secs: None,
+    }
+}
+
+impl<S> FromRequestParts<S> for BillingUser
+where
+    S: Send + Sync,
+    ApiState: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
+        let user = AuthUser::from_request_parts(parts, state).await?;
+        let state = ApiState::from_ref(state);
+        let stripe = state
+            .stripe
+            .clone()
+            .ok_or_else(|| not_configured("STRIPE_SECRET_KEY"))?;
+        Ok(Self {
+            user_id: user.id,
+            stripe,
+        })
+    }
+}

@@ -1,0 +1,194 @@
+//! Billing handlers. The Stripe-calling routes are Tier 2 (fail-open, 7 d) and return
+//! `Response`: every outcome goes through `Claim::finish`, which commits or rolls back. The
+//! webhook and mirror-sync are idempotent by themselves (dedup table, upsert) and not
+//! instrumented.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::Json;
+use raptor_idempotency::{Idempotent, Reply, Tier2};
+
+use super::dto::{
+    CancelSubscriptionRequest, CheckoutSessionResponse, CreateCheckoutSessionRequest,
+    CreatePortalSessionRequest, MirrorSyncRequest, PortalSessionResponse, SubscriptionResponse,
+    WebhookAck,
+};
+use super::gate::{not_configured, BillingUser};
+use super::ops::{self, SyncActor};
+use super::stripe::ForwardKeys;
+use super::webhook;
+use crate::auth::{Principal, Role};
+use crate::error::{ApiError, ApiResult, ErrorBody, ResultExt};
+use crate::extract::ApiJson;
+use crate::openapi::IdempotencyKeyHeader;
+use crate::state::ApiState;
+
+/// Start a subscription: a Stripe Checkout Session for `price_id` (the user's Stripe customer
+/// is created on first use). Retries with the same Idempotency-Key return the same session.
+#[utoipa::path(post, path = "/api/billing/checkout-sessions", tag = "billing",
+    security(("bearer" = [])),
+    params(IdempotencyKeyHeader),
+    request_body = CreateCheckoutSessionRequest,
+    responses(
+        (status = 201, description = "the Stripe Checkout Session", body = CheckoutSessionResponse),
+        (status = 400, description = "malformed JSON or Idempotency-Key", body = ErrorBody),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
+        (status = 403, description = "forbidden (not a user)", body = ErrorBody),
+        (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
+        (status = 422, description = "invalid_body, invalid_billing_request, billing_request_rejected (Stripe refused the parameters), idempotency_key_body_mismatch", body = ErrorBody),
+        (status = 502, description = "stripe_unavailable: Stripe failed or was unreachable; nothing was committed", body = ErrorBody),
+        (status = 503, description = "billing_not_configured, or stripe_unavailable (Stripe rate limit; Retry-After; retry with the same key), or database_unavailable", body = ErrorBody),
+        (status = 504, description = "stripe_timeout: Stripe did not answer in time; nothing was committed", body = ErrorBody),
+    ))]
+pub(crate) async fn create_checkout_session(
+    BillingUser { user_id, stripe }: BillingUser,
+    Idempotent {
+        mut claim, body, ..
+    }: Idempotent<CreateCheckoutSessionRequest, Tier2>,
+) -> Response {
+    let keys = ForwardKeys::new(claim.lineage());
+    let result = async {
+        let params = body.parse()?;
+        ops::create_checkout_session(claim.conn(), &stripe, &keys, user_id, &params).await
+    }
+    .await
+    .map(|session| Reply::json(StatusCode::CREATED, &session));
+    claim.finish(result).await
+}
+
+/// Manage the subscription: a Stripe Billing Portal session (the user's Stripe customer is
+/// created on first use).
+#[utoipa::path(post, path = "/api/billing/portal-sessions", tag = "billing",
+    security(("bearer" = [])),
+    params(IdempotencyKeyHeader),
+    request_body = CreatePortalSessionRequest,
+    responses(
+        (status = 201, description = "the portal session", body = PortalSessionResponse),
+        (status = 400, description = "malformed JSON or Idempotency-Key", body = ErrorBody),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
+        (status = 403, description = "forbidden (not a user)", body = ErrorBody),
+        (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
+        (status = 422, description = "invalid_body, invalid_billing_request, billing_request_rejected, idempotency_key_body_mismatch", body = ErrorBody),
+        (status = 502, description = "stripe_unavailable: nothing was committed", body = ErrorBody),
+        (status = 503, description = "billing_not_configured, stripe_unavailable (Retry-After), database_unavailable", body = ErrorBody),
+        (status = 504, description = "stripe_timeout: nothing was committed", body = ErrorBody),
+    ))]
+pub(crate) async fn create_portal_session(
+    BillingUser { user_id, stripe }: BillingUser,
+    Idempotent {
+        mut claim, body, ..
+    }: Idempotent<CreatePortalSessionRequest, Tier2>,
+) -> Response {
+    let keys = ForwardKeys::new(claim.lineage());
+    let result = async {
+        let return_url = body.parse()?;
+        ops::create_portal_session(claim.conn(), &stripe, &keys, user_id, &return_url).await
+    }
+    .await
+    .map(|session| Reply::json(StatusCode::CREATED, &session));
+    claim.finish(result).await
+}
+
+/// Cancel the user's subscription at the end of the paid period (Stripe
+/// `cancel_at_period_end=true`); answers the updated mirror. Body `{}` or none.
+#[utoipa::path(post, path = "/api/billing/subscription/cancel", tag = "billing",
+    security(("bearer" = [])),
+    params(IdempotencyKeyHeader),
+    request_body = CancelSubscriptionRequest,
+    responses(
+        (status = 200, description = "the subscription mirror, `cancel_at_period_end: true`", body = SubscriptionResponse),
+        (status = 400, description = "malformed JSON or Idempotency-Key", body = ErrorBody),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
+        (status = 403, description = "forbidden (not a user)", body = ErrorBody),
+        (status = 404, description = "not_found: no subscription that can be canceled", body = ErrorBody),
+        (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
+        (status = 422, description = "invalid_body, billing_request_rejected, idempotency_key_body_mismatch", body = ErrorBody),
+        (status = 502, description = "stripe_unavailable: nothing was committed", body = ErrorBody),
+        (status = 503, description = "billing_not_configured, stripe_unavailable (Retry-After), database_unavailable", body = ErrorBody),
+        (status = 504, description = "stripe_timeout: nothing was committed", body = ErrorBody),
+    ))]
+pub(crate) async fn cancel_subscription(
+    State(state): State<ApiState>,
+    BillingUser { user_id, stripe }: BillingUser,
+    Idempotent { mut claim, .. }: Idempotent<CancelSubscriptionRequest, Tier2>,
+) -> Response {
+    let keys = ForwardKeys::new(claim.lineage());
+    let now = state.clock.now();
+    let result = ops::cancel_subscription(claim.conn(), &stripe, &keys, user_id, now)
+        .await
+        .map(|row| Reply::json(StatusCode::OK, &SubscriptionResponse::from(row)));
+    claim.finish(result).await
+}
+
+/// Upsert one subscription's mirror (operators and services), e.g. after reading it from
+/// Stripe. Idempotent by itself: the same body twice leaves one row with the same state.
+#[utoipa::path(post, path = "/api/billing/mirror-sync", tag = "billing",
+    security(("bearer" = [])),
+    request_body = MirrorSyncRequest,
+    responses(
+        (status = 200, description = "the mirror row", body = SubscriptionResponse),
+        (status = 400, description = "malformed JSON", body = ErrorBody),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
+        (status = 403, description = "forbidden: not an operator or service", body = ErrorBody),
+        (status = 422, description = "invalid_body or invalid_subscription", body = ErrorBody),
+        (status = 503, description = "database_unavailable", body = ErrorBody),
+    ))]
+pub(crate) async fn sync_subscription_mirror(
+    State(state): State<ApiState>,
+    principal: Principal,
+    ApiJson(request): ApiJson<MirrorSyncRequest>,
+) -> ApiResult<Json<SubscriptionResponse>> {
+    let actor = match principal {
+        Principal::User {
+            id,
+            role: Role::Operator,
+        } => SyncActor::Operator(id),
+        Principal::Service { name } => SyncActor::Service(name),
+        Principal::User { .. } => return Err(ApiError::Forbidden),
+    };
+    let subscription = request.parse(state.clock.now())?;
+    let mut tx = state.db.begin().await.context("begin")?;
+    let row = ops::sync_mirror(&mut tx, &subscription, &actor).await?;
+    tx.commit().await.context("commit mirror sync")?;
+    Ok(Json(row.into()))
+}
+
+/// Stripe's webhook endpoint (no bearer token: `Stripe-Signature` authenticates it). Each event
+/// is recorded and applied once; redeliveries answer `duplicate: true` and change nothing.
+#[utoipa::path(post, path = "/api/billing/webhooks/stripe", tag = "billing",
+    params(("Stripe-Signature" = String, Header, description = "`t=…,v1=…`: HMAC-SHA256 of `{t}.{body}` with the endpoint's signing secret")),
+    request_body(content = Object, description = "a Stripe event", content_type = "application/json"),
+    responses(
+        (status = 200, description = "received (applied, recorded, or a duplicate)", body = WebhookAck),
+        (status = 400, description = "invalid_signature (missing, malformed, not matching, or older than 5 minutes) or invalid_payload", body = ErrorBody),
+        (status = 413, description = "payload_too_large", body = ErrorBody),
+        (status = 503, description = "billing_not_configured (no STRIPE_WEBHOOK_SECRET) or database_unavailable", body = ErrorBody),
+    ))]
+pub(crate) async fn receive_stripe_webhook(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<WebhookAck>> {
+    let secret = state
+        .config
+        .billing
+        .webhook_secret
+        .as_deref()
+        .ok_or_else(|| not_configured("STRIPE_WEBHOOK_SECRET"))?;
+    let body = body.map_err(|rejection| match rejection.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(rejection.body_text()),
+        _ => ApiError::bad_request("invalid_payload", rejection.body_text()),
+    })?;
+    let signature = headers
+        .get("stripe-signature")
+        .and_then(|value| value.to_str().ok());
+    webhook::verify(signature, &body, secret, state.clock.now())?;
+    let event = webhook::parse(&body)?;
+    let mut tx = state.db.begin().await.context("begin")?;
+    let ack = ops::apply_event(&mut tx, &event).await?;
+    tx.commit().await.context("commit webhook")?;
+    Ok(Json(ack))
+}

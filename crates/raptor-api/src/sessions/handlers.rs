@@ -1,0 +1,309 @@
+//! Sign-up and session handlers. None is idempotency-instrumented: their answers carry
+//! credentials, which must never be stored in `idempotency_keys`; each is idempotent by design
+//! instead (a repeated register or login only queues another link, a repeated verification
+//! returns the same user, a repeated logout finds no session).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::extract::{ConnectInfo, State};
+use axum::http::header::{AUTHORIZATION, CACHE_CONTROL};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde_json::json;
+
+use super::dto::{AcceptedResponse, EmailRequest, SessionResponse, VerifyRequest};
+use super::store::{self, Link, OutboxMessage, Purpose};
+use crate::accounts::dto::Email;
+use crate::accounts::store as accounts;
+use crate::audit::{self, AuditEvent};
+use crate::auth::{self, AuthUser, Role};
+use crate::error::{ApiError, ApiResult, ErrorBody, ResultExt};
+use crate::extract::ApiJson;
+use crate::state::ApiState;
+
+/// A sign-up link is valid this long.
+const REGISTER_LINK_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// A login link is valid this long (it opens an existing account: shorter).
+const LOGIN_LINK_TTL: Duration = Duration::from_secs(60 * 60);
+/// A used link verifies again, for the same user, this long after its first use: a client whose
+/// response was lost can retry. After it, the link is spent (`400 invalid_token`).
+pub const REVERIFY_GRACE: Duration = Duration::from_secs(15 * 60);
+
+/// The peer address, when the server was started with connect info (`raptor serve` is).
+type Peer = Option<Extension<ConnectInfo<SocketAddr>>>;
+
+fn accepted() -> (StatusCode, Json<AcceptedResponse>) {
+    (StatusCode::ACCEPTED, Json(AcceptedResponse::ACCEPTED))
+}
+
+fn invalid_token() -> ApiError {
+    ApiError::bad_request(
+        "invalid_token",
+        "the link is unknown, expired or already used",
+    )
+}
+
+/// Start sign-up: emails a verification link (valid 24 h). The answer is the same whether or
+/// not the address has an account (an existing user is sent a login link instead), so it
+/// cannot be used to probe for accounts. Rate-limited per address and per client IP.
+#[utoipa::path(post, path = "/api/auth/register", tag = "auth",
+    request_body = EmailRequest,
+    responses(
+        (status = 202, description = "accepted; a link is on its way if the address can receive one", body = AcceptedResponse),
+        (status = 400, description = "invalid_json", body = ErrorBody),
+        (status = 422, description = "invalid_email, invalid_body", body = ErrorBody),
+        (status = 429, description = "rate_limited (Retry-After)", body = ErrorBody),
+    ))]
+pub(crate) async fn register(
+    State(state): State<ApiState>,
+    peer: Peer,
+    ApiJson(request): ApiJson<EmailRequest>,
+) -> ApiResult<impl IntoResponse> {
+    let email = Email::parse(&request.email)?;
+    state.auth_limiter.check(
+        &email.key(),
+        peer.map(|Extension(ConnectInfo(addr))| addr.ip()),
+    )?;
+    let mut tx = state.db.begin().await.context("begin")?;
+    let token = store::new_link_token()?;
+    match accounts::find_user_by_email(&mut tx, &email).await? {
+        Some(user_id) => {
+            store::insert_link(
+                &mut tx,
+                &token,
+                Purpose::Login,
+                email.as_str(),
+                Some(user_id),
+                LOGIN_LINK_TTL,
+            )
+            .await?;
+            store::enqueue_email(
+                &mut tx,
+                OutboxMessage {
+                    user_id: Some(user_id),
+                    email: email.as_str(),
+                    kind: "login_link",
+                    subject: "Sign in to Raptor",
+                    body: format!(
+                        "Someone asked to sign up for Raptor with this address, which already has an \
+                         account. To sign in, use this one-time token within an hour:\n\n{token}\n\n\
+                         If this was not you, ignore this message.\n"
+                    ),
+                },
+            )
+            .await?;
+        }
+        None => {
+            store::insert_link(
+                &mut tx,
+                &token,
+                Purpose::Register,
+                email.as_str(),
+                None,
+                REGISTER_LINK_TTL,
+            )
+            .await?;
+            store::enqueue_email(
+                &mut tx,
+                OutboxMessage {
+                    user_id: None,
+                    email: email.as_str(),
+                    kind: "verify_email",
+                    subject: "Confirm your email for Raptor",
+                    body: format!(
+                        "Welcome to Raptor. To confirm this address and open your paper trading \
+                         account, use this one-time token within 24 hours:\n\n{token}\n\n\
+                         If this was not you, ignore this message.\n"
+                    ),
+                },
+            )
+            .await?;
+        }
+    }
+    tx.commit().await.context("commit register")?;
+    Ok(accepted())
+}
+
+/// Request a login link for an existing account (valid 1 h). Always `202`: for an unknown
+/// address nothing is sent. Rate-limited like register.
+#[utoipa::path(post, path = "/api/auth/login", tag = "auth",
+    request_body = EmailRequest,
+    responses(
+        (status = 202, description = "accepted; a link is on its way if the address has an account", body = AcceptedResponse),
+        (status = 400, description = "invalid_json", body = ErrorBody),
+        (status = 422, description = "invalid_email, invalid_body", body = ErrorBody),
+        (status = 429, description = "rate_limited (Retry-After)", body = ErrorBody),
+    ))]
+pub(crate) async fn login(
+    State(state): State<ApiState>,
+    peer: Peer,
+    ApiJson(request): ApiJson<EmailRequest>,
+) -> ApiResult<impl IntoResponse> {
+    let email = Email::parse(&request.email)?;
+    state.auth_limiter.check(
+        &email.key(),
+        peer.map(|Extension(ConnectInfo(addr))| addr.ip()),
+    )?;
+    let mut tx = state.db.begin().await.context("begin")?;
+    if let Some(user_id) = accounts::find_user_by_email(&mut tx, &email).await? {
+        let token = store::new_link_token()?;
+        store::insert_link(
+            &mut tx,
+            &token,
+            Purpose::Login,
+            email.as_str(),
+            Some(user_id),
+            LOGIN_LINK_TTL,
+        )
+        .await?;
+        store::enqueue_email(
+            &mut tx,
+            OutboxMessage {
+                user_id: Some(user_id),
+                email: email.as_str(),
+                kind: "login_link",
+                subject: "Sign in to Raptor",
+                body: format!(
+                    "To sign in to Raptor, use this one-time token within an hour:\n\n{token}\n\n\
+                     If this was not you, ignore this message.\n"
+                ),
+            },
+        )
+        .await?;
+    }
+    tx.commit().await.context("commit login")?;
+    Ok(accepted())
+}
+
+/// Verify a sign-up or login link: a new session, and on the first verification of a sign-up
+/// link a new user with a paper account. A repeat within 15 minutes of the first use returns a
+/// session for the same user (a retry after a lost response); later, it is `400
+/// invalid_token`. Never creates a second user for one address.
+#[utoipa::path(post, path = "/api/auth/register/verify-with-token", tag = "auth",
+    request_body = VerifyRequest,
+    responses(
+        (status = 200, description = "a new session (Cache-Control: no-store)", body = SessionResponse),
+        (status = 400, description = "invalid_token (unknown, expired, spent), invalid_json", body = ErrorBody),
+        (status = 422, description = "invalid_body", body = ErrorBody),
+    ))]
+pub(crate) async fn verify_link(
+    State(state): State<ApiState>,
+    ApiJson(request): ApiJson<VerifyRequest>,
+) -> ApiResult<Response> {
+    let token = request.token.trim();
+    if token.is_empty() || token.len() > 128 {
+        return Err(invalid_token());
+    }
+    let mut tx = state.db.begin().await.context("begin")?;
+    let link = store::lock_link(&mut tx, token, REVERIFY_GRACE)
+        .await?
+        .ok_or_else(invalid_token)?;
+    let (user_id, repeat) = if link.used {
+        match (link.grace_over, link.user_id) {
+            (false, Some(user_id)) => (user_id, true),
+            _ => return Err(invalid_token()),
+        }
+    } else if link.expired {
+        return Err(invalid_token());
+    } else {
+        let user_id = first_verification(&mut tx, &state, &link).await?;
+        store::mark_link_used(&mut tx, link.id, user_id).await?;
+        (user_id, false)
+    };
+    let session = auth::new_token()?;
+    store::insert_session(&mut tx, user_id, &session, state.config.session_ttl).await?;
+    audit::record(
+        &mut tx,
+        AuditEvent::new(
+            Some(user_id),
+            "session.created",
+            json!({ "via": link.purpose.as_str(), "link_id": link.id, "repeat": repeat }),
+        ),
+    )
+    .await
+    .context("audit session")?;
+    tx.commit().await.context("commit verification")?;
+    let body = SessionResponse {
+        user_id,
+        token: session,
+    };
+    // A credential: no cache may keep it.
+    Ok((
+        [(CACHE_CONTROL, HeaderValue::from_static("no-store"))],
+        Json(body),
+    )
+        .into_response())
+}
+
+/// The user a first verification signs in: the link's user, else the address's user, else (a
+/// sign-up link) a new one. Two sign-up links of one address verified at once both end on one
+/// user: the `lower(email)` unique index lets one insert win, the other reads it.
+async fn first_verification(
+    tx: &mut sqlx::PgConnection,
+    state: &ApiState,
+    link: &Link,
+) -> ApiResult<i32> {
+    if let Some(user_id) = link.user_id {
+        return Ok(user_id);
+    }
+    let email = Email::parse(&link.email)?;
+    if let Some(user_id) = accounts::find_user_by_email(tx, &email).await? {
+        return Ok(user_id);
+    }
+    if link.purpose != Purpose::Register {
+        return Err(invalid_token());
+    }
+    let starting_cash = state.config.paper_starting_cash;
+    if let Some(user_id) = accounts::insert_user(tx, &email, Role::User, starting_cash).await? {
+        audit::record(
+            tx,
+            AuditEvent::new(
+                Some(user_id),
+                "user.registered",
+                json!({ "role": Role::User.as_str(), "starting_cash": starting_cash.to_string(), "link_id": link.id }),
+            ),
+        )
+        .await
+        .context("audit registration")?;
+        return Ok(user_id);
+    }
+    // Lost the race to a concurrent verification of another link: its user is committed now.
+    accounts::find_user_by_email(tx, &email)
+        .await?
+        .ok_or_else(invalid_token)
+}
+
+/// End the current session: its token is refused (`401`) from now on.
+#[utoipa::path(post, path = "/api/auth/logout", tag = "auth",
+    security(("bearer" = [])),
+    responses(
+        (status = 204, description = "the session is revoked"),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
+        (status = 403, description = "forbidden (a service token)", body = ErrorBody),
+    ))]
+pub(crate) async fn logout(
+    State(state): State<ApiState>,
+    user: AuthUser,
+    headers: HeaderMap,
+) -> ApiResult<StatusCode> {
+    // The extractor authenticated this very header; it is present and well-formed.
+    let token = headers
+        .get(AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split_once(' '))
+        .map(|(_, token)| token.trim())
+        .ok_or(ApiError::Unauthenticated)?;
+    let mut tx = state.db.begin().await.context("begin")?;
+    if store::delete_session(&mut tx, user.id, token).await? {
+        audit::record(
+            &mut tx,
+            AuditEvent::new(Some(user.id), "session.revoked", json!({})),
+        )
+        .await
+        .context("audit logout")?;
+    }
+    tx.commit().await.context("commit logout")?;
+    Ok(StatusCode::NO_CONTENT)
+}
