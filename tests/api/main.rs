@@ -4,6 +4,7 @@
 mod billing;
 mod fake_stripe;
 mod foundation;
+mod hardening;
 mod helpers;
 mod idempotency;
 mod onboarding;

@@ -57,7 +57,8 @@ impl Claim {
         &mut self.tx
     }
 
-    /// The request's key, when one was sent and tracked.
+    /// The request's key, when it sent a valid one (tracked, or untracked because the kill
+    /// switch is off or the store was unreachable on a fail-open route).
     pub fn key(&self) -> Option<IdempotencyKey> {
         self.key
     }

@@ -87,7 +87,10 @@ where
                 }
             }
         } else {
-            None
+            // Kill switch off: the header is ignored for dedup, but a valid key still reaches
+            // the handler, so ids derived from it (a client_order_id) stop a retry from executing
+            // twice once the switch is back on.
+            IdempotencyKey::from_headers(req.headers()).ok().flatten()
         };
         if enabled && key.is_none() && P::REQUIRE_KEY {
             return Err(error_response(
@@ -112,9 +115,9 @@ where
         })?;
         let body: T = parse_json(&bytes, json_content)?;
 
-        let Some(key) = key else {
+        let (true, Some(key)) = (enabled, key) else {
             Outcome::Passthrough.record(&endpoint);
-            let claim = idem.untracked(endpoint, enabled).await?;
+            let claim = idem.untracked(endpoint, enabled, key).await?;
             return Ok(Self {
                 claim,
                 body,

@@ -205,11 +205,13 @@ impl Idempotency {
     }
 
     /// A claim with no key row: the request runs in one transaction, without dedup.
-    /// `instrumented` adds `Idempotent-Replayed: false` to the response.
+    /// `instrumented` adds `Idempotent-Replayed: false` to the response. `key` is the request's
+    /// valid key, if it sent one (kill switch off, fail-open): handlers still derive ids from it.
     pub async fn untracked(
         &self,
         endpoint: String,
         instrumented: bool,
+        key: Option<IdempotencyKey>,
     ) -> Result<Claim, Rejection> {
         let tx = self.inner.pool.begin().await.map_err(|err| {
             tracing::error!(error = %err, "could not begin a transaction");
@@ -219,7 +221,7 @@ impl Idempotency {
             tx,
             KeyGuard::new(self.clone(), None),
             endpoint,
-            None,
+            key,
             instrumented,
         ))
     }
@@ -380,7 +382,8 @@ impl Idempotency {
             Tier::FailOpen => {
                 tracing::warn!(endpoint = %request.endpoint, why, "idempotency store unavailable; running without dedup (fail-open)");
                 Outcome::FailOpen.record(&request.endpoint);
-                self.untracked(request.endpoint, true).await
+                self.untracked(request.endpoint, true, Some(request.key))
+                    .await
             }
         }
     }

@@ -6,7 +6,7 @@ use raptor_engine::{
     AccountState, Decision, Instrument, LegSpec, OrderClass, OrderEvent, OrderSpec, OrderStatus,
     OrderType, Position, PositionIntent, Side, TimeInForce, Transition,
 };
-use raptor_idempotency::IdempotencyKey;
+use raptor_idempotency::{IdempotencyKey, Policy, Tier1};
 use rust_decimal::Decimal;
 use serde_json::json;
 use sqlx::PgConnection;
@@ -217,30 +217,68 @@ fn to_spec(
     }
 }
 
-fn client_order_id(
-    user_id: i32,
-    purpose: &str,
-    requested: Option<String>,
-    key: Option<IdempotencyKey>,
-) -> ApiResult<String> {
+fn requested_client_order_id(requested: Option<String>) -> ApiResult<Option<String>> {
     match requested {
         Some(id) if id.trim().is_empty() || id.len() > 128 || id.chars().any(char::is_control) => {
             Err(invalid(
                 "client_order_id must be 1 to 128 characters, without control characters",
             ))
         }
-        Some(id) => Ok(id),
-        // Deterministic from the account and the key, so a future live adapter can forward it
-        // as the broker's own dedup id; random when there is no key.
-        None => Ok(match key {
-            Some(key) => Uuid::new_v5(
-                &CLIENT_ORDER_ID_NAMESPACE,
-                format!("{user_id}:{purpose}:{key}").as_bytes(),
-            ),
-            None => Uuid::new_v4(),
-        }
-        .to_string()),
+        other => Ok(other),
     }
+}
+
+/// The order's `client_order_id`: the requested one, or one derived from the Idempotency-Key so
+/// that a future live adapter can forward it as the broker's own dedup id (random without a key).
+///
+/// The derived id is the same for every retry of one key within its retention (also after a
+/// released or stale attempt, and also while the kill switch is off, so a retry after the switch
+/// comes back cannot execute twice), and different for a key reused after it expired: when the
+/// key's first id belongs to an order older than the key's retention, that order's key has
+/// expired, and the id comes from the new lifetime's lineage instead.
+async fn client_order_id(
+    conn: &mut PgConnection,
+    user_id: i32,
+    purpose: &str,
+    requested: Option<String>,
+    key: Option<IdempotencyKey>,
+    lineage: Option<Uuid>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> ApiResult<String> {
+    let duplicate = |id: &str| {
+        ApiError::invalid(
+            "duplicate_client_order_id",
+            format!("client_order_id {id} is already used on this account"),
+        )
+    };
+    if let Some(id) = requested_client_order_id(requested)? {
+        return match store::client_order_id_created(conn, user_id, &id).await? {
+            Some(_) => Err(duplicate(&id)),
+            None => Ok(id),
+        };
+    }
+    let Some(key) = key else {
+        return Ok(Uuid::new_v4().to_string());
+    };
+    let first = Uuid::new_v5(
+        &CLIENT_ORDER_ID_NAMESPACE,
+        format!("{user_id}:{purpose}:{key}").as_bytes(),
+    )
+    .to_string();
+    let Some(created) = store::client_order_id_created(conn, user_id, &first).await? else {
+        return Ok(first);
+    };
+    let retention = chrono::Duration::from_std(<Tier1 as Policy>::TTL).unwrap_or_default();
+    if now - created < retention {
+        // The key's order exists and its key may still be retained: a second execution.
+        return Err(duplicate(&first));
+    }
+    let lifetime = lineage.unwrap_or_else(Uuid::new_v4);
+    Ok(Uuid::new_v5(
+        &CLIENT_ORDER_ID_NAMESPACE,
+        format!("{user_id}:{purpose}:{key}:{lifetime}").as_bytes(),
+    )
+    .to_string())
 }
 
 fn spec_context(spec: &OrderSpec) -> serde_json::Value {
@@ -284,6 +322,7 @@ pub(crate) async fn place(
     user_id: i32,
     intent: Intent,
     key: Option<IdempotencyKey>,
+    lineage: Option<Uuid>,
 ) -> ApiResult<OrderResponse> {
     let now = state.clock.now();
     let purpose = intent.purpose();
@@ -301,13 +340,8 @@ pub(crate) async fn place(
     if spec.limit_price.is_some_and(|p| p.scale() > PRICE_SCALE) {
         return Err(invalid("limit_price has more than 6 decimal places"));
     }
-    let client_order_id = client_order_id(user_id, purpose, requested_id, key)?;
-    if store::client_order_id_taken(conn, user_id, &client_order_id).await? {
-        return Err(ApiError::invalid(
-            "duplicate_client_order_id",
-            format!("client_order_id {client_order_id} is already used on this account"),
-        ));
-    }
+    let client_order_id =
+        client_order_id(conn, user_id, purpose, requested_id, key, lineage, now).await?;
     let decision = match state
         .engine
         .submit(&account, &spec, &quotes, now.date_naive())

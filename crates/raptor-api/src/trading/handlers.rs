@@ -48,13 +48,14 @@ pub(crate) async fn create_order(
         mut claim, body, ..
     }: Idempotent<CreateOrderRequest, Tier1>,
 ) -> Response {
-    let key = claim.key();
+    let (key, lineage) = (claim.key(), claim.lineage());
     let result = book::place(
         claim.conn(),
         &state,
         trader.user_id,
         Intent::Order(body),
         key,
+        lineage,
     )
     .await
     .map(created);
@@ -84,12 +85,12 @@ pub(crate) async fn roll_position(
         mut claim, body, ..
     }: Idempotent<RollRequest, Tier1>,
 ) -> Response {
-    let key = claim.key();
+    let (key, lineage) = (claim.key(), claim.lineage());
     let intent = Intent::Roll {
         from: symbol,
         request: body,
     };
-    let result = book::place(claim.conn(), &state, trader.user_id, intent, key)
+    let result = book::place(claim.conn(), &state, trader.user_id, intent, key, lineage)
         .await
         .map(created);
     claim.finish(result).await
@@ -118,12 +119,12 @@ pub(crate) async fn close_position(
         mut claim, body, ..
     }: Idempotent<ClosePositionRequest, Tier1>,
 ) -> Response {
-    let key = claim.key();
+    let (key, lineage) = (claim.key(), claim.lineage());
     let intent = Intent::Close {
         symbol,
         request: body,
     };
-    let result = book::place(claim.conn(), &state, trader.user_id, intent, key)
+    let result = book::place(claim.conn(), &state, trader.user_id, intent, key, lineage)
         .await
         .map(created);
     claim.finish(result).await

@@ -238,17 +238,17 @@ pub(crate) struct NewOrder<'a> {
 }
 
 /// Whether `client_order_id` is taken on this (locked) account.
-pub(crate) async fn client_order_id_taken(
+pub(crate) async fn client_order_id_created(
     conn: &mut PgConnection,
     user_id: i32,
     client_order_id: &str,
-) -> ApiResult<bool> {
+) -> ApiResult<Option<chrono::DateTime<chrono::Utc>>> {
     sqlx::query_scalar(
-        "select exists (select 1 from paper_orders where user_id = $1 and client_order_id = $2)",
+        "select created_at from paper_orders where user_id = $1 and client_order_id = $2",
     )
     .bind(user_id)
     .bind(client_order_id)
-    .fetch_one(conn)
+    .fetch_optional(conn)
     .await
     .context("check client_order_id")
 }
