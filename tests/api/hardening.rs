@@ -120,3 +120,140 @@ async fn kill_switch_off_still_derives_the_client_order_id(pool: PgPool) {
     on.close().await;
     app.close().await;
 }
+
+/// Inserts `n` resting limit buys of `symbol` (1 share at `limit`) for `user_id`, directly.
+pub(crate) async fn resting_orders(app: &TestApp, user_id: i32, symbol: &str, limit: &str, n: i32) {
+    let mut tx = app.pool.begin().await.expect("begin");
+    sqlx::query(
+        "insert into paper_orders (id, user_id, client_order_id, order_class, order_type,
+                                   time_in_force, symbol, side, position_intent, qty,
+                                   limit_price, status, reserved_cash)
+         select gen_random_uuid(), $1, 'seed-' || g, 'simple', 'limit', 'gtc', $2, 'buy',
+                'buy_to_open', 1, $3::numeric, 'new', $3::numeric
+           from generate_series(1, $4) g",
+    )
+    .bind(user_id)
+    .bind(symbol)
+    .bind(limit)
+    .bind(n)
+    .execute(&mut *tx)
+    .await
+    .expect("seed orders");
+    sqlx::query(
+        "insert into paper_order_legs (order_id, leg_index, symbol, side, position_intent,
+                                       ratio_qty, qty)
+         select id, 0, symbol, side, position_intent, 1, qty
+           from paper_orders where user_id = $1 and client_order_id like 'seed-%'",
+    )
+    .bind(user_id)
+    .execute(&mut *tx)
+    .await
+    .expect("seed legs");
+    tx.commit().await.expect("commit");
+}
+
+/// Defect 3: an account with `RAPTOR_MAX_OPEN_ORDERS` open orders cannot rest another one
+/// (it can still trade at market).
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn open_orders_per_account_are_capped(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (user_id, token) = app.user("cap@example.com").await;
+    app.quote("AAPL", "189.00", "190.00").await;
+    resting_orders(&app, user_id, "AAPL", "1.00", 499).await;
+    let limit = json!({ "symbol": "AAPL", "qty": "1", "side": "buy", "type": "limit",
+                        "limit_price": "2.00", "time_in_force": "gtc" });
+    let five_hundredth = keyed(&app, &token, Uuid::new_v4(), &limit).await;
+    assert_eq!(five_hundredth.status, StatusCode::CREATED, "{}", five_hundredth.text);
+    assert_eq!(five_hundredth.body["status"], "new");
+    let over = keyed(&app, &token, Uuid::new_v4(), &limit).await;
+    assert_eq!(over.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", over.text);
+    assert_eq!(over.body["error"], "too_many_open_orders");
+    let market = keyed(&app, &token, Uuid::new_v4(), &buy("AAPL", "1")).await;
+    assert_eq!(market.status, StatusCode::CREATED, "{}", market.text);
+    assert_eq!(
+        app.count("select count(*) from paper_orders where status = 'new'").await,
+        500
+    );
+    app.close().await;
+}
+
+/// Defect 5: a multi-leg order with thousands of legs is refused on its shape, before any quote
+/// lock or audit write; no audit row can exceed the context cap.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn oversized_orders_are_refused_before_any_lock_or_audit(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("legs@example.com").await;
+    let legs: Vec<Value> = (0..5000)
+        .map(|_| json!({ "symbol": "AAPL", "ratio_qty": 1, "side": "buy" }))
+        .collect();
+    let body = json!({ "order_class": "mleg", "qty": "1", "type": "market", "legs": legs });
+    // A quote row locked by someone else: an order that tried to lock quotes would wait.
+    app.quote("AAPL", "1.00", "1.10").await;
+    let audit_before = app.count("select count(*) from audit_log").await;
+    let mut holder = pool.begin().await.expect("begin");
+    sqlx::query("select 1 from quotes where symbol = 'AAPL' for update")
+        .execute(&mut *holder)
+        .await
+        .expect("lock quote");
+    let refused = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        keyed(&app, &token, Uuid::new_v4(), &body),
+    )
+    .await
+    .expect("answered without waiting for the quote lock");
+    holder.rollback().await.expect("unlock");
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", refused.text);
+    assert_eq!(refused.body["error"], "invalid_order");
+    assert_eq!(app.count("select count(*) from audit_log").await, audit_before);
+
+    let long_symbol = buy(&"X".repeat(10_000), "1");
+    let refused = keyed(&app, &token, Uuid::new_v4(), &long_symbol).await;
+    assert_eq!(refused.body["error"], "invalid_symbol");
+
+    let mut conn = app.pool.acquire().await.expect("conn");
+    raptor_api::audit::record(
+        &mut conn,
+        raptor_api::audit::AuditEvent::new(None, "probe.big", json!({ "blob": "x".repeat(100_000) })),
+    )
+    .await
+    .expect("audit");
+    let largest: i32 = sqlx::query_scalar("select max(length(context::text)) from audit_log")
+        .fetch_one(&app.pool)
+        .await
+        .expect("size");
+    assert!(largest <= raptor_api::audit::MAX_CONTEXT_BYTES as i32, "{largest}");
+    drop(conn);
+    app.close().await;
+}
+
+/// Defect 5: a resting order whose re-evaluation is refused is audited when the verdict
+/// changes, not on every quote update.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn evaluation_rejections_are_audited_once_per_change(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("ticks@example.com").await;
+    app.quote("AAPL", "189.00", "190.00").await;
+    assert_eq!(
+        keyed(&app, &token, Uuid::new_v4(), &buy("AAPL", "1")).await.status,
+        StatusCode::CREATED
+    );
+    let sell = json!({ "symbol": "AAPL", "qty": "1", "side": "sell", "type": "limit",
+                       "limit_price": "200.00", "time_in_force": "gtc",
+                       "position_intent": "sell_to_close" });
+    let resting = keyed(&app, &token, Uuid::new_v4(), &sell).await;
+    assert_eq!(resting.body["status"], "new", "{}", resting.text);
+    // The holding disappears behind the order's back (a state the engine must refuse to fill).
+    sqlx::query("update paper_positions set qty = 0")
+        .execute(&app.pool)
+        .await
+        .expect("flatten");
+    for bid in ["201.00", "202.00", "203.00"] {
+        app.quote("AAPL", bid, "204.00").await;
+    }
+    let rows = "select count(*) from audit_log where action = 'order.evaluation_rejected'";
+    assert_eq!(app.count(rows).await, 1, "one row for one verdict");
+    app.quote("AAPL", "150.00", "151.00").await; // not marketable: the verdict clears
+    app.quote("AAPL", "205.00", "206.00").await;
+    assert_eq!(app.count(rows).await, 2, "a changed verdict is audited again");
+    app.close().await;
+}

@@ -32,9 +32,18 @@ impl AuditEvent {
     }
 }
 
+/// The largest `context` stored as is; a larger one is replaced by a note of its size, so no
+/// request can turn into megabytes of audit.
+pub const MAX_CONTEXT_BYTES: usize = 16 * 1024;
+
 /// Appends one row. Takes `&mut PgConnection` so it can only join the caller's transaction.
-pub async fn record(conn: &mut PgConnection, event: AuditEvent) -> Result<i64, sqlx::Error> {
+pub async fn record(conn: &mut PgConnection, mut event: AuditEvent) -> Result<i64, sqlx::Error> {
     let request_id = REQUEST_ID.try_with(Clone::clone).ok();
+    let size = event.context.to_string().len();
+    if size > MAX_CONTEXT_BYTES {
+        tracing::warn!(action = event.action, size, "audit context truncated");
+        event.context = json!({ "truncated": true, "context_bytes": size });
+    }
     sqlx::query_scalar(
         "insert into audit_log (user_id, action, context, request_id)
          values ($1, $2, $3, $4) returning id",

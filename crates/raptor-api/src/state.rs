@@ -27,6 +27,8 @@ pub struct ApiConfig {
     pub cors_origins: Vec<String>,
     /// Fees charged by the paper engine (zero by default, like Alpaca paper).
     pub fees: raptor_engine::FeeSchedule,
+    /// `RAPTOR_MAX_OPEN_ORDERS`: open (resting) orders allowed per account.
+    pub max_open_orders: usize,
     /// `RAPTOR_SESSION_TTL_DAYS`: lifetime of a session made by sign-up or login.
     pub session_ttl: Duration,
     /// Sign-up and login rate limits.
@@ -99,6 +101,7 @@ impl Default for ApiConfig {
             body_limit: 1024 * 1024,
             cors_origins: Vec::new(),
             fees: raptor_engine::FeeSchedule::default(),
+            max_open_orders: 500,
             session_ttl: Duration::from_secs(30 * 24 * 60 * 60),
             auth_limits: AuthLimits::default(),
             billing: BillingConfig::default(),

@@ -6,7 +6,8 @@
 //! `IDEMPOTENCY_STORE_TIMEOUT_MS`, `FLAG_IDEMPOTENCY_MIDDLEWARE`, `MBT_NEW_ORDERS_DISABLED`,
 //! `RAPTOR_PAPER_STARTING_CASH`, `RAPTOR_FEE_PER_CONTRACT`, `RAPTOR_FEE_PER_SHARE`,
 //! `RAPTOR_FEE_MIN_PER_ORDER`, `RAPTOR_DB_POOL_SIZE`, `RAPTOR_CORS_ORIGINS`,
-//! `RAPTOR_LOG_FORMAT`, `RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS`, `RAPTOR_SESSION_TTL_DAYS`,
+//! `RAPTOR_LOG_FORMAT`, `RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS`, `RAPTOR_MAX_OPEN_ORDERS`,
+//! `RAPTOR_SESSION_TTL_DAYS`,
 //! `RAPTOR_AUTH_EMAIL_PER_HOUR`, `RAPTOR_AUTH_IP_PER_MINUTE`, `STRIPE_API_BASE`,
 //! `STRIPE_SECRET_KEY`, `STRIPE_WEBHOOK_SECRET`, `STRIPE_TIMEOUT_MS`.
 
@@ -202,6 +203,11 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..), global = true)]
     pub idempotency_cleanup_interval_secs: Option<u64>,
 
+    /// Open (resting) orders allowed per account; past it, 422 too_many_open_orders.
+    #[arg(long, env = "RAPTOR_MAX_OPEN_ORDERS", value_name = "RAPTOR_MAX_OPEN_ORDERS",
+          default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=100_000), global = true)]
+    pub max_open_orders: u32,
+
     /// Lifetime in days of a session made by sign-up or login.
     #[arg(long, env = "RAPTOR_SESSION_TTL_DAYS", value_name = "RAPTOR_SESSION_TTL_DAYS",
           default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3650), global = true)]
@@ -296,6 +302,7 @@ impl Config {
                 per_share: self.fee_per_share,
                 min_per_order: self.fee_min_per_order,
             },
+            max_open_orders: usize::try_from(self.max_open_orders).unwrap_or(usize::MAX),
             session_ttl: Duration::from_secs(self.session_ttl_days * 24 * 60 * 60),
             auth_limits: raptor_api::AuthLimits {
                 per_email_per_hour: self.auth_email_per_hour,

@@ -67,6 +67,46 @@ impl Intent {
     }
 }
 
+/// The longest symbol accepted (OCC option symbols are 21 characters).
+const MAX_SYMBOL_LEN: usize = 32;
+
+/// Checks the request's shape (leg count, symbol sizes) before any lock or audit write, so a
+/// huge body is refused for the price of parsing it.
+fn check_shape(intent: &Intent) -> ApiResult<()> {
+    let (legs, symbols): (usize, Vec<&str>) = match intent {
+        Intent::Order(request) => {
+            let legs = request.legs.as_deref().unwrap_or_default();
+            (
+                legs.len(),
+                request
+                    .symbol
+                    .iter()
+                    .map(String::as_str)
+                    .chain(legs.iter().map(|l| l.symbol.as_str()))
+                    .collect(),
+            )
+        }
+        Intent::Roll { from, request } => (2, vec![from.as_str(), request.to_symbol.as_str()]),
+        Intent::Close { symbol, .. } => (1, vec![symbol.as_str()]),
+    };
+    if legs > *raptor_engine::MLEG_LEGS.end() {
+        return Err(invalid(format!(
+            "an order has at most {} legs, got {legs}",
+            raptor_engine::MLEG_LEGS.end()
+        )));
+    }
+    if let Some(long) = symbols.iter().find(|s| s.len() > MAX_SYMBOL_LEN) {
+        return Err(ApiError::invalid(
+            "invalid_symbol",
+            format!(
+                "symbol of {} bytes is longer than {MAX_SYMBOL_LEN}",
+                long.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn instrument(symbol: &str) -> ApiResult<Instrument> {
     Instrument::parse(symbol).map_err(|err| ApiError::invalid("invalid_symbol", err.to_string()))
 }
@@ -326,6 +366,7 @@ pub(crate) async fn place(
 ) -> ApiResult<OrderResponse> {
     let now = state.clock.now();
     let purpose = intent.purpose();
+    check_shape(&intent)?;
     // Quote rows first (shared), then the account: the lock order of quote updates. Without
     // the share lock, a quote update could commit between this read and this order resting,
     // and the order would miss the quote that makes it marketable.
@@ -335,7 +376,7 @@ pub(crate) async fn place(
         instrument(symbol)?;
     }
     let quotes = store::quotes(conn, &symbols, true).await?;
-    let (_, account, _) = account_state(conn, user_id).await?;
+    let (_, account, open) = account_state(conn, user_id).await?;
     let (spec, requested_id) = to_spec(&intent, &account.positions)?;
     if spec.limit_price.is_some_and(|p| p.scale() > PRICE_SCALE) {
         return Err(invalid("limit_price has more than 6 decimal places"));
@@ -365,6 +406,17 @@ pub(crate) async fn place(
         }
     };
 
+    if matches!(decision, Decision::Rest { .. }) && open.len() >= state.config.max_open_orders {
+        // Every quote update re-evaluates resting orders: one account must not be able to
+        // make that (and the symbol's quote row lock) arbitrarily long.
+        return Err(ApiError::invalid(
+            "too_many_open_orders",
+            format!(
+                "this account has {} open orders, the most allowed; cancel some first",
+                open.len()
+            ),
+        ));
+    }
     let id = Uuid::new_v4();
     let (status, reserved_cash, execution) = match &decision {
         Decision::Filled(execution) => (OrderStatus::Filled, Decimal::ZERO, Some(execution)),
@@ -645,7 +697,9 @@ async fn fill_resting_for(
                     filled.push(order.id);
                 }
             }
-            Ok(None) => {}
+            Ok(None) => {
+                store::note_evaluation(conn, order.id, None).await?;
+            }
             Err(raptor_engine::OrderRejection::ContractExpired { symbol }) => {
                 // It can never fill: expire it and release its reservation.
                 if store::end_open_order(conn, order.id, OrderStatus::Expired, now).await? {
@@ -662,17 +716,20 @@ async fn fill_resting_for(
                 }
             }
             Err(rejection) => {
-                audit::record(
-                    conn,
-                    AuditEvent::new(
-                        Some(user_id),
-                        "order.evaluation_rejected",
-                        json!({ "order_id": order.id, "code": rejection.code(),
-                                "reason": rejection.to_string() }),
-                    ),
-                )
-                .await
-                .context("audit evaluation")?;
+                // Audited when the verdict changes, not on every quote tick.
+                if store::note_evaluation(conn, order.id, Some(rejection.code())).await? {
+                    audit::record(
+                        conn,
+                        AuditEvent::new(
+                            Some(user_id),
+                            "order.evaluation_rejected",
+                            json!({ "order_id": order.id, "code": rejection.code(),
+                                    "reason": rejection.to_string() }),
+                        ),
+                    )
+                    .await
+                    .context("audit evaluation")?;
+                }
             }
         }
     }

@@ -253,6 +253,26 @@ pub(crate) async fn client_order_id_created(
     .context("check client_order_id")
 }
 
+/// Records the verdict of a resting order's last evaluation (`None`: not marketable). True when
+/// it changed, i.e. when it is worth an audit row.
+pub(crate) async fn note_evaluation(
+    conn: &mut PgConnection,
+    order_id: Uuid,
+    code: Option<&str>,
+) -> ApiResult<bool> {
+    let changed = sqlx::query(
+        "update paper_orders set last_evaluation_code = $2
+          where id = $1 and last_evaluation_code is distinct from $2",
+    )
+    .bind(order_id)
+    .bind(code)
+    .execute(conn)
+    .await
+    .context("note evaluation")?
+    .rows_affected();
+    Ok(changed > 0)
+}
+
 /// Inserts an order, its legs and (when it filled) its fills.
 pub(crate) async fn insert_order(conn: &mut PgConnection, order: &NewOrder<'_>) -> ApiResult<()> {
     let spec = order.spec;
