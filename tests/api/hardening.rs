@@ -257,3 +257,112 @@ async fn evaluation_rejections_are_audited_once_per_change(pool: PgPool) {
     assert_eq!(app.count(rows).await, 2, "a changed verdict is audited again");
     app.close().await;
 }
+
+/// Defect 4: a business transaction that waits on a lock past `lock_timeout` answers 503 with
+/// `Retry-After`, rolls back and releases its key, so the retry executes once.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn lock_timeout_answers_503_and_the_retry_executes(pool: PgPool) {
+    let options = Options {
+        db_timeouts: Some((
+            std::time::Duration::from_millis(300),
+            std::time::Duration::from_secs(5),
+        )),
+        ..Options::default()
+    };
+    let app = TestApp::with(&pool, options).await;
+    let (_, token) = app.user("busy@example.com").await;
+    app.quote("AAPL", "189.00", "190.00").await;
+    let key = Uuid::new_v4();
+    let mut holder = pool.begin().await.expect("begin");
+    sqlx::query("select 1 from paper_accounts for update")
+        .execute(&mut *holder)
+        .await
+        .expect("lock account");
+    let busy = keyed(&app, &token, key, &buy("AAPL", "1")).await;
+    holder.rollback().await.expect("unlock");
+    assert_eq!(busy.status, StatusCode::SERVICE_UNAVAILABLE, "{}", busy.text);
+    assert_eq!(busy.body["error"], "database_busy");
+    assert!(busy.header("retry-after").is_some());
+    assert_eq!(app.count("select count(*) from paper_orders").await, 0);
+
+    let retry = keyed(&app, &token, key, &buy("AAPL", "1")).await;
+    assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.text);
+    assert_eq!(app.count("select count(*) from paper_orders").await, 1);
+    app.close().await;
+}
+
+/// Defect 4: 25 concurrent orders on one (locked) account hold at most a few connections; the
+/// excess waits briefly and gets 429, and another user's order is never starved of a
+/// connection past its store timeout.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn one_busy_account_does_not_starve_other_users(pool: PgPool) {
+    let mut options = Options {
+        pool_size: 8,
+        db_timeouts: Some((
+            std::time::Duration::from_secs(3),
+            std::time::Duration::from_secs(10),
+        )),
+        ..Options::default()
+    };
+    options.idempotency.store_timeout = std::time::Duration::from_millis(1000);
+    options.api.account_write_wait = std::time::Duration::from_millis(500);
+    let app = TestApp::with(&pool, options).await;
+    let (_, busy_token) = app.user("busy@example.com").await;
+    let (_, other_token) = app.user("other@example.com").await;
+    app.quote("AAPL", "189.00", "190.00").await;
+    let server = app.spawn().await;
+
+    // The busy account's row is held, so its orders pile up inside their transactions.
+    let mut holder = pool.begin().await.expect("begin");
+    sqlx::query(
+        "select 1 from paper_accounts a join users u on u.id = a.user_id
+          where u.email = 'busy@example.com' for update of a",
+    )
+    .execute(&mut *holder)
+    .await
+    .expect("lock account");
+    let mut pile = tokio::task::JoinSet::new();
+    for _ in 0..25 {
+        let (client, url, token) = (
+            server.client.clone(),
+            server.url("/api/trading/orders"),
+            busy_token.clone(),
+        );
+        pile.spawn(crate::helpers::post_http(
+            client,
+            url,
+            token,
+            Some(Uuid::new_v4()),
+            buy("AAPL", "1"),
+        ));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let started = std::time::Instant::now();
+    let other = server
+        .post("/api/trading/orders", &other_token, Some(Uuid::new_v4()), &buy("AAPL", "1"))
+        .await;
+    let took = started.elapsed();
+    assert_eq!(other.status, StatusCode::CREATED, "{}", other.text);
+    assert!(took < std::time::Duration::from_millis(1000), "other user waited {took:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    holder.rollback().await.expect("unlock");
+
+    let (mut created, mut limited) = (0, 0);
+    while let Some(answer) = pile.join_next().await {
+        let answer = answer.expect("join");
+        match answer.status {
+            StatusCode::CREATED => created += 1,
+            StatusCode::TOO_MANY_REQUESTS => {
+                assert_eq!(answer.body["error"], "rate_limited");
+                assert!(answer.header("retry-after").is_some());
+                limited += 1;
+            }
+            other => panic!("unexpected {other}: {}", answer.text),
+        }
+    }
+    assert_eq!(created + limited, 25);
+    assert!(limited > 0, "the excess was limited");
+    assert!(created >= 2, "the permitted writes went through");
+    server.stop().await;
+    app.close().await;
+}

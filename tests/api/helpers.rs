@@ -40,6 +40,9 @@ pub(crate) struct Options {
     /// Point the idempotency store's pool at a port where nothing listens: the "store
     /// unreachable" case (business transactions still use the test database).
     pub(crate) unreachable_store: bool,
+    /// `lock_timeout` and `statement_timeout` of the app pool's sessions, as `raptor serve`
+    /// sets them from `RAPTOR_DB_*_TIMEOUT_MS` (none by default in tests).
+    pub(crate) db_timeouts: Option<(Duration, Duration)>,
 }
 
 impl Default for Options {
@@ -55,6 +58,7 @@ impl Default for Options {
             pool_size: 16,
             now: test_now(),
             unreachable_store: false,
+            db_timeouts: None,
         }
     }
 }
@@ -171,10 +175,17 @@ impl TestApp {
     }
 
     pub(crate) async fn with(pool: &PgPool, options: Options) -> Self {
+        let mut connect = (*pool.connect_options()).clone();
+        if let Some((lock, statement)) = options.db_timeouts {
+            connect = connect.options([
+                ("lock_timeout", format!("{}ms", lock.as_millis())),
+                ("statement_timeout", format!("{}ms", statement.as_millis())),
+            ]);
+        }
         let pool = PgPoolOptions::new()
             .max_connections(options.pool_size)
             .acquire_timeout(Duration::from_secs(5))
-            .connect_with((*pool.connect_options()).clone())
+            .connect_with(connect)
             .await
             .expect("app pool");
         crate::probe::create_table(&pool).await;

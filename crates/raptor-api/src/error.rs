@@ -96,6 +96,9 @@ pub enum ApiError {
         /// Human text (never the upstream's internals).
         message: String,
     },
+    /// 503: a lock or statement timeout fired in the transaction (it rolled back; retry).
+    #[error("the database is busy")]
+    Busy(#[source] sqlx::Error),
     /// 503: the database did not answer (pool timeout, connection refused).
     #[error("database unavailable")]
     Unavailable(#[source] sqlx::Error),
@@ -109,6 +112,13 @@ impl From<sqlx::Error> for ApiError {
         match err {
             sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
                 Self::Unavailable(err)
+            }
+            // lock_timeout (55P03) and statement_timeout (57014): nothing committed, a retry
+            // can succeed.
+            sqlx::Error::Database(ref db)
+                if db.code().is_some_and(|c| c == "55P03" || c == "57014") =>
+            {
+                Self::Busy(err)
             }
             other => Self::Internal(anyhow::Error::new(other)),
         }
@@ -161,7 +171,10 @@ impl ApiError {
                 | OrderRejection::UncoveredShortOption { .. } => StatusCode::FORBIDDEN,
                 _ => StatusCode::UNPROCESSABLE_ENTITY,
             },
-            Self::NewOrdersDisabled | Self::Unavailable(_) | Self::ServiceUnavailable { .. } => {
+            Self::NewOrdersDisabled
+            | Self::Unavailable(_)
+            | Self::Busy(_)
+            | Self::ServiceUnavailable { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -189,6 +202,7 @@ impl ApiError {
             Self::NewOrdersDisabled => "new_orders_disabled",
             Self::LiveTradingUnavailable => "live_trading_unavailable",
             Self::Unavailable(_) => "database_unavailable",
+            Self::Busy(_) => "database_busy",
             Self::Internal(_) => "internal",
         }
     }
@@ -243,11 +257,12 @@ impl IntoResponse for ApiError {
         match &self {
             Self::Internal(err) => tracing::error!(error = ?err, "internal error"),
             Self::Unavailable(err) => tracing::warn!(error = %err, "database unavailable"),
+            Self::Busy(err) => tracing::warn!(error = %err, "lock or statement timeout"),
             _ => {}
         }
         let mut response = (self.status(), axum::Json(self.to_body())).into_response();
         let retry_after = match &self {
-            Self::Unavailable(_) | Self::NewOrdersDisabled => Some(1),
+            Self::Unavailable(_) | Self::Busy(_) | Self::NewOrdersDisabled => Some(1),
             Self::TooManyRequests { retry_after_secs } => Some(*retry_after_secs),
             Self::ServiceUnavailable {
                 retry_after_secs, ..

@@ -27,6 +27,10 @@ pub struct ApiConfig {
     pub cors_origins: Vec<String>,
     /// Fees charged by the paper engine (zero by default, like Alpaca paper).
     pub fees: raptor_engine::FeeSchedule,
+    /// `RAPTOR_ACCOUNT_WRITE_CONCURRENCY`: concurrent writes per account in this process.
+    pub account_write_concurrency: usize,
+    /// `RAPTOR_ACCOUNT_WRITE_WAIT_MS`: how long a write waits for its account's turn (then 429).
+    pub account_write_wait: Duration,
     /// `RAPTOR_MAX_OPEN_ORDERS`: open (resting) orders allowed per account.
     pub max_open_orders: usize,
     /// `RAPTOR_SESSION_TTL_DAYS`: lifetime of a session made by sign-up or login.
@@ -101,6 +105,8 @@ impl Default for ApiConfig {
             body_limit: 1024 * 1024,
             cors_origins: Vec::new(),
             fees: raptor_engine::FeeSchedule::default(),
+            account_write_concurrency: 2,
+            account_write_wait: Duration::from_secs(2),
             max_open_orders: 500,
             session_ttl: Duration::from_secs(30 * 24 * 60 * 60),
             auth_limits: AuthLimits::default(),
@@ -159,6 +165,8 @@ pub struct ApiInner {
     pub stripe: Option<crate::billing::StripeClient>,
     /// Sign-up and login rate limiters.
     pub auth_limiter: crate::sessions::AuthLimiter,
+    /// Per-account write concurrency.
+    pub account_writes: crate::trading::AccountWrites,
 }
 
 impl ApiState {
@@ -192,6 +200,10 @@ impl ApiState {
         };
         let stripe = crate::billing::StripeClient::from_config(&config.billing);
         let auth_limiter = crate::sessions::AuthLimiter::new(config.auth_limits);
+        let account_writes = crate::trading::AccountWrites::new(
+            config.account_write_concurrency,
+            config.account_write_wait,
+        );
         Self(Arc::new(ApiInner {
             db,
             config,
@@ -200,6 +212,7 @@ impl ApiState {
             engine,
             stripe,
             auth_limiter,
+            account_writes,
         }))
     }
 }

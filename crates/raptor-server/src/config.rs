@@ -203,6 +203,28 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..), global = true)]
     pub idempotency_cleanup_interval_secs: Option<u64>,
 
+    /// Postgres `lock_timeout` of every business transaction, in ms (below the request
+    /// timeout); when it fires the request answers 503 database_busy and rolls back.
+    #[arg(long, env = "RAPTOR_DB_LOCK_TIMEOUT_MS", value_name = "RAPTOR_DB_LOCK_TIMEOUT_MS",
+          default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000), global = true)]
+    pub db_lock_timeout_ms: u64,
+
+    /// Postgres `statement_timeout` of every business statement, in ms (below the request
+    /// timeout); when it fires the request answers 503 database_busy and rolls back.
+    #[arg(long, env = "RAPTOR_DB_STATEMENT_TIMEOUT_MS", value_name = "RAPTOR_DB_STATEMENT_TIMEOUT_MS",
+          default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000), global = true)]
+    pub db_statement_timeout_ms: u64,
+
+    /// Concurrent writes per account in one process (orders, rolls, closes, resets, cancels).
+    #[arg(long, env = "RAPTOR_ACCOUNT_WRITE_CONCURRENCY", value_name = "RAPTOR_ACCOUNT_WRITE_CONCURRENCY",
+          default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1000), global = true)]
+    pub account_write_concurrency: u32,
+
+    /// How long a write waits for its account's turn before 429 rate_limited, in ms.
+    #[arg(long, env = "RAPTOR_ACCOUNT_WRITE_WAIT_MS", value_name = "RAPTOR_ACCOUNT_WRITE_WAIT_MS",
+          default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(0..=600_000), global = true)]
+    pub account_write_wait_ms: u64,
+
     /// Open (resting) orders allowed per account; past it, 422 too_many_open_orders.
     #[arg(long, env = "RAPTOR_MAX_OPEN_ORDERS", value_name = "RAPTOR_MAX_OPEN_ORDERS",
           default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=100_000), global = true)]
@@ -278,6 +300,19 @@ impl Config {
                 self.request_timeout_secs
             );
         }
+        let request_ms = self.request_timeout_secs.saturating_mul(1000);
+        for (name, value) in [
+            ("RAPTOR_DB_LOCK_TIMEOUT_MS", self.db_lock_timeout_ms),
+            ("RAPTOR_DB_STATEMENT_TIMEOUT_MS", self.db_statement_timeout_ms),
+        ] {
+            if value >= request_ms {
+                bail!(
+                    "{name} ({value}) must be below RAPTOR_REQUEST_TIMEOUT_SECS ({} s): the \
+                     database must give up before the request does",
+                    self.request_timeout_secs
+                );
+            }
+        }
         let base = self.stripe_api_base.trim();
         if !(base.starts_with("https://") || base.starts_with("http://")) {
             bail!("STRIPE_API_BASE must be an http(s) URL, got {base:?}");
@@ -303,6 +338,9 @@ impl Config {
                 min_per_order: self.fee_min_per_order,
             },
             max_open_orders: usize::try_from(self.max_open_orders).unwrap_or(usize::MAX),
+            account_write_concurrency: usize::try_from(self.account_write_concurrency)
+                .unwrap_or(usize::MAX),
+            account_write_wait: Duration::from_millis(self.account_write_wait_ms),
             session_ttl: Duration::from_secs(self.session_ttl_days * 24 * 60 * 60),
             auth_limits: raptor_api::AuthLimits {
                 per_email_per_hour: self.auth_email_per_hour,
@@ -358,12 +396,36 @@ impl Config {
         Ok(())
     }
 
-    /// Connects the pool (fails if Postgres does not answer).
-    pub async fn pool(&self) -> anyhow::Result<PgPool> {
+    fn connect_options(&self) -> anyhow::Result<PgConnectOptions> {
         let url = self.database_url()?;
-        let options = PgConnectOptions::from_str(url)
+        Ok(PgConnectOptions::from_str(url)
             .context("DATABASE_URL is not a valid Postgres URL")?
-            .application_name("raptor");
+            .application_name("raptor"))
+    }
+
+    /// Applies pending migrations on a connection of its own, without the pool's statement
+    /// timeouts (a migration may legitimately run long).
+    pub async fn migrate(&self) -> anyhow::Result<()> {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect_with(&self.connect_options()?)
+            .await
+            .context("could not connect to DATABASE_URL")?;
+        raptor_api::MIGRATOR
+            .run(&mut conn)
+            .await
+            .context("migration failed")?;
+        conn.close().await.ok();
+        Ok(())
+    }
+
+    /// Connects the pool (fails if Postgres does not answer). Every connection carries the
+    /// business `lock_timeout` and `statement_timeout` as session defaults, so they cost no
+    /// round trip; the idempotency claim sets its own, shorter ones per transaction.
+    pub async fn pool(&self) -> anyhow::Result<PgPool> {
+        let options = self.connect_options()?.options([
+            ("lock_timeout", format!("{}ms", self.db_lock_timeout_ms)),
+            ("statement_timeout", format!("{}ms", self.db_statement_timeout_ms)),
+        ]);
         PgPoolOptions::new()
             .max_connections(self.db_pool_size)
             .acquire_timeout(Duration::from_secs(3))

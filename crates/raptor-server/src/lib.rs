@@ -12,7 +12,7 @@ use axum::Router;
 use clap::{Parser, Subcommand};
 use raptor_api::accounts::store as accounts;
 use raptor_api::auth::Role;
-use raptor_api::{ApiState, SystemClock, MIGRATOR};
+use raptor_api::{ApiState, SystemClock};
 use rust_decimal::Decimal;
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -135,15 +135,14 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
         }
         Command::Migrate => {
             config.ensure_database().await?;
-            let pool = config.pool().await?;
-            MIGRATOR.run(&pool).await.context("migration failed")?;
+            config.migrate().await?;
             writeln!(out, "{}", json!({ "migrated": true }))?;
             Ok(())
         }
         Command::Serve => {
             config.ensure_database().await?;
+            config.migrate().await?;
             let pool = config.pool().await?;
-            MIGRATOR.run(&pool).await.context("migration failed")?;
             let listener = TcpListener::bind(config.addr)
                 .await
                 .with_context(|| format!("could not bind RAPTOR_ADDR {}", config.addr))?;

@@ -13,7 +13,7 @@ use super::dto::{
     AccountResponse, ClosePositionRequest, CreateOrderRequest, ListOrdersQuery, OrderResponse,
     PositionResponse, QuoteResponse, ResetAccountRequest, RollRequest, SetQuoteRequest,
 };
-use super::gate::{NewOrderGate, PaperTrader};
+use super::gate::{AccountWrite, NewOrderGate, PaperTrader};
 use super::store;
 use crate::auth::{AuthUser, Operator};
 use crate::error::{ApiError, ApiResult, ErrorBody, ResultExt};
@@ -44,6 +44,7 @@ fn created(order: OrderResponse) -> Reply {
 pub(crate) async fn create_order(
     State(state): State<ApiState>,
     NewOrderGate(trader): NewOrderGate,
+    _write: AccountWrite,
     Idempotent {
         mut claim, body, ..
     }: Idempotent<CreateOrderRequest, Tier1>,
@@ -81,6 +82,7 @@ pub(crate) async fn roll_position(
     State(state): State<ApiState>,
     NewOrderGate(trader): NewOrderGate,
     ApiPath(symbol): ApiPath<String>,
+    _write: AccountWrite,
     Idempotent {
         mut claim, body, ..
     }: Idempotent<RollRequest, Tier1>,
@@ -115,6 +117,7 @@ pub(crate) async fn close_position(
     State(state): State<ApiState>,
     NewOrderGate(trader): NewOrderGate,
     ApiPath(symbol): ApiPath<String>,
+    _write: AccountWrite,
     Idempotent {
         mut claim, body, ..
     }: Idempotent<ClosePositionRequest, Tier1>,
@@ -147,6 +150,7 @@ pub(crate) async fn close_position(
 pub(crate) async fn reset_account(
     State(state): State<ApiState>,
     trader: PaperTrader,
+    _write: AccountWrite,
     Idempotent { mut claim, .. }: Idempotent<ResetAccountRequest, Tier1>,
 ) -> Response {
     let result = book::reset(claim.conn(), &state, trader.user_id)
@@ -170,6 +174,7 @@ pub(crate) async fn cancel_order(
     State(state): State<ApiState>,
     trader: PaperTrader,
     ApiPath(id): ApiPath<Uuid>,
+    _write: AccountWrite,
 ) -> ApiResult<Json<OrderResponse>> {
     let mut tx = state.db.begin().await.context("begin")?;
     let order = book::cancel(&mut tx, &state, trader.user_id, id).await?;

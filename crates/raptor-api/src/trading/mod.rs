@@ -14,7 +14,7 @@ use utoipa_axum::routes;
 use crate::state::ApiState;
 
 pub use book::set_quote;
-pub use gate::{NewOrderGate, PaperTrader};
+pub use gate::{AccountWrite, AccountWrites, NewOrderGate, PaperTrader};
 
 pub(crate) fn routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
