@@ -12,7 +12,8 @@ fn buy(symbol: &str, qty: &str) -> Value {
 }
 
 async fn keyed(app: &TestApp, token: &str, key: Uuid, body: &Value) -> TestResponse {
-    app.post("/api/trading/orders", token, Some(key), body).await
+    app.post("/api/trading/orders", token, Some(key), body)
+        .await
 }
 
 /// Defect 1: a key reused after it expired executes (the contract: an expired key is absent),
@@ -38,11 +39,17 @@ async fn expired_key_reuse_executes_with_a_new_client_order_id(pool: PgPool) {
     let reused = keyed(&app, &token, key, &buy("AAPL", "1")).await;
     assert_eq!(reused.status, StatusCode::CREATED, "{}", reused.text);
     assert_eq!(reused.header("idempotent-replayed"), Some("false"));
-    assert_ne!(reused.body["client_order_id"], first.body["client_order_id"]);
+    assert_ne!(
+        reused.body["client_order_id"],
+        first.body["client_order_id"]
+    );
     assert_ne!(reused.body["id"], first.body["id"]);
     let replay = keyed(&app, &token, key, &buy("AAPL", "1")).await;
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
-    assert_eq!(replay.body["client_order_id"], reused.body["client_order_id"]);
+    assert_eq!(
+        replay.body["client_order_id"],
+        reused.body["client_order_id"]
+    );
     assert_eq!(app.count("select count(*) from paper_orders").await, 2);
     app.close().await;
 }
@@ -65,8 +72,7 @@ async fn derived_client_order_id_is_stable_across_a_released_attempt(pool: PgPoo
         .token(&token)
         .key(key)
         .json(&buy("AAPL", "1"));
-    let gave_up =
-        tokio::time::timeout(std::time::Duration::from_millis(300), app.send(call)).await;
+    let gave_up = tokio::time::timeout(std::time::Duration::from_millis(300), app.send(call)).await;
     assert!(gave_up.is_err());
     holder.rollback().await.expect("unlock");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
@@ -78,7 +84,10 @@ async fn derived_client_order_id_is_stable_across_a_released_attempt(pool: PgPoo
         if status.as_deref() == Some("released") {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "never released: {status:?}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never released: {status:?}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let lineage_before: Uuid = sqlx::query_scalar("select lineage from idempotency_keys")
@@ -114,7 +123,12 @@ async fn kill_switch_off_still_derives_the_client_order_id(pool: PgPool) {
 
     let on = TestApp::new(&pool).await;
     let retry = keyed(&on, &token, key, &buy("AAPL", "1")).await;
-    assert_eq!(retry.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", retry.text);
+    assert_eq!(
+        retry.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        retry.text
+    );
     assert_eq!(retry.body["error"], "duplicate_client_order_id");
     assert_eq!(app.count("select count(*) from paper_orders").await, 1);
     on.close().await;
@@ -163,15 +177,26 @@ async fn open_orders_per_account_are_capped(pool: PgPool) {
     let limit = json!({ "symbol": "AAPL", "qty": "1", "side": "buy", "type": "limit",
                         "limit_price": "2.00", "time_in_force": "gtc" });
     let five_hundredth = keyed(&app, &token, Uuid::new_v4(), &limit).await;
-    assert_eq!(five_hundredth.status, StatusCode::CREATED, "{}", five_hundredth.text);
+    assert_eq!(
+        five_hundredth.status,
+        StatusCode::CREATED,
+        "{}",
+        five_hundredth.text
+    );
     assert_eq!(five_hundredth.body["status"], "new");
     let over = keyed(&app, &token, Uuid::new_v4(), &limit).await;
-    assert_eq!(over.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", over.text);
+    assert_eq!(
+        over.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        over.text
+    );
     assert_eq!(over.body["error"], "too_many_open_orders");
     let market = keyed(&app, &token, Uuid::new_v4(), &buy("AAPL", "1")).await;
     assert_eq!(market.status, StatusCode::CREATED, "{}", market.text);
     assert_eq!(
-        app.count("select count(*) from paper_orders where status = 'new'").await,
+        app.count("select count(*) from paper_orders where status = 'new'")
+            .await,
         500
     );
     app.close().await;
@@ -202,9 +227,17 @@ async fn oversized_orders_are_refused_before_any_lock_or_audit(pool: PgPool) {
     .await
     .expect("answered without waiting for the quote lock");
     holder.rollback().await.expect("unlock");
-    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", refused.text);
+    assert_eq!(
+        refused.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        refused.text
+    );
     assert_eq!(refused.body["error"], "invalid_order");
-    assert_eq!(app.count("select count(*) from audit_log").await, audit_before);
+    assert_eq!(
+        app.count("select count(*) from audit_log").await,
+        audit_before
+    );
 
     let long_symbol = buy(&"X".repeat(10_000), "1");
     let refused = keyed(&app, &token, Uuid::new_v4(), &long_symbol).await;
@@ -213,7 +246,11 @@ async fn oversized_orders_are_refused_before_any_lock_or_audit(pool: PgPool) {
     let mut conn = app.pool.acquire().await.expect("conn");
     raptor_api::audit::record(
         &mut conn,
-        raptor_api::audit::AuditEvent::new(None, "probe.big", json!({ "blob": "x".repeat(100_000) })),
+        raptor_api::audit::AuditEvent::new(
+            None,
+            "probe.big",
+            json!({ "blob": "x".repeat(100_000) }),
+        ),
     )
     .await
     .expect("audit");
@@ -221,7 +258,10 @@ async fn oversized_orders_are_refused_before_any_lock_or_audit(pool: PgPool) {
         .fetch_one(&app.pool)
         .await
         .expect("size");
-    assert!(largest <= raptor_api::audit::MAX_CONTEXT_BYTES as i32, "{largest}");
+    assert!(
+        largest <= raptor_api::audit::MAX_CONTEXT_BYTES as i32,
+        "{largest}"
+    );
     drop(conn);
     app.close().await;
 }
@@ -234,7 +274,9 @@ async fn evaluation_rejections_are_audited_once_per_change(pool: PgPool) {
     let (_, token) = app.user("ticks@example.com").await;
     app.quote("AAPL", "189.00", "190.00").await;
     assert_eq!(
-        keyed(&app, &token, Uuid::new_v4(), &buy("AAPL", "1")).await.status,
+        keyed(&app, &token, Uuid::new_v4(), &buy("AAPL", "1"))
+            .await
+            .status,
         StatusCode::CREATED
     );
     let sell = json!({ "symbol": "AAPL", "qty": "1", "side": "sell", "type": "limit",
@@ -254,7 +296,11 @@ async fn evaluation_rejections_are_audited_once_per_change(pool: PgPool) {
     assert_eq!(app.count(rows).await, 1, "one row for one verdict");
     app.quote("AAPL", "150.00", "151.00").await; // not marketable: the verdict clears
     app.quote("AAPL", "205.00", "206.00").await;
-    assert_eq!(app.count(rows).await, 2, "a changed verdict is audited again");
+    assert_eq!(
+        app.count(rows).await,
+        2,
+        "a changed verdict is audited again"
+    );
     app.close().await;
 }
 
@@ -280,7 +326,12 @@ async fn lock_timeout_answers_503_and_the_retry_executes(pool: PgPool) {
         .expect("lock account");
     let busy = keyed(&app, &token, key, &buy("AAPL", "1")).await;
     holder.rollback().await.expect("unlock");
-    assert_eq!(busy.status, StatusCode::SERVICE_UNAVAILABLE, "{}", busy.text);
+    assert_eq!(
+        busy.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        busy.text
+    );
     assert_eq!(busy.body["error"], "database_busy");
     assert!(busy.header("retry-after").is_some());
     assert_eq!(app.count("select count(*) from paper_orders").await, 0);
@@ -339,11 +390,19 @@ async fn one_busy_account_does_not_starve_other_users(pool: PgPool) {
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let started = std::time::Instant::now();
     let other = server
-        .post("/api/trading/orders", &other_token, Some(Uuid::new_v4()), &buy("AAPL", "1"))
+        .post(
+            "/api/trading/orders",
+            &other_token,
+            Some(Uuid::new_v4()),
+            &buy("AAPL", "1"),
+        )
         .await;
     let took = started.elapsed();
     assert_eq!(other.status, StatusCode::CREATED, "{}", other.text);
-    assert!(took < std::time::Duration::from_millis(1000), "other user waited {took:?}");
+    assert!(
+        took < std::time::Duration::from_millis(1000),
+        "other user waited {took:?}"
+    );
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     holder.rollback().await.expect("unlock");
 
@@ -364,5 +423,98 @@ async fn one_busy_account_does_not_starve_other_users(pool: PgPool) {
     assert!(limited > 0, "the excess was limited");
     assert!(created >= 2, "the permitted writes went through");
     server.stop().await;
+    app.close().await;
+}
+
+/// Defect 7: a request cancelled while its claim is committing leaves the key released, not in
+/// flight until the stale threshold (the commit is slowed down by a deferred trigger).
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn cancelled_during_the_claim_commit_releases_the_key(pool: PgPool) {
+    sqlx::query(
+        "create function slow_claim_commit() returns trigger language plpgsql as
+         $$ begin perform pg_sleep(0.6); return null; end $$",
+    )
+    .execute(&pool)
+    .await
+    .expect("function");
+    sqlx::query(
+        "create constraint trigger slow_claim after insert on idempotency_keys
+         deferrable initially deferred for each row execute function slow_claim_commit()",
+    )
+    .execute(&pool)
+    .await
+    .expect("trigger");
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("commit@example.com").await;
+    app.quote("AAPL", "189.00", "190.00").await;
+    let key = Uuid::new_v4();
+    let call = Call::new(Method::POST, "/api/trading/orders")
+        .token(&token)
+        .key(key)
+        .json(&buy("AAPL", "1"));
+    let gave_up = tokio::time::timeout(std::time::Duration::from_millis(250), app.send(call)).await;
+    assert!(gave_up.is_err(), "cancelled while the claim commits");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let status: Option<String> = sqlx::query_scalar("select status from idempotency_keys")
+            .fetch_optional(&app.pool)
+            .await
+            .expect("status");
+        if status.as_deref() == Some("released") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "left {status:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    sqlx::query("drop trigger slow_claim on idempotency_keys")
+        .execute(&app.pool)
+        .await
+        .expect("drop trigger");
+    let retry = keyed(&app, &token, key, &buy("AAPL", "1")).await;
+    assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.text);
+    assert_eq!(app.count("select count(*) from paper_orders").await, 1);
+    app.close().await;
+}
+
+/// Defect 7: a kill-switch flip whose transaction does not commit is not applied, even locally.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn a_flag_flip_that_rolls_back_is_not_applied(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, operator) = app
+        .user_with_role("ops@example.com", raptor_api::auth::Role::Operator)
+        .await;
+    // The audit write of the flip fails, so its transaction rolls back.
+    let mut blocker = pool.begin().await.expect("begin");
+    sqlx::query(
+        "create function no_flag_audit() returns trigger language plpgsql as
+         $$ begin if new.action = 'flag.set' then raise exception 'audit refused'; end if;
+                   return new; end $$",
+    )
+    .execute(&mut *blocker)
+    .await
+    .expect("function");
+    sqlx::query(
+        "create trigger no_flag_audit before insert on audit_log
+         for each row execute function no_flag_audit()",
+    )
+    .execute(&mut *blocker)
+    .await
+    .expect("trigger");
+    blocker.commit().await.expect("commit");
+    let flip = app
+        .send(
+            Call::new(Method::PUT, "/api/admin/flags/FLAG_IDEMPOTENCY_MIDDLEWARE")
+                .token(&operator)
+                .json(&json!({ "enabled": false })),
+        )
+        .await;
+    assert_eq!(
+        flip.status,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "{}",
+        flip.text
+    );
+    assert!(app.state.idempotency.enabled().await, "not applied locally");
+    assert_eq!(app.count("select count(*) from feature_flags").await, 0);
     app.close().await;
 }

@@ -932,7 +932,10 @@ fn short_store_timeout() -> Options {
 async fn locked_key_row_is_in_flight_on_every_tier(pool: PgPool) {
     let app = TestApp::with(&pool, short_store_timeout()).await;
     let (_, token) = app.user("slow@example.com").await;
-    for (path, label) in [("/probe/open", "open-once"), ("/probe/items", "closed-once")] {
+    for (path, label) in [
+        ("/probe/open", "open-once"),
+        ("/probe/items", "closed-once"),
+    ] {
         let key = Uuid::new_v4();
         let body = json!({ "label": label });
         let first = app.post(path, &token, Some(key), &body).await;
@@ -953,7 +956,10 @@ async fn locked_key_row_is_in_flight_on_every_tier(pool: PgPool) {
         assert_eq!(retry.status, StatusCode::CONFLICT, "{path}: {}", retry.text);
         assert_eq!(retry.body["error"], "idempotency_in_flight");
         assert!(retry.header("retry-after").is_some());
-        assert!(took < Duration::from_millis(1500), "answered after {took:?}");
+        assert!(
+            took < Duration::from_millis(1500),
+            "answered after {took:?}"
+        );
         assert_eq!(items(&app, label).await, 1, "{path}: the handler ran once");
 
         // Once the lock is gone, the retry replays.
@@ -992,7 +998,12 @@ async fn unreachable_store_fails_open_and_closed(pool: PgPool) {
             &json!({ "label": "ran-closed" }),
         )
         .await;
-    assert_eq!(closed.status, StatusCode::SERVICE_UNAVAILABLE, "{}", closed.text);
+    assert_eq!(
+        closed.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        closed.text
+    );
     assert_eq!(closed.body["error"], "idempotency_store_unavailable");
     assert_eq!(items(&app, "ran-open").await, 1);
     assert_eq!(items(&app, "ran-closed").await, 0);
@@ -1027,7 +1038,10 @@ async fn lineage_survives_release_and_changes_after_expiry(pool: PgPool) {
     assert!(cancelled.is_err(), "the slow attempt was cancelled");
     let deadline = Instant::now() + Duration::from_secs(3);
     while key_status(&app, key).await.as_deref() != Some("released") {
-        assert!(Instant::now() < deadline, "cancelled attempt never released");
+        assert!(
+            Instant::now() < deadline,
+            "cancelled attempt never released"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let released: Uuid = sqlx::query_scalar("select lineage from idempotency_keys")
@@ -1038,8 +1052,16 @@ async fn lineage_survives_release_and_changes_after_expiry(pool: PgPool) {
     let retry = app.post("/probe/items", &token, Some(key), &body).await;
     assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.text);
     assert_eq!(retry.header("idempotent-replayed"), Some("false"));
-    assert_eq!(retry.body["lineage"], json!(released), "same lineage after release");
-    assert_eq!(items(&app, "lineage").await, 1, "the cancelled attempt rolled back");
+    assert_eq!(
+        retry.body["lineage"],
+        json!(released),
+        "same lineage after release"
+    );
+    assert_eq!(
+        items(&app, "lineage").await,
+        1,
+        "the cancelled attempt rolled back"
+    );
 
     sqlx::query("update idempotency_keys set expires_at = now() - interval '1 second'")
         .execute(&app.pool)
@@ -1047,7 +1069,11 @@ async fn lineage_survives_release_and_changes_after_expiry(pool: PgPool) {
         .expect("expire");
     let reused = app.post("/probe/items", &token, Some(key), &body).await;
     assert_eq!(reused.status, StatusCode::CREATED);
-    assert_ne!(reused.body["lineage"], json!(released), "a new lifetime, a new lineage");
+    assert_ne!(
+        reused.body["lineage"],
+        json!(released),
+        "a new lifetime, a new lineage"
+    );
     assert_ne!(reused.body["lineage"], Value::Null);
     assert_eq!(app.count("select count(*) from idempotency_keys").await, 1);
     app.close().await;

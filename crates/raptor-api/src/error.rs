@@ -174,9 +174,7 @@ impl ApiError {
             Self::NewOrdersDisabled
             | Self::Unavailable(_)
             | Self::Busy(_)
-            | Self::ServiceUnavailable { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            | Self::ServiceUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Upstream { status, .. } => *status,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,

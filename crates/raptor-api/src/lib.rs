@@ -22,9 +22,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 pub use error::{ApiError, ApiResult};
-pub use state::{
-    ApiConfig, ApiState, AuthLimits, BillingConfig, Clock, FixedClock, SystemClock,
-};
+pub use state::{ApiConfig, ApiState, AuthLimits, BillingConfig, Clock, FixedClock, SystemClock};
 
 /// Every migration of the workspace, embedded.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations");

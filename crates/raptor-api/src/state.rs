@@ -90,7 +90,10 @@ impl std::fmt::Debug for BillingConfig {
         f.debug_struct("BillingConfig")
             .field("api_base", &self.api_base)
             .field("secret_key", &self.secret_key.as_ref().map(|_| "***"))
-            .field("webhook_secret", &self.webhook_secret.as_ref().map(|_| "***"))
+            .field(
+                "webhook_secret",
+                &self.webhook_secret.as_ref().map(|_| "***"),
+            )
             .field("timeout", &self.timeout)
             .finish()
     }

@@ -26,3 +26,17 @@ pub fn prometheus() -> PrometheusHandle {
         })
         .clone()
 }
+
+/// Runs the recorder's upkeep (draining histogram buffers) every `every`. Without it the
+/// buffers are only drained when `/metrics` is scraped, and grow while nobody scrapes.
+pub fn spawn_upkeep(every: std::time::Duration) -> tokio::task::JoinHandle<()> {
+    let handle = prometheus();
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(every);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            handle.run_upkeep();
+        }
+    })
+}

@@ -265,12 +265,12 @@ impl Drop for KeyGuard {
 }
 
 #[derive(Debug, Clone, Copy)]
-enum Settle {
+pub(crate) enum Settle {
     Fail,
     Release,
 }
 
-async fn settle(idem: &Idempotency, tracked: Tracked, how: Settle) {
+pub(crate) async fn settle(idem: &Idempotency, tracked: Tracked, how: Settle) {
     let sql = match how {
         Settle::Fail => {
             "update idempotency_keys set status = 'failed', completed_at = now()

@@ -115,10 +115,7 @@ struct ExistingRow {
 /// What one claim round found.
 enum Found {
     /// The key was free (absent, expired or released): this attempt holds it, uncommitted.
-    Won {
-        id: i64,
-        lineage: Uuid,
-    },
+    Won { id: i64, lineage: Uuid },
     /// Someone holds or held it.
     Existing(ExistingRow),
     /// The row disappeared between the insert and the read.
@@ -192,16 +189,21 @@ impl Idempotency {
             .await
     }
 
-    /// Stores the run-time override of the kill switch and applies it to this process at once.
-    pub async fn set_enabled(
+    /// Stores the run-time override of the kill switch in the caller's transaction; see
+    /// [`Idempotency::apply_enabled`].
+    pub async fn store_enabled(
         &self,
         conn: &mut PgConnection,
         enabled: bool,
         updated_by: Option<i32>,
     ) -> Result<(), sqlx::Error> {
-        flag::store(conn, enabled, updated_by).await?;
+        flag::store(conn, enabled, updated_by).await
+    }
+
+    /// Applies a stored override to this process at once. Call it only after the transaction
+    /// of [`Idempotency::store_enabled`] committed: a flip that rolled back must not apply.
+    pub fn apply_enabled(&self, enabled: bool) {
         self.inner.flag.set_local(enabled);
-        Ok(())
     }
 
     /// A claim with no key row: the request runs in one transaction, without dedup.
@@ -334,16 +336,6 @@ impl Idempotency {
         attempt: Uuid,
     ) -> Result<Claim, Rejection> {
         let deadline = self.inner.config.store_timeout;
-        match tokio::time::timeout(deadline, tx.commit()).await {
-            Ok(Ok(())) => {}
-            // A failed commit committed nothing: there is no row to release.
-            Ok(Err(err)) => return self.store_failed(request, &err.to_string()).await,
-            Err(_) => {
-                // The commit may still land after we gave up: release the row by our token.
-                self.release_later(&request, attempt);
-                return self.store_failed(request, "claim commit timed out").await;
-            }
-        }
         let tracked = Tracked {
             id,
             attempt,
@@ -351,6 +343,28 @@ impl Idempotency {
             store_body: request.store_body,
             claimed_at: Instant::now(),
         };
+        // The claim commits in a task of its own that outlives this request: if the request
+        // gives up (deadline) or is cancelled (client gone) while the commit is under way, the
+        // task sees nobody took its result and releases the row once the commit has landed.
+        // Released any earlier, the release could run before the commit and miss the row.
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let idem = self.clone();
+        tokio::spawn(async move {
+            let committed = tx.commit().await;
+            let landed = committed.is_ok();
+            if sender.send(committed).is_err() && landed {
+                crate::claim::settle(&idem, tracked, crate::claim::Settle::Release).await;
+            }
+        });
+        match tokio::time::timeout(deadline, receiver).await {
+            Ok(Ok(Ok(()))) => {}
+            // A failed commit committed nothing: there is no row to release.
+            Ok(Ok(Err(err))) => return self.store_failed(request, &err.to_string()).await,
+            Ok(Err(_)) => return self.store_failed(request, "claim commit task ended").await,
+            Err(_) => return self.store_failed(request, "claim commit timed out").await,
+        }
+        // No await between receiving the commit and arming the guard: a cancellation cannot
+        // fall between the two.
         let guard = KeyGuard::new(self.clone(), Some(tracked));
         let tx = match self.inner.pool.begin().await {
             Ok(tx) => tx,
@@ -386,33 +400,6 @@ impl Idempotency {
                     .await
             }
         }
-    }
-
-    /// Deletes this attempt's row if a claim we gave up on was committed after all (fenced by
-    /// the attempt token, so it can only remove our own in-flight row).
-    fn release_later(&self, request: &ClaimRequest, attempt: Uuid) {
-        let pool = self.inner.store.clone();
-        let (key, user, endpoint) = (
-            request.key.to_string(),
-            request.scope_user_id,
-            request.endpoint.clone(),
-        );
-        tokio::spawn(async move {
-            let released = sqlx::query(
-                "update idempotency_keys set status = 'released', completed_at = now()
-                  where idem_key = $1 and scope_user_id is not distinct from $2
-                    and scope_endpoint = $3 and attempt = $4 and status = 'in_flight'",
-            )
-            .bind(key)
-            .bind(user)
-            .bind(endpoint)
-            .bind(attempt)
-            .execute(&pool)
-            .await;
-            if let Err(err) = released {
-                tracing::warn!(error = %err, "could not release an abandoned claim; it stays in flight until stale");
-            }
-        });
     }
 
     /// One claim round: insert-or-read, on a transaction that is returned open (it holds the

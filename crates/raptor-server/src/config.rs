@@ -303,7 +303,10 @@ impl Config {
         let request_ms = self.request_timeout_secs.saturating_mul(1000);
         for (name, value) in [
             ("RAPTOR_DB_LOCK_TIMEOUT_MS", self.db_lock_timeout_ms),
-            ("RAPTOR_DB_STATEMENT_TIMEOUT_MS", self.db_statement_timeout_ms),
+            (
+                "RAPTOR_DB_STATEMENT_TIMEOUT_MS",
+                self.db_statement_timeout_ms,
+            ),
         ] {
             if value >= request_ms {
                 bail!(
@@ -424,7 +427,10 @@ impl Config {
     pub async fn pool(&self) -> anyhow::Result<PgPool> {
         let options = self.connect_options()?.options([
             ("lock_timeout", format!("{}ms", self.db_lock_timeout_ms)),
-            ("statement_timeout", format!("{}ms", self.db_statement_timeout_ms)),
+            (
+                "statement_timeout",
+                format!("{}ms", self.db_statement_timeout_ms),
+            ),
         ]);
         PgPoolOptions::new()
             .max_connections(self.db_pool_size)

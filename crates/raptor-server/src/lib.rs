@@ -160,8 +160,10 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
                 Arc::new(SystemClock),
             );
             let app = raptor_api::app(state);
+            let upkeep = raptor_api::telemetry::spawn_upkeep(Duration::from_secs(5));
             tracing::info!(addr = %listener.local_addr()?, "raptor listening");
             serve(listener, app, shutdown_signal()).await?;
+            upkeep.abort();
             if let Some(task) = cleanup {
                 task.abort();
             }
@@ -245,7 +247,7 @@ pub async fn serve(
         app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
     )
     .with_graceful_shutdown(shutdown)
-        .await
+    .await
 }
 
 /// Resolves on SIGINT or SIGTERM.

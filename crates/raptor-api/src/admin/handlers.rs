@@ -54,7 +54,7 @@ pub(crate) async fn set_flag(
     let mut tx = state.db.begin().await.context("begin")?;
     state
         .idempotency
-        .set_enabled(&mut tx, request.enabled, Some(operator.id))
+        .store_enabled(&mut tx, request.enabled, Some(operator.id))
         .await
         .context("store flag")?;
     audit::record(
@@ -68,6 +68,8 @@ pub(crate) async fn set_flag(
     .await
     .context("audit flag")?;
     tx.commit().await.context("commit flag")?;
+    // Only a committed flip applies here; the other processes read it within a second.
+    state.idempotency.apply_enabled(request.enabled);
     Ok(Json(FlagResponse {
         name,
         enabled: request.enabled,

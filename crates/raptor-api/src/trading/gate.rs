@@ -115,7 +115,10 @@ impl AccountWrites {
                 "account write semaphore closed"
             ))),
             Err(_) => {
-                tracing::info!(user.id = user_id, "too many concurrent writes on one account");
+                tracing::info!(
+                    user.id = user_id,
+                    "too many concurrent writes on one account"
+                );
                 Err(ApiError::TooManyRequests {
                     retry_after_secs: 1,
                 })
