@@ -518,3 +518,229 @@ async fn a_flag_flip_that_rolls_back_is_not_applied(pool: PgPool) {
     assert_eq!(app.count("select count(*) from feature_flags").await, 0);
     app.close().await;
 }
+
+fn at(y: i32, m: u32, d: u32, h: u32, min: u32) -> chrono::DateTime<chrono::Utc> {
+    use chrono::TimeZone;
+    chrono::Utc
+        .with_ymd_and_hms(y, m, d, h, min, 0)
+        .single()
+        .expect("instant")
+}
+
+fn clock_at(now: chrono::DateTime<chrono::Utc>) -> Options {
+    Options {
+        now,
+        ..Options::default()
+    }
+}
+
+/// Defect 2: a `day` limit resting at 10:00 New York expires at the 16:00 close: the next read
+/// or write of the account shows it expired, its reservation freed, audited once.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn day_orders_expire_at_the_session_close(pool: PgPool) {
+    // Tuesday 2026-12-01 10:00 New York.
+    let morning = TestApp::new(&pool).await;
+    let (_, token) = morning.user("day@example.com").await;
+    morning.quote("AAPL", "189.00", "190.00").await;
+    let limit = json!({ "symbol": "AAPL", "qty": "10", "side": "buy", "type": "limit",
+                        "limit_price": "150.00" });
+    let resting = keyed(&morning, &token, Uuid::new_v4(), &limit).await;
+    assert_eq!(resting.body["status"], "new", "{}", resting.text);
+    let gtc = json!({ "symbol": "AAPL", "qty": "1", "side": "buy", "type": "limit",
+                      "limit_price": "150.00", "time_in_force": "gtc" });
+    let good = keyed(&morning, &token, Uuid::new_v4(), &gtc).await;
+    assert_eq!(good.body["status"], "new");
+    let before = morning.get("/api/trading/account", &token).await.body;
+    assert_eq!(before["reserved_cash"], "1650.00");
+
+    // 15:59 New York: still good.
+    let late = TestApp::with(&pool, clock_at(at(2026, 12, 1, 20, 59))).await;
+    let id = resting.body["id"].as_str().expect("id").to_owned();
+    let still = late.get(&format!("/api/trading/orders/{id}"), &token).await;
+    assert_eq!(still.body["status"], "new");
+
+    // 16:30 New York: expired on the next read, the reservation freed, one audit row.
+    let evening = TestApp::with(&pool, clock_at(at(2026, 12, 1, 21, 30))).await;
+    let expired = evening
+        .get(&format!("/api/trading/orders/{id}"), &token)
+        .await;
+    assert_eq!(expired.body["status"], "expired", "{}", expired.text);
+    let after = evening.get("/api/trading/account", &token).await.body;
+    assert_eq!(
+        after["reserved_cash"], "150.00",
+        "only the gtc order reserves"
+    );
+    let gtc_id = good.body["id"].as_str().expect("id").to_owned();
+    let gtc_now = evening
+        .get(&format!("/api/trading/orders/{gtc_id}"), &token)
+        .await;
+    assert_eq!(gtc_now.body["status"], "new", "gtc orders rest on");
+    assert_eq!(
+        evening
+            .count("select count(*) from audit_log where action = 'order.expired'")
+            .await,
+        1
+    );
+    let reason: String = sqlx::query_scalar(
+        "select context->>'reason' from audit_log where action = 'order.expired'",
+    )
+    .fetch_one(&evening.pool)
+    .await
+    .expect("reason");
+    assert_eq!(reason, "session_close");
+    // A quote that would have filled it fills nothing now.
+    evening.quote("AAPL", "140.00", "149.00").await;
+    let gtc_filled = evening
+        .get(&format!("/api/trading/orders/{gtc_id}"), &token)
+        .await;
+    assert_eq!(gtc_filled.body["status"], "filled");
+    let still_expired = evening
+        .get(&format!("/api/trading/orders/{id}"), &token)
+        .await;
+    assert_eq!(still_expired.body["status"], "expired");
+    late.close().await;
+    evening.close().await;
+    morning.close().await;
+}
+
+/// Defect 2: the sweep (`raptor orders expire`) expires orders on accounts nobody touches, and
+/// an order on an option frees its reservation at the expiry's close, not at the next quote.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn the_sweep_expires_day_orders_and_dead_options(pool: PgPool) {
+    const NEAR: &str = "XYZ261218C00065000";
+    let morning = TestApp::new(&pool).await;
+    let (_, token) = morning.user("sweep@example.com").await;
+    morning.quote(NEAR, "1.20", "1.25").await;
+    let option = json!({ "symbol": NEAR, "qty": "1", "side": "buy", "type": "limit",
+                         "limit_price": "1.00", "time_in_force": "gtc",
+                         "position_intent": "buy_to_open" });
+    let resting = keyed(&morning, &token, Uuid::new_v4(), &option).await;
+    assert_eq!(resting.body["status"], "new", "{}", resting.text);
+    let id: Uuid = resting.body["id"]
+        .as_str()
+        .expect("id")
+        .parse()
+        .expect("uuid");
+
+    // The day before the contract's expiry: nothing to do.
+    let before = TestApp::with(&pool, clock_at(at(2026, 12, 17, 22, 0))).await;
+    assert_eq!(
+        raptor_api::trading::expire_orders(&before.state)
+            .await
+            .expect("sweep"),
+        0
+    );
+    // After the close of the expiry date (no quote update, no read in between).
+    let after = TestApp::with(&pool, clock_at(at(2026, 12, 18, 21, 5))).await;
+    assert_eq!(
+        raptor_api::trading::expire_orders(&after.state)
+            .await
+            .expect("sweep"),
+        1
+    );
+    let status: String = sqlx::query_scalar("select status from paper_orders where id = $1")
+        .bind(id)
+        .fetch_one(&after.pool)
+        .await
+        .expect("status");
+    assert_eq!(status, "expired");
+    let reason: String = sqlx::query_scalar(
+        "select context->>'reason' from audit_log where action = 'order.expired'",
+    )
+    .fetch_one(&after.pool)
+    .await
+    .expect("reason");
+    assert_eq!(reason, "contract_expiry");
+    assert_eq!(
+        raptor_api::trading::expire_orders(&after.state)
+            .await
+            .expect("sweep"),
+        0,
+        "each order expires once"
+    );
+    before.close().await;
+    after.close().await;
+    morning.close().await;
+}
+
+/// Operations: from the shutdown signal on, `/readyz` answers 503 while requests in flight
+/// (and new ones during the drain window) are still served; then the server stops cleanly.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn shutdown_drains_with_readyz_503(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("drain@example.com").await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (signal, received) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = raptor_server::drain_on(
+        app.state.clone(),
+        async {
+            let _ = received.await;
+        },
+        std::time::Duration::from_millis(800),
+    );
+    let server = tokio::spawn(raptor_server::serve(listener, app.router.clone(), shutdown));
+    let client = reqwest::Client::new();
+    let url = |path: &str| format!("http://{addr}{path}");
+    let ready = client.get(url("/readyz")).send().await.expect("readyz");
+    assert_eq!(ready.status().as_u16(), 200);
+
+    // A slow request is in flight when the signal arrives.
+    let slow = tokio::spawn(
+        client
+            .post(url("/probe/items"))
+            .bearer_auth(&token)
+            .header(crate::probe::SLEEP_HEADER, "400")
+            .json(&json!({ "label": "in-flight" }))
+            .send(),
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    signal.send(()).expect("signal");
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let draining = client.get(url("/readyz")).send().await.expect("readyz");
+    assert_eq!(draining.status().as_u16(), 503);
+    let body: Value = draining.json().await.expect("json");
+    assert_eq!(body["status"], "draining");
+    let alive = client.get(url("/healthz")).send().await.expect("healthz");
+    assert_eq!(alive.status().as_u16(), 200);
+    let finished = slow.await.expect("join").expect("in-flight request");
+    assert_eq!(finished.status().as_u16(), 201);
+    server.await.expect("join").expect("serve");
+    app.close().await;
+}
+
+/// Operations: `raptor healthcheck` (the image's HEALTHCHECK) exits 0 against a ready server.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn healthcheck_command_reads_readyz(pool: PgPool) {
+    use clap::Parser;
+    let app = TestApp::new(&pool).await;
+    let server = app.spawn().await;
+    let addr = server.addr.to_string();
+    let cli = raptor_server::Cli::try_parse_from(["raptor", "--addr", &addr, "healthcheck"])
+        .expect("parse");
+    let mut out = Vec::new();
+    raptor_server::run(cli, &mut out).await.expect("healthy");
+    let printed: Value = serde_json::from_slice(&out).expect("json");
+    assert_eq!(printed["readyz"], 200);
+    app.state.begin_drain();
+    let cli = raptor_server::Cli::try_parse_from(["raptor", "--addr", &addr, "healthcheck"])
+        .expect("parse");
+    let mut out = Vec::new();
+    assert!(
+        raptor_server::run(cli, &mut out).await.is_err(),
+        "draining is unhealthy"
+    );
+    server.stop().await;
+    app.close().await;
+}
+
+/// Operations: idempotency cleanup and order expiry run inside `serve` by default.
+#[test]
+fn schedules_are_on_by_default() {
+    use clap::Parser;
+    let cli = raptor_server::Cli::try_parse_from(["raptor", "serve"]).expect("parse");
+    assert_eq!(cli.config.idempotency_cleanup_interval_secs, 3600);
+    assert_eq!(cli.config.order_expiry_interval_secs, 60);
+}

@@ -742,9 +742,9 @@ async fn quote_updates_expire_dead_orders_and_skip_blocked_accounts(pool: PgPool
     let near_limit = json!({ "symbol": NEAR, "qty": "1", "side": "buy", "type": "limit", "limit_price": "1.00", "time_in_force": "gtc" });
     let dead = order(&app, &token, &near_limit).await;
     assert_eq!(dead.body["status"], "new");
-    let blocked = order(&app, &live, &json!({ "symbol": "AAPL", "qty": "1", "side": "buy", "type": "limit", "limit_price": "95.00" })).await;
+    let blocked = order(&app, &live, &json!({ "symbol": "AAPL", "qty": "1", "side": "buy", "type": "limit", "limit_price": "95.00", "time_in_force": "gtc" })).await;
     assert_eq!(blocked.body["status"], "new");
-    let aapl = order(&app, &token, &json!({ "symbol": "AAPL", "qty": "1", "side": "buy", "type": "limit", "limit_price": "96.00" })).await;
+    let aapl = order(&app, &token, &json!({ "symbol": "AAPL", "qty": "1", "side": "buy", "type": "limit", "limit_price": "96.00", "time_in_force": "gtc" })).await;
     assert_eq!(aapl.body["status"], "new");
     sqlx::query("update paper_accounts set mode = 'live' where user_id = $1")
         .bind(live_id)

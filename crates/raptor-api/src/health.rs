@@ -38,9 +38,16 @@ pub(crate) async fn get_healthz() -> Json<HealthResponse> {
 #[utoipa::path(get, path = "/readyz", tag = "ops",
     responses(
         (status = 200, description = "ready", body = HealthResponse),
-        (status = 503, description = "Postgres does not answer", body = HealthResponse),
+        (status = 503, description = "Postgres does not answer (`unavailable`), or shutdown has begun (`draining`)", body = HealthResponse),
     ))]
 pub(crate) async fn get_readyz(State(state): State<ApiState>) -> Response {
+    if state.is_draining() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(HealthResponse { status: "draining" }),
+        )
+            .into_response();
+    }
     let ping = sqlx::query_scalar::<_, i32>("select 1").fetch_one(&state.db);
     match tokio::time::timeout(Duration::from_secs(1), ping).await {
         Ok(Ok(_)) => Json(HealthResponse { status: "ok" }).into_response(),

@@ -37,8 +37,16 @@ pub fn layers(router: Router, config: &ApiConfig) -> Router {
         .layer(axum::middleware::from_fn(scope_request_id))
         .layer(axum::middleware::from_fn(json_errors))
         .layer(cors(&config.cors_origins))
+        .layer(axum::middleware::from_fn(access_log))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID_HEADER))
-        .layer(TraceLayer::new_for_http().make_span_with(make_span))
+        // The span only: `access_log` writes the one line per request.
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(make_span)
+                .on_request(())
+                .on_response(())
+                .on_failure(()),
+        )
         .layer(SetRequestIdLayer::new(REQUEST_ID_HEADER, MakeRequestUuid))
 }
 
@@ -98,6 +106,22 @@ async fn scope_request_id(request: Request, next: Next) -> Response {
         .unwrap_or_default()
         .to_owned();
     REQUEST_ID.scope(id, next.run(request)).await
+}
+
+/// One log line per request, inside the request span (method, route, request id): status and
+/// latency at INFO. A 500-class answer other than 503 is an ERROR; a 503 (readiness, a gate, a
+/// busy or unavailable database) says "retry", and is a WARN at most, logged where it arose.
+async fn access_log(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let status = response.status().as_u16();
+    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    if response.status().is_server_error() && response.status() != StatusCode::SERVICE_UNAVAILABLE {
+        tracing::error!(status, latency_ms, "request failed");
+    } else {
+        tracing::info!(status, latency_ms, "request");
+    }
+    response
 }
 
 /// Per-route latency histogram, labelled by the matched route (low cardinality).

@@ -170,6 +170,8 @@ pub struct ApiInner {
     pub auth_limiter: crate::sessions::AuthLimiter,
     /// Per-account write concurrency.
     pub account_writes: crate::trading::AccountWrites,
+    /// Set when shutdown begins: `/readyz` answers 503 from then on.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl ApiState {
@@ -216,7 +218,21 @@ impl ApiState {
             stripe,
             auth_limiter,
             account_writes,
+            draining: std::sync::atomic::AtomicBool::new(false),
         }))
+    }
+
+    /// Marks the process as shutting down: `/readyz` answers 503 so load balancers stop
+    /// sending traffic, while requests in flight finish.
+    pub fn begin_drain(&self) {
+        self.0
+            .draining
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_draining(&self) -> bool {
+        self.0.draining.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 

@@ -3,6 +3,7 @@
 #![deny(clippy::float_arithmetic)]
 
 mod account;
+pub mod calendar;
 mod engine;
 mod error;
 mod fees;

@@ -7,6 +7,8 @@
 //! `RAPTOR_PAPER_STARTING_CASH`, `RAPTOR_FEE_PER_CONTRACT`, `RAPTOR_FEE_PER_SHARE`,
 //! `RAPTOR_FEE_MIN_PER_ORDER`, `RAPTOR_DB_POOL_SIZE`, `RAPTOR_CORS_ORIGINS`,
 //! `RAPTOR_LOG_FORMAT`, `RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS`, `RAPTOR_MAX_OPEN_ORDERS`,
+//! `RAPTOR_ORDER_EXPIRY_INTERVAL_SECS`, `RAPTOR_DB_LOCK_TIMEOUT_MS`, `RAPTOR_DB_STATEMENT_TIMEOUT_MS`,
+//! `RAPTOR_ACCOUNT_WRITE_CONCURRENCY`, `RAPTOR_ACCOUNT_WRITE_WAIT_MS`, `RAPTOR_SHUTDOWN_DRAIN_SECS`,
 //! `RAPTOR_SESSION_TTL_DAYS`,
 //! `RAPTOR_AUTH_EMAIL_PER_HOUR`, `RAPTOR_AUTH_IP_PER_MINUTE`, `STRIPE_API_BASE`,
 //! `STRIPE_SECRET_KEY`, `STRIPE_WEBHOOK_SECRET`, `STRIPE_TIMEOUT_MS`.
@@ -197,11 +199,18 @@ pub struct Config {
     )]
     pub log_format: LogFormat,
 
-    /// Run `idempotency cleanup` inside `serve` every N seconds (off when unset).
+    /// Run `idempotency cleanup` inside `serve` every N seconds (bounded batches, SKIP
+    /// LOCKED); 0 turns it off.
     #[arg(long, env = "RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS",
-          value_name = "RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS",
-          value_parser = clap::value_parser!(u64).range(1..), global = true)]
-    pub idempotency_cleanup_interval_secs: Option<u64>,
+          value_name = "RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS", default_value_t = 3600,
+          value_parser = clap::value_parser!(u64).range(0..), global = true)]
+    pub idempotency_cleanup_interval_secs: u64,
+
+    /// On SIGTERM/SIGINT, answer `/readyz` 503 for this many seconds while still serving, so
+    /// load balancers stop routing here; then stop accepting and let requests in flight finish.
+    #[arg(long, env = "RAPTOR_SHUTDOWN_DRAIN_SECS", value_name = "RAPTOR_SHUTDOWN_DRAIN_SECS",
+          default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=300), global = true)]
+    pub shutdown_drain_secs: u64,
 
     /// Postgres `lock_timeout` of every business transaction, in ms (below the request
     /// timeout); when it fires the request answers 503 database_busy and rolls back.
@@ -224,6 +233,13 @@ pub struct Config {
     #[arg(long, env = "RAPTOR_ACCOUNT_WRITE_WAIT_MS", value_name = "RAPTOR_ACCOUNT_WRITE_WAIT_MS",
           default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(0..=600_000), global = true)]
     pub account_write_wait_ms: u64,
+
+    /// Expire day orders after the session close (and orders on expired options) inside
+    /// `serve` every N seconds; 0 turns the schedule off (`raptor orders expire` still works,
+    /// and touching an account expires its orders anyway).
+    #[arg(long, env = "RAPTOR_ORDER_EXPIRY_INTERVAL_SECS", value_name = "RAPTOR_ORDER_EXPIRY_INTERVAL_SECS",
+          default_value_t = 60, value_parser = clap::value_parser!(u64).range(0..=86_400), global = true)]
+    pub order_expiry_interval_secs: u64,
 
     /// Open (resting) orders allowed per account; past it, 422 too_many_open_orders.
     #[arg(long, env = "RAPTOR_MAX_OPEN_ORDERS", value_name = "RAPTOR_MAX_OPEN_ORDERS",

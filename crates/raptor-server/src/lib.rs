@@ -47,6 +47,9 @@ pub enum Command {
     /// Operator quotes.
     #[command(subcommand)]
     Quotes(QuotesCommand),
+    /// The paper book's orders.
+    #[command(subcommand)]
+    Orders(OrdersCommand),
     /// The idempotency store.
     #[command(subcommand)]
     Idempotency(IdempotencyCommand),
@@ -55,6 +58,9 @@ pub enum Command {
     Gdpr(GdprCommand),
     /// Print the OpenAPI document.
     Openapi,
+    /// Exit 0 when the server on RAPTOR_ADDR answers `GET /readyz` with 200 (the container's
+    /// HEALTHCHECK: the image needs no curl).
+    Healthcheck,
 }
 
 /// `raptor users …`
@@ -98,6 +104,14 @@ pub enum QuotesCommand {
     },
 }
 
+/// `raptor orders …`
+#[derive(Debug, Subcommand)]
+pub enum OrdersCommand {
+    /// Expire every open order that stopped being good (day orders after the session close,
+    /// orders on expired options); prints `{"expired": N}`.
+    Expire,
+}
+
 /// `raptor idempotency …`
 #[derive(Debug, Subcommand)]
 pub enum IdempotencyCommand {
@@ -133,6 +147,15 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             )?;
             Ok(())
         }
+        Command::Healthcheck => {
+            let status = readyz_status(config.addr).await?;
+            writeln!(out, "{}", json!({ "readyz": status }))?;
+            if status == 200 {
+                Ok(())
+            } else {
+                anyhow::bail!("readyz answered {status}")
+            }
+        }
         Command::Migrate => {
             config.ensure_database().await?;
             config.migrate().await?;
@@ -146,10 +169,10 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             let listener = TcpListener::bind(config.addr)
                 .await
                 .with_context(|| format!("could not bind RAPTOR_ADDR {}", config.addr))?;
-            let cleanup = config.idempotency_cleanup_interval_secs.map(|secs| {
+            let cleanup = (config.idempotency_cleanup_interval_secs > 0).then(|| {
                 raptor_idempotency::cleanup::spawn_schedule(
                     pool.clone(),
-                    Duration::from_secs(secs),
+                    Duration::from_secs(config.idempotency_cleanup_interval_secs),
                     1000,
                 )
             });
@@ -159,11 +182,21 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
                 config.idempotency(),
                 Arc::new(SystemClock),
             );
-            let app = raptor_api::app(state);
+            let expiry = (config.order_expiry_interval_secs > 0).then(|| {
+                spawn_order_expiry(
+                    state.clone(),
+                    Duration::from_secs(config.order_expiry_interval_secs),
+                )
+            });
+            let app = raptor_api::app(state.clone());
             let upkeep = raptor_api::telemetry::spawn_upkeep(Duration::from_secs(5));
             tracing::info!(addr = %listener.local_addr()?, "raptor listening");
-            serve(listener, app, shutdown_signal()).await?;
+            let drain = Duration::from_secs(config.shutdown_drain_secs);
+            serve(listener, app, drain_on(state, shutdown_signal(), drain)).await?;
             upkeep.abort();
+            if let Some(task) = expiry {
+                task.abort();
+            }
             if let Some(task) = cleanup {
                 task.abort();
             }
@@ -209,6 +242,20 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             writeln!(out, "{}", serde_json::to_string(&quote)?)?;
             Ok(())
         }
+        Command::Orders(OrdersCommand::Expire) => {
+            let pool = config.pool().await?;
+            let state = ApiState::new(
+                pool,
+                config.api(),
+                config.idempotency(),
+                Arc::new(SystemClock),
+            );
+            let expired = raptor_api::trading::expire_orders(&state)
+                .await
+                .map_err(api_error)?;
+            writeln!(out, "{}", json!({ "expired": expired }))?;
+            Ok(())
+        }
         Command::Idempotency(IdempotencyCommand::Cleanup { batch_size }) => {
             let pool = config.pool().await?;
             let deleted = raptor_idempotency::cleanup::delete_expired(&pool, batch_size).await?;
@@ -224,6 +271,48 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             Ok(())
         }
     }
+}
+
+/// Expires due orders every `every` (day orders at the close, even on accounts nobody touches).
+pub fn spawn_order_expiry(state: ApiState, every: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(every);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            match raptor_api::trading::expire_orders(&state).await {
+                Ok(0) => {}
+                Ok(expired) => tracing::info!(expired, "expired open orders"),
+                Err(err) => tracing::warn!(error = %err, "order expiry failed"),
+            }
+        }
+    })
+}
+
+/// `GET /readyz` on `addr` (an unspecified address means this host), its status code.
+async fn readyz_status(addr: std::net::SocketAddr) -> anyhow::Result<u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut target = addr;
+    if target.ip().is_unspecified() {
+        target.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    let check = async {
+        let mut stream = tokio::net::TcpStream::connect(target).await?;
+        stream
+            .write_all(b"GET /readyz HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .await?;
+        let mut head = [0u8; 32];
+        let read = stream.read(&mut head).await?;
+        Ok::<_, std::io::Error>(String::from_utf8_lossy(&head[..read]).into_owned())
+    };
+    let head = tokio::time::timeout(Duration::from_secs(3), check)
+        .await
+        .context("readyz timed out")?
+        .with_context(|| format!("could not reach {target}"))?;
+    head.split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .with_context(|| format!("not an HTTP answer: {head:?}"))
 }
 
 fn api_error(err: raptor_api::ApiError) -> anyhow::Error {
@@ -248,6 +337,17 @@ pub async fn serve(
     )
     .with_graceful_shutdown(shutdown)
     .await
+}
+
+/// Resolves `drain` after `signal`: from the signal on, `/readyz` answers 503 while requests
+/// are still served; when this resolves the server stops accepting and finishes what it has.
+pub async fn drain_on(state: ApiState, signal: impl Future<Output = ()> + Send, drain: Duration) {
+    signal.await;
+    state.begin_drain();
+    if !drain.is_zero() {
+        tracing::info!(secs = drain.as_secs(), "draining: readyz answers 503");
+        tokio::time::sleep(drain).await;
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

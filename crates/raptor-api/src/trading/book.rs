@@ -336,14 +336,78 @@ fn spec_context(spec: &OrderSpec) -> serde_json::Value {
     })
 }
 
+/// Rows expired per statement by the sweep (`raptor orders expire` and the schedule).
+pub(crate) const EXPIRY_BATCH: i64 = 500;
+
+/// Expires the open orders that stopped being good by `now` (day orders at the session close,
+/// orders on options at their last close): those of `user_id`, or a batch of anyone's. Each
+/// expiry frees its reservation and is audited, in the caller's transaction.
+pub(crate) async fn expire_due(
+    conn: &mut PgConnection,
+    user_id: Option<i32>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> ApiResult<usize> {
+    let limit = if user_id.is_some() {
+        i64::MAX
+    } else {
+        EXPIRY_BATCH
+    };
+    let expired = store::expire_due(conn, user_id, now, limit).await?;
+    for order in &expired {
+        let reason = if order.time_in_force == "day" {
+            "session_close"
+        } else {
+            "contract_expiry"
+        };
+        audit::record(
+            conn,
+            AuditEvent::new(
+                Some(order.user_id),
+                "order.expired",
+                json!({ "order_id": order.id, "reason": reason,
+                        "expires_at": order.expires_at }),
+            ),
+        )
+        .await
+        .context("audit expiry")?;
+    }
+    Ok(expired.len())
+}
+
+/// One sweep of every account's due orders, in batches of [`EXPIRY_BATCH`] (each its own
+/// transaction, so it never holds many locks): `raptor orders expire` and the schedule.
+pub async fn expire_orders(state: &ApiState) -> ApiResult<usize> {
+    let mut total = 0;
+    loop {
+        let mut tx = state.db.begin().await.context("begin")?;
+        let expired = expire_due(&mut tx, None, state.clock.now()).await?;
+        tx.commit().await.context("commit expiry")?;
+        total += expired;
+        if i64::try_from(expired).unwrap_or(i64::MAX) < EXPIRY_BATCH {
+            return Ok(total);
+        }
+    }
+}
+
+/// Expires the caller's due orders before a read, so reads never show a dead order as open.
+pub(crate) async fn expire_for_read(state: &ApiState, user_id: i32) -> ApiResult<()> {
+    let mut tx = state.db.begin().await.context("begin")?;
+    expire_due(&mut tx, Some(user_id), state.clock.now()).await?;
+    tx.commit().await.context("commit expiry")?;
+    Ok(())
+}
+
 async fn account_state(
     conn: &mut PgConnection,
     user_id: i32,
+    now: chrono::DateTime<chrono::Utc>,
 ) -> ApiResult<(store::AccountRow, AccountState, Vec<StoredOrder>)> {
     let account = store::lock_account(conn, user_id).await?;
     if account.mode != "paper" {
         return Err(ApiError::LiveTradingUnavailable);
     }
+    // Touching an account expires what stopped being good, before its reservations count.
+    expire_due(conn, Some(user_id), now).await?;
     let positions = store::lock_positions(conn, user_id).await?;
     let open = store::open_orders(conn, user_id).await?;
     let state = AccountState {
@@ -376,7 +440,7 @@ pub(crate) async fn place(
         instrument(symbol)?;
     }
     let quotes = store::quotes(conn, &symbols, true).await?;
-    let (_, account, open) = account_state(conn, user_id).await?;
+    let (_, account, open) = account_state(conn, user_id, now).await?;
     let (spec, requested_id) = to_spec(&intent, &account.positions)?;
     if spec.limit_price.is_some_and(|p| p.scale() > PRICE_SCALE) {
         return Err(invalid("limit_price has more than 6 decimal places"));
@@ -435,6 +499,9 @@ pub(crate) async fn place(
             reserved_cash,
             execution,
             at: now,
+            expires_at: (status == OrderStatus::New)
+                .then(|| raptor_engine::calendar::order_expires_at(&spec, now))
+                .flatten(),
         },
     )
     .await?;
@@ -501,6 +568,7 @@ pub(crate) async fn cancel(
     order_id: Uuid,
 ) -> ApiResult<OrderResponse> {
     store::lock_account(conn, user_id).await?;
+    expire_due(conn, Some(user_id), state.clock.now()).await?;
     let order = store::find_order(conn, user_id, order_id, true)
         .await?
         .ok_or(ApiError::NotFound("order"))?;
@@ -562,7 +630,7 @@ pub(crate) async fn reset(
     user_id: i32,
 ) -> ApiResult<AccountResponse> {
     let now = state.clock.now();
-    let (before, account, open) = account_state(conn, user_id).await?;
+    let (before, account, open) = account_state(conn, user_id, now).await?;
     for order in &open {
         store::end_open_order(conn, order.id, OrderStatus::Canceled, now).await?;
         audit::record(
@@ -651,7 +719,7 @@ async fn fill_resting_for(
 ) -> ApiResult<Vec<Uuid>> {
     let now = state.clock.now();
     // One account that cannot trade must not block the quote for everyone else.
-    let (_, mut account, open) = match account_state(conn, user_id).await {
+    let (_, mut account, open) = match account_state(conn, user_id, now).await {
         Ok(loaded) => loaded,
         Err(err @ (ApiError::LiveTradingUnavailable | ApiError::NotFound(_))) => {
             tracing::warn!(user.id = user_id, error = %err, "resting orders skipped on quote update");

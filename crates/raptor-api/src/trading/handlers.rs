@@ -193,6 +193,7 @@ pub(crate) async fn get_account(
     State(state): State<ApiState>,
     user: AuthUser,
 ) -> ApiResult<Json<AccountResponse>> {
+    book::expire_for_read(&state, user.id).await?;
     let mut conn = state.db.acquire().await.context("acquire")?;
     Ok(Json(book::account(&mut conn, user.id).await?))
 }
@@ -212,6 +213,7 @@ pub(crate) async fn list_orders(
     query: Result<Query<ListOrdersQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Json<Vec<OrderResponse>>> {
     let Query(query) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
+    book::expire_for_read(&state, user.id).await?;
     let statuses: &[&str] = match query.status.as_deref().unwrap_or("all") {
         "open" => &["new"],
         "closed" => &["filled", "canceled", "expired"],
@@ -245,6 +247,7 @@ pub(crate) async fn get_order(
     user: AuthUser,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<OrderResponse>> {
+    book::expire_for_read(&state, user.id).await?;
     let mut conn = state.db.acquire().await.context("acquire")?;
     store::find_order(&mut conn, user.id, id, false)
         .await?

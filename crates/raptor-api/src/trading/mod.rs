@@ -13,7 +13,7 @@ use utoipa_axum::routes;
 
 use crate::state::ApiState;
 
-pub use book::set_quote;
+pub use book::{expire_orders, set_quote};
 pub use gate::{AccountWrite, AccountWrites, NewOrderGate, PaperTrader};
 
 pub(crate) fn routes() -> OpenApiRouter<ApiState> {

@@ -235,6 +235,8 @@ pub(crate) struct NewOrder<'a> {
     pub(crate) reserved_cash: Decimal,
     pub(crate) execution: Option<&'a Execution>,
     pub(crate) at: DateTime<Utc>,
+    /// When a resting order stops being good (`None`: until canceled, or not resting).
+    pub(crate) expires_at: Option<DateTime<Utc>>,
 }
 
 /// Whether `client_order_id` is taken on this (locked) account.
@@ -292,9 +294,9 @@ pub(crate) async fn insert_order(conn: &mut PgConnection, order: &NewOrder<'_>) 
         "insert into paper_orders
             (id, user_id, client_order_id, idempotency_key, purpose, order_class, order_type,
              time_in_force, symbol, side, position_intent, qty, limit_price, status, filled_qty,
-             filled_avg_price, reserved_cash, fees, created_at, updated_at, filled_at)
+             filled_avg_price, reserved_cash, fees, created_at, updated_at, filled_at, expires_at)
          values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-                 $19, $19, $20)",
+                 $19, $19, $20, $21)",
     )
     .bind(order.id)
     .bind(order.user_id)
@@ -316,6 +318,7 @@ pub(crate) async fn insert_order(conn: &mut PgConnection, order: &NewOrder<'_>) 
     .bind(fees)
     .bind(order.at)
     .bind(filled_at)
+    .bind(order.expires_at)
     .execute(&mut *conn)
     .await
     .context("insert order")?;
@@ -454,6 +457,44 @@ pub(crate) async fn end_open_order(
     .context("end open order")?
     .rows_affected()
         == 1)
+}
+
+/// An order that stopped being good.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ExpiredOrder {
+    pub(crate) id: Uuid,
+    pub(crate) user_id: i32,
+    pub(crate) time_in_force: String,
+    pub(crate) expires_at: DateTime<Utc>,
+}
+
+/// Expires open orders whose `expires_at` is at or before `now`: those of `user_id`, or (with
+/// `None`) up to `limit` of anyone's, skipping rows another transaction holds. Frees their
+/// reservations. The caller audits each.
+pub(crate) async fn expire_due(
+    conn: &mut PgConnection,
+    user_id: Option<i32>,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> ApiResult<Vec<ExpiredOrder>> {
+    sqlx::query_as(
+        "update paper_orders o
+            set status = 'expired', reserved_cash = 0, updated_at = $2
+          where o.id in (select id from paper_orders
+                          where status = 'new' and expires_at <= $2
+                            and ($1::integer is null or user_id = $1)
+                          order by expires_at
+                          limit $3
+                          for update skip locked)
+            and o.status = 'new'
+         returning o.id, o.user_id, o.time_in_force, o.expires_at",
+    )
+    .bind(user_id)
+    .bind(now)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+    .context("expire due orders")
 }
 
 /// Resets the account: cash, P&L, positions (open orders are canceled by the caller first).
