@@ -21,6 +21,9 @@
 //! - (e) `duplicates`: 64 clients released together with one key, 10 rounds. Exactly one of them
 //!   may execute (checked against the rows in `paper_orders`); the others get the replay or
 //!   `409 idempotency_in_flight`, and their latency is the `losers` row.
+//! - (f) `resting`: one account with 500 resting limit buys (the per-account cap) on MSFT; one
+//!   quote update that re-evaluates all 500 without filling any, then one that fills all 500.
+//!   Each is one `set_quote` call (one transaction), timed in-process.
 //!
 //! How to read it: latencies are per request, measured by the client, in milliseconds (p50, p95,
 //! p99 by nearest rank, and the maximum). `req/s` is completed requests over wall time; for the
@@ -81,6 +84,10 @@ const TARGET_REPLAY_P99_MS: f64 = 20.0;
 const TARGET_OVERHEAD_P50_MS: f64 = 5.0;
 /// Orders per second with 16 clients.
 const TARGET_THROUGHPUT: f64 = 150.0;
+/// Resting orders of scenario (f): `RAPTOR_MAX_OPEN_ORDERS`' default.
+const RESTING: usize = 500;
+/// One quote update over scenario (f)'s resting orders, ms.
+const TARGET_QUOTE_UPDATE_MS: f64 = 1000.0;
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> ExitCode {
@@ -183,6 +190,8 @@ async fn scenarios(state: &ApiState, pool: &PgPool, server: &Server) -> anyhow::
     let throughput = throughput(pool, &http).await?;
     println!("(e) {DUPLICATES} duplicates of one key, {ROUNDS} rounds ...");
     let duplicates = duplicates(pool, &http).await?;
+    println!("(f) quote updates over {RESTING} resting orders ...");
+    let resting = resting(state, pool, &http).await?;
 
     let mut report = Report {
         machine: Machine {
@@ -196,6 +205,7 @@ async fn scenarios(state: &ApiState, pool: &PgPool, server: &Server) -> anyhow::
         replay,
         throughput,
         duplicates,
+        resting,
         checks: Vec::new(),
     };
     report.checks = report.evaluate();
@@ -254,6 +264,47 @@ async fn replay(pool: &PgPool, http: &Http) -> anyhow::Result<Stats> {
         bail!("replays executed the order: {executed} rows in paper_orders, expected 1");
     }
     Ok(Stats::new(&mut samples, Some(wall)))
+}
+
+/// (f): one account at the open-order cap; a quote update that evaluates every resting order,
+/// then one that fills them all.
+async fn resting(state: &ApiState, pool: &PgPool, http: &Http) -> anyhow::Result<Resting> {
+    let token = user(pool, "bench-resting@example.com").await?.token;
+    let quote = |bid: i64, ask: i64| {
+        raptor_api::trading::set_quote(
+            state,
+            None,
+            "MSFT",
+            Decimal::new(bid, 2),
+            Decimal::new(ask, 2),
+        )
+    };
+    quote(40_000, 40_010)
+        .await
+        .map_err(|err| anyhow!("set_quote: {err}"))?;
+    let body = r#"{"symbol":"MSFT","qty":"1","side":"buy","type":"limit","limit_price":"300.00","time_in_force":"gtc"}"#;
+    for _ in 0..RESTING {
+        http.post(&token, body).await?.expect(201, false)?;
+    }
+    let started = Instant::now();
+    let evaluated = quote(39_000, 39_010)
+        .await
+        .map_err(|err| anyhow!("set_quote: {err}"))?;
+    let evaluate_ms = started.elapsed().as_secs_f64() * 1000.0;
+    if !evaluated.filled_order_ids.is_empty() {
+        bail!("the evaluation-only update filled orders");
+    }
+    let started = Instant::now();
+    let filled = quote(29_000, 29_010)
+        .await
+        .map_err(|err| anyhow!("set_quote: {err}"))?;
+    let fill_ms = started.elapsed().as_secs_f64() * 1000.0;
+    Ok(Resting {
+        orders: RESTING,
+        evaluate_ms,
+        fill_ms,
+        filled: filled.filled_order_ids.len(),
+    })
 }
 
 /// What one throughput client did.
@@ -564,6 +615,33 @@ impl Http {
         })
     }
 
+    /// POSTs `body` to the orders URL without a key.
+    async fn post(&self, token: &str, body: &'static str) -> anyhow::Result<Answer> {
+        let started = Instant::now();
+        let response = self
+            .client
+            .post(&*self.url)
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .context("POST /api/trading/orders")?;
+        let status = response.status().as_u16();
+        let replayed = response
+            .headers()
+            .get("idempotent-replayed")
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v == "true");
+        let body = response.text().await.context("read the response body")?;
+        Ok(Answer {
+            status,
+            replayed,
+            body,
+            elapsed: started.elapsed(),
+        })
+    }
+
     async fn order(&self, token: &str, key: Option<&str>) -> anyhow::Result<Answer> {
         let started = Instant::now();
         let mut request = self
@@ -729,6 +807,15 @@ impl Check {
     }
 }
 
+/// Scenario (f).
+#[derive(Debug, Clone, Serialize)]
+struct Resting {
+    orders: usize,
+    evaluate_ms: f64,
+    fill_ms: f64,
+    filled: usize,
+}
+
 #[derive(Debug, Serialize)]
 struct Report {
     machine: Machine,
@@ -740,6 +827,7 @@ struct Report {
     overhead_mean_ms: f64,
     throughput: Throughput,
     duplicates: Duplicates,
+    resting: Resting,
     checks: Vec<Check>,
 }
 
@@ -781,6 +869,24 @@ impl Report {
                 "1 per round",
                 format!("{executions:?}"),
                 self.duplicates.exactly_once,
+            ),
+            Check::below(
+                "quote update evaluating 500 resting orders",
+                self.resting.evaluate_ms,
+                TARGET_QUOTE_UPDATE_MS,
+                "ms",
+            ),
+            Check::below(
+                "quote update filling 500 resting orders",
+                self.resting.fill_ms,
+                TARGET_QUOTE_UPDATE_MS,
+                "ms",
+            ),
+            Check::holds(
+                "quote update fills every resting order once",
+                "500 filled",
+                format!("{} filled", self.resting.filled),
+                self.resting.filled == self.resting.orders,
             ),
         ]
     }
@@ -843,6 +949,12 @@ impl Report {
                 r.round, r.executions, r.fresh, r.replayed, r.in_flight, r.other, r.wall_ms
             );
         }
+        let r = &self.resting;
+        println!(
+            "resting: {} orders; quote update evaluating them {:.1} ms, filling them {:.1} ms \
+             ({} filled)",
+            r.orders, r.evaluate_ms, r.fill_ms, r.filled
+        );
 
         println!("\ntargets:");
         for c in &self.checks {
