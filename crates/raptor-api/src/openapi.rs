@@ -22,6 +22,9 @@ use crate::error::ErrorBody;
         (name = "ops", description = "Health, readiness, metrics"),
         (name = "trading", description = "Paper orders, rolls, closes, account"),
         (name = "account", description = "Profile, export and erasure"),
+        (name = "billing", description = "Stripe checkout and portal sessions, the subscription mirror, webhooks"),
+        (name = "auth", description = "Sign-up and sessions by email magic link"),
+        (name = "waitlist", description = "The waitlist"),
         (name = "admin", description = "Operator tooling"),
     )
 )]

@@ -38,8 +38,9 @@ fn created(order: OrderResponse) -> Reply {
         (status = 401, description = "unauthenticated", body = ErrorBody),
         (status = 403, description = "insufficient_buying_power, insufficient_qty, uncovered_short_option, live_trading_unavailable", body = ErrorBody),
         (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
-        (status = 422, description = "invalid_order, invalid_symbol, quote_unavailable, contract_expired, idempotency_key_body_mismatch", body = ErrorBody),
-        (status = 503, description = "new_orders_disabled or idempotency_store_unavailable", body = ErrorBody),
+        (status = 422, description = "invalid_order, invalid_symbol, quote_unavailable, contract_expired, duplicate_client_order_id, too_many_open_orders, idempotency_key_body_mismatch", body = ErrorBody),
+        (status = 429, description = "rate_limited: too many concurrent writes on this account (Retry-After)", body = ErrorBody),
+        (status = 503, description = "new_orders_disabled, idempotency_store_unavailable, database_busy or database_unavailable (Retry-After; the key is released)", body = ErrorBody),
     ))]
 pub(crate) async fn create_order(
     State(state): State<ApiState>,
@@ -75,8 +76,9 @@ pub(crate) async fn create_order(
         (status = 401, description = "unauthenticated", body = ErrorBody),
         (status = 403, description = "insufficient_qty, uncovered_short_option, insufficient_buying_power, live_trading_unavailable", body = ErrorBody),
         (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
-        (status = 422, description = "invalid_order, invalid_symbol, quote_unavailable, contract_expired, idempotency_key_body_mismatch", body = ErrorBody),
-        (status = 503, description = "new_orders_disabled or idempotency_store_unavailable", body = ErrorBody),
+        (status = 422, description = "invalid_order, invalid_symbol, quote_unavailable, contract_expired, duplicate_client_order_id, too_many_open_orders, idempotency_key_body_mismatch", body = ErrorBody),
+        (status = 429, description = "rate_limited: too many concurrent writes on this account (Retry-After)", body = ErrorBody),
+        (status = 503, description = "new_orders_disabled, idempotency_store_unavailable, database_busy or database_unavailable (Retry-After; the key is released)", body = ErrorBody),
     ))]
 pub(crate) async fn roll_position(
     State(state): State<ApiState>,
@@ -110,8 +112,9 @@ pub(crate) async fn roll_position(
         (status = 403, description = "insufficient_qty, live_trading_unavailable", body = ErrorBody),
         (status = 404, description = "no such position", body = ErrorBody),
         (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
-        (status = 422, description = "invalid_order, quote_unavailable, contract_expired, idempotency_key_body_mismatch", body = ErrorBody),
-        (status = 503, description = "new_orders_disabled or idempotency_store_unavailable", body = ErrorBody),
+        (status = 422, description = "invalid_order, invalid_symbol, quote_unavailable, contract_expired, too_many_open_orders, idempotency_key_body_mismatch", body = ErrorBody),
+        (status = 429, description = "rate_limited: too many concurrent writes on this account (Retry-After)", body = ErrorBody),
+        (status = 503, description = "new_orders_disabled, idempotency_store_unavailable, database_busy or database_unavailable (Retry-After; the key is released)", body = ErrorBody),
     ))]
 pub(crate) async fn close_position(
     State(state): State<ApiState>,
@@ -145,7 +148,8 @@ pub(crate) async fn close_position(
         (status = 403, description = "live_trading_unavailable", body = ErrorBody),
         (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
         (status = 422, description = "idempotency_key_body_mismatch", body = ErrorBody),
-        (status = 503, description = "idempotency_store_unavailable", body = ErrorBody),
+        (status = 429, description = "rate_limited: too many concurrent writes on this account (Retry-After)", body = ErrorBody),
+        (status = 503, description = "idempotency_store_unavailable, database_busy or database_unavailable (Retry-After; the key is released)", body = ErrorBody),
     ))]
 pub(crate) async fn reset_account(
     State(state): State<ApiState>,
@@ -169,6 +173,8 @@ pub(crate) async fn reset_account(
         (status = 401, description = "unauthenticated", body = ErrorBody),
         (status = 404, description = "no such order", body = ErrorBody),
         (status = 422, description = "order_not_cancelable (filled or expired)", body = ErrorBody),
+        (status = 429, description = "rate_limited: too many concurrent writes on this account (Retry-After)", body = ErrorBody),
+        (status = 503, description = "database_busy or database_unavailable (Retry-After)", body = ErrorBody),
     ))]
 pub(crate) async fn cancel_order(
     State(state): State<ApiState>,
