@@ -10,7 +10,7 @@ export CARGO_TERM_COLOR ?= never
 ## run: start Postgres (and stripe-mock where Docker exists) if needed, then serve the API on
 ## RAPTOR_ADDR (default 127.0.0.1:8080)
 run:
-	@$(APP_DB) && $(STRIPE) && cargo run --locked -p raptor-server --bin raptor -- serve
+	@$(APP_DB) && $(STRIPE) && scripts/dotenv.sh DATABASE_URL "$$DATABASE_URL" && cargo run --locked -p raptor-server --bin raptor -- serve
 
 ## test: start Postgres if needed, then run every test (one database per test)
 test:

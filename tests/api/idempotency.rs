@@ -1,4 +1,4 @@
-//! ADR-0138 as decided in CONTRACT §4, through HTTP on the probe routes.
+//! The Idempotency-Key mechanism (docs/idempotency.md), through HTTP on the probe routes.
 
 use std::time::{Duration, Instant};
 

@@ -56,7 +56,7 @@ pub async fn record(conn: &mut PgConnection, mut event: AuditEvent) -> Result<i6
     .await
 }
 
-/// Writes the `idempotency_replay` row for each replay (ADR-0138: a replay is not a new state
+/// Writes the `idempotency_replay` row for each replay (docs/idempotency.md: a replay is not a new state
 /// change, so it never duplicates the business row; it gets one distinct row of its own).
 pub(crate) struct ReplayAuditor;
 

@@ -1,4 +1,4 @@
-//! Principals (CONTRACT §2): bearer tokens stored as SHA-256 hashes, users with roles, service
+//! Principals: bearer tokens stored as SHA-256 hashes, users with roles, service
 //! principals, and the extractors that authenticate a request.
 
 use axum::extract::{FromRef, FromRequestParts};

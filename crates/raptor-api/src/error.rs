@@ -1,6 +1,6 @@
 //! `ApiError`: the one error type of the API and its JSON envelope
-//! `{"error": code, "message": text, ...context}` (CONTRACT §3). Internal details never reach
-//! the client: they are logged once, inside the request span, with its request id.
+//! `{"error": code, "message": text, ...context}`. Internal details never reach the client:
+//! they are logged once, inside the request span, with its request id.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

@@ -13,7 +13,7 @@ use crate::error::ErrorBody;
     info(
         title = "Raptor write API",
         description = "Orders, option rolls, billing and account changes with Idempotency-Key \
-                       at-most-once execution (ADR-0138).",
+                       at-most-once execution.",
         version = "0.1.0"
     ),
     modifiers(&BearerAuth),

@@ -200,7 +200,7 @@ fn mark(mut response: Response, replayed: Option<bool>) -> Response {
 }
 
 /// Settles the key row when a claim ends without [`Claim::finish`] committing it: a panic marks
-/// the key failed (CONTRACT §4); a cancelled request (client gone, timeout, shutdown) releases
+/// the key failed (docs/idempotency.md); a cancelled request (client gone, timeout, shutdown) releases
 /// the row, because its transaction rolled back and a retry may safely execute. Both updates
 /// are fenced by the attempt token.
 pub(crate) struct KeyGuard {

@@ -144,7 +144,7 @@ where
 }
 
 fn invalid_key(err: KeyError) -> Response {
-    // The ADR's exact text is the error code (CONTRACT §4).
+    // The design record's exact text is the error code (docs/idempotency.md).
     error_response(
         StatusCode::BAD_REQUEST,
         json!({

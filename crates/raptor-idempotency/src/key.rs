@@ -1,4 +1,4 @@
-//! The `Idempotency-Key` request header: parsing and validation (ADR-0138, CONTRACT §4).
+//! The `Idempotency-Key` request header: parsing and validation (docs/idempotency.md).
 
 use axum::http::HeaderMap;
 use uuid::Uuid;

@@ -26,7 +26,7 @@ pub trait Policy: Send + Sync + 'static {
     const STORE_BODY: bool = true;
 }
 
-/// Tier 1 (ADR-0138): order and position writes. Fail-closed, 24 h.
+/// Tier 1 (docs/idempotency.md): order and position writes. Fail-closed, 24 h.
 #[derive(Debug, Clone, Copy)]
 pub struct Tier1;
 
@@ -35,7 +35,7 @@ impl Policy for Tier1 {
     const TTL: Duration = Duration::from_secs(24 * 60 * 60);
 }
 
-/// Tier 2 (ADR-0138): billing and account mutations. Fail-open, 7 days.
+/// Tier 2 (docs/idempotency.md): billing and account mutations. Fail-open, 7 days.
 #[derive(Debug, Clone, Copy)]
 pub struct Tier2;
 

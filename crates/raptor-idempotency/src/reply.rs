@@ -190,7 +190,7 @@ impl StoredResponse {
     }
 }
 
-/// The headers kept for replay: only `Content-Type` and `Location` (CONTRACT §4).
+/// The headers kept for replay: only `Content-Type` and `Location` (docs/idempotency.md).
 pub(crate) fn stored_headers(location: Option<&str>) -> Value {
     let mut map = serde_json::Map::new();
     map.insert("content-type".into(), Value::from("application/json"));

@@ -1,4 +1,4 @@
-//! The Postgres store: the one-round-trip claim and the outcomes table of CONTRACT §4.
+//! The Postgres store: the one-round-trip claim and the outcomes table of docs/idempotency.md.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -486,7 +486,7 @@ impl Idempotency {
         Ok((existing.map_or(Found::Vanished, Found::Existing), tx))
     }
 
-    /// The outcomes table of CONTRACT §4 for a key someone else holds or held.
+    /// The outcomes table (docs/idempotency.md) for a key someone else holds or held.
     async fn judge(
         &self,
         request: &ClaimRequest,
@@ -494,7 +494,7 @@ impl Idempotency {
         row: ExistingRow,
     ) -> Judgement {
         let deadline = self.inner.config.store_timeout;
-        // The fingerprint is checked before the status (ADR-0138 step 5d).
+        // The fingerprint is checked before the status (as the design record orders it).
         if row.request_hash != request.request_hash {
             end(tx, deadline).await;
             return Judgement::Answer(

@@ -31,7 +31,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Subcommands (CONTRACT §1).
+/// Subcommands (README: "Other commands").
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Apply pending migrations, then serve HTTP until SIGTERM/SIGINT.

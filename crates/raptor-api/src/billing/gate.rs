@@ -1,6 +1,6 @@
 //! The gate of the Stripe-calling routes, run as an extractor before the idempotency claim
-//! (CONTRACT §4: authenticate, then gates, then the claim): without `STRIPE_SECRET_KEY` they
-//! answer `503 billing_not_configured` and no key row is created.
+//! (authenticate, then gates, then the claim): without `STRIPE_SECRET_KEY` they answer
+//! `503 billing_not_configured` and no key row is created.
 
 use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;

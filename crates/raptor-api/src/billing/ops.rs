@@ -1,6 +1,6 @@
 //! The billing operations: Stripe calls and mirror writes, on the caller's transaction (the
 //! claim's, for the Tier 2 routes). A Stripe failure is returned before anything is committed:
-//! a 5xx-class error rolls the whole transaction back (CONTRACT §4).
+//! a 5xx-class error rolls the whole transaction back (docs/idempotency.md).
 
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::json;

@@ -1,4 +1,4 @@
-//! Gates of the order routes, run as extractors before the idempotency claim (CONTRACT §5):
+//! Gates of the order routes, run as extractors before the idempotency claim:
 //! authenticate, then the kill switch, then paper/live. So a replay can never bypass a gate.
 
 use std::collections::HashMap;
