@@ -113,7 +113,13 @@ async fn concurrent_checkouts_execute_once_and_replay(pool: PgPool) {
             StatusCode::CREATED => {
                 sessions.insert(response.body["id"].as_str().expect("id").to_owned());
             }
-            StatusCode::CONFLICT => {}
+            StatusCode::CONFLICT => {
+                assert_eq!(
+                    response.body["error"], "idempotency_in_flight",
+                    "{}",
+                    response.text
+                );
+            }
             other => panic!("unexpected {other}: {}", response.text),
         }
     }
@@ -303,6 +309,73 @@ async fn stripe_timeout_is_504_and_commits_nothing(pool: PgPool) {
         .await;
     assert_eq!(again.status, StatusCode::CONFLICT);
     assert_eq!(again.body["error"], "idempotency_previous_failed");
+
+    // The client gives up on that key and sends a new one once Stripe is back: Stripe replays
+    // the customer it created the first time (its key follows the user, not the request), so
+    // no second customer exists at Stripe and ours is the first one's id.
+    fake.set_mode(
+        "/v1/checkout/sessions",
+        Mode::Fail {
+            status: 500,
+            body: json!({}),
+            times: 0,
+        },
+    );
+    let fresh = app
+        .post(CHECKOUT, &token, Some(Uuid::new_v4()), &checkout_body())
+        .await;
+    assert_eq!(fresh.status, StatusCode::CREATED, "{}", fresh.text);
+    let customer_calls = fake.requests_to("/v1/customers");
+    assert_eq!(customer_calls.len(), 2);
+    assert_eq!(
+        customer_calls[0].idempotency_key, customer_calls[1].idempotency_key,
+        "one customer at Stripe"
+    );
+    assert_eq!(app.count("select count(*) from billing_customers").await, 1);
+    app.close().await;
+}
+
+/// The portal URL signs the user into their billing: it is never stored for replay.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn portal_urls_are_not_stored(pool: PgPool) {
+    let (app, _fake) = app_with_fake(&pool).await;
+    let (_, token) = app.user("portal@example.com").await;
+    let key = Uuid::new_v4();
+    let body = json!({ "return_url": "https://app.example.com/settings" });
+    let first = app.post(PORTAL, &token, Some(key), &body).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
+    let url = first.body["url"].as_str().expect("url").to_owned();
+    let stored = app
+        .count("select count(*) from idempotency_keys where response_body::text like '%billing.stripe.com%'")
+        .await;
+    assert_eq!(stored, 0, "no portal URL in idempotency_keys");
+    let replay = app.post(PORTAL, &token, Some(key), &body).await;
+    assert_eq!(replay.status, StatusCode::CREATED);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.body["body_stored"], false, "{}", replay.text);
+    assert!(!replay.text.contains(&url));
+    app.close().await;
+}
+
+/// A user whose subscription is running cannot start a second one through checkout.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn checkout_refuses_a_second_subscription(pool: PgPool) {
+    let (app, _fake) = app_with_fake(&pool).await;
+    let (user_id, token) = app.user("subscribed@example.com").await;
+    sqlx::query(
+        "insert into billing_subscriptions
+            (stripe_subscription_id, stripe_customer_id, user_id, status, source_at)
+         values ('sub_running', 'cus_running', $1, 'active', now())",
+    )
+    .bind(user_id)
+    .execute(&app.pool)
+    .await
+    .expect("mirror row");
+    let second = app
+        .post(CHECKOUT, &token, Some(Uuid::new_v4()), &checkout_body())
+        .await;
+    assert_eq!(second.status, StatusCode::CONFLICT, "{}", second.text);
+    assert_eq!(second.body["error"], "subscription_active");
     app.close().await;
 }
 

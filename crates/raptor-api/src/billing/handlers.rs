@@ -9,7 +9,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Json;
-use raptor_idempotency::{Idempotent, Reply, Tier2};
+use std::time::Duration;
+
+use raptor_idempotency::{Idempotent, Policy, Reply, Tier, Tier2};
 
 use super::dto::{
     CancelSubscriptionRequest, CheckoutSessionResponse, CreateCheckoutSessionRequest,
@@ -59,6 +61,17 @@ pub(crate) async fn create_checkout_session(
     claim.finish(result).await
 }
 
+/// Tier 2 without storing the answer: a portal URL signs the user into their billing for a
+/// while, so it is a credential and never lands in `idempotency_keys.response_body`. A replay
+/// answers `201` with `{"body_stored": false}`; the client asks again with a new key.
+pub(crate) struct Tier2Unstored;
+
+impl Policy for Tier2Unstored {
+    const TIER: Tier = Tier::FailOpen;
+    const TTL: Duration = Tier2::TTL;
+    const STORE_BODY: bool = false;
+}
+
 /// Manage the subscription: a Stripe Billing Portal session (the user's Stripe customer is
 /// created on first use).
 #[utoipa::path(post, path = "/api/billing/portal-sessions", tag = "billing",
@@ -66,11 +79,11 @@ pub(crate) async fn create_checkout_session(
     params(IdempotencyKeyHeader),
     request_body = CreatePortalSessionRequest,
     responses(
-        (status = 201, description = "the portal session", body = PortalSessionResponse),
+        (status = 201, description = "the portal session (a replay carries `{\"body_stored\": false}` instead: the URL is a credential and is not kept)", body = PortalSessionResponse),
         (status = 400, description = "malformed JSON or Idempotency-Key", body = ErrorBody),
         (status = 401, description = "unauthenticated", body = ErrorBody),
         (status = 403, description = "forbidden (not a user)", body = ErrorBody),
-        (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
+        (status = 409, description = "idempotency_in_flight, idempotency_previous_failed, or subscription_active (checkout only: a subscription is still running)", body = ErrorBody),
         (status = 422, description = "invalid_body, invalid_billing_request, billing_request_rejected, idempotency_key_body_mismatch", body = ErrorBody),
         (status = 502, description = "stripe_unavailable: nothing was committed", body = ErrorBody),
         (status = 503, description = "billing_not_configured, stripe_unavailable (Retry-After), database_unavailable", body = ErrorBody),
@@ -80,7 +93,7 @@ pub(crate) async fn create_portal_session(
     BillingUser { user_id, stripe }: BillingUser,
     Idempotent {
         mut claim, body, ..
-    }: Idempotent<CreatePortalSessionRequest, Tier2>,
+    }: Idempotent<CreatePortalSessionRequest, Tier2Unstored>,
 ) -> Response {
     let keys = ForwardKeys::new(claim.lineage());
     let result = async {

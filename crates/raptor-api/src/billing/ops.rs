@@ -18,7 +18,6 @@ use crate::error::{ApiError, ApiResult, ResultExt};
 async fn ensure_customer(
     conn: &mut PgConnection,
     stripe: &StripeClient,
-    keys: &ForwardKeys,
     user_id: i32,
 ) -> ApiResult<String> {
     store::lock_user_billing(conn, user_id).await?;
@@ -27,7 +26,7 @@ async fn ensure_customer(
     }
     let email = store::user_email(conn, user_id).await?;
     let customer = stripe
-        .create_customer(&keys.key(Operation::CreateCustomer), &email, user_id)
+        .create_customer(&ForwardKeys::customer_key(user_id, &email), &email, user_id)
         .await?;
     store::insert_customer(conn, user_id, &customer.id).await?;
     audit::record(
@@ -53,7 +52,16 @@ pub(crate) async fn create_checkout_session(
     user_id: i32,
     params: &CheckoutParams,
 ) -> ApiResult<CheckoutSessionResponse> {
-    let customer = ensure_customer(conn, stripe, keys, user_id).await?;
+    if let Some(open) = store::open_subscription_id(conn, user_id).await? {
+        // A second checkout would start a second, parallel subscription.
+        return Err(ApiError::Conflict {
+            code: "subscription_active",
+            message: format!(
+                "subscription {open} is still active; manage it in the billing portal instead"
+            ),
+        });
+    }
+    let customer = ensure_customer(conn, stripe, user_id).await?;
     let request = CheckoutRequest {
         customer: &customer,
         price_id: &params.price_id,
@@ -96,7 +104,7 @@ pub(crate) async fn create_portal_session(
     user_id: i32,
     return_url: &str,
 ) -> ApiResult<PortalSessionResponse> {
-    let customer = ensure_customer(conn, stripe, keys, user_id).await?;
+    let customer = ensure_customer(conn, stripe, user_id).await?;
     let session = stripe
         .create_portal_session(
             &keys.key(Operation::CreatePortalSession),

@@ -79,20 +79,42 @@ pub(crate) async fn user_email(conn: &mut PgConnection, user_id: i32) -> ApiResu
         .ok_or(ApiError::NotFound("user"))
 }
 
-/// Records the user's Stripe customer.
+/// Records the user's Stripe customer (the caller holds [`lock_user_billing`]; a row linked
+/// meanwhile by a webhook is kept).
 #[tracing::instrument(skip_all, fields(user.id = user_id))]
 pub(crate) async fn insert_customer(
     conn: &mut PgConnection,
     user_id: i32,
     stripe_customer_id: &str,
 ) -> ApiResult<()> {
-    sqlx::query("insert into billing_customers (user_id, stripe_customer_id) values ($1, $2)")
-        .bind(user_id)
-        .bind(stripe_customer_id)
-        .execute(conn)
-        .await
-        .context("insert customer")?;
+    sqlx::query(
+        "insert into billing_customers (user_id, stripe_customer_id) values ($1, $2)
+         on conflict do nothing",
+    )
+    .bind(user_id)
+    .bind(stripe_customer_id)
+    .execute(conn)
+    .await
+    .context("insert customer")?;
     Ok(())
+}
+
+/// The id of the user's subscription that is still running (active, trialing, past due,
+/// unpaid or paused), if any.
+pub(crate) async fn open_subscription_id(
+    conn: &mut PgConnection,
+    user_id: i32,
+) -> ApiResult<Option<String>> {
+    sqlx::query_scalar(
+        "select stripe_subscription_id from billing_subscriptions
+          where user_id = $1
+            and status in ('active', 'trialing', 'past_due', 'unpaid', 'paused')
+          order by source_at desc limit 1",
+    )
+    .bind(user_id)
+    .fetch_optional(conn)
+    .await
+    .context("open subscription")
 }
 
 /// Links a customer to a user when neither is linked yet (a completed checkout), and gives the
@@ -103,6 +125,8 @@ pub(crate) async fn link_customer(
     user_id: i32,
     stripe_customer_id: &str,
 ) -> ApiResult<bool> {
+    // Serialised with `ensure_customer` of the same user.
+    lock_user_billing(conn, user_id).await?;
     // The user id comes from Stripe (our `client_reference_id`): an erased user is skipped.
     let linked = sqlx::query(
         "insert into billing_customers (user_id, stripe_customer_id)

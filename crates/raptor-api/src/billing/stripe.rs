@@ -20,8 +20,6 @@ const FORWARD_NAMESPACE: Uuid = Uuid::from_u128(0x7b1c_52e4_0f3a_4d6e_9a87_b111_
 /// reused with other parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Operation {
-    /// `POST /v1/customers`.
-    CreateCustomer,
     /// `POST /v1/checkout/sessions`.
     CreateCheckoutSession,
     /// `POST /v1/billing_portal/sessions`.
@@ -33,7 +31,6 @@ pub(crate) enum Operation {
 impl Operation {
     fn as_str(self) -> &'static str {
         match self {
-            Self::CreateCustomer => "customer.create",
             Self::CreateCheckoutSession => "checkout_session.create",
             Self::CreatePortalSession => "portal_session.create",
             Self::CancelSubscription => "subscription.cancel",
@@ -57,6 +54,19 @@ impl ForwardKeys {
     /// Keys for a claim with this lineage (`Claim::lineage`).
     pub(crate) fn new(lineage: Option<Uuid>) -> Self {
         Self { lineage }
+    }
+
+    /// The key of creating `user_id`'s customer: derived from the user and the email sent, not
+    /// from the request, so that every request of the user (whatever its own key) within
+    /// Stripe's idempotency window replays the same customer instead of creating another one
+    /// after a lost answer (a timeout or 5xx fails the client's key; its next key must not
+    /// leave an orphan customer behind).
+    pub(crate) fn customer_key(user_id: i32, email: &str) -> String {
+        Uuid::new_v5(
+            &FORWARD_NAMESPACE,
+            format!("customer:{user_id}:{email}").as_bytes(),
+        )
+        .to_string()
     }
 
     /// The key of `operation`.
@@ -424,17 +434,22 @@ mod tests {
     fn forwarded_keys_are_stable_per_lineage_and_distinct_per_operation() {
         let lineage = Uuid::new_v4();
         let keys = ForwardKeys::new(Some(lineage));
-        let customer = keys.key(Operation::CreateCustomer);
-        assert_eq!(customer, keys.key(Operation::CreateCustomer));
-        assert_ne!(customer, keys.key(Operation::CreateCheckoutSession));
-        assert_ne!(customer, lineage.to_string());
+        let checkout = keys.key(Operation::CreateCheckoutSession);
+        assert_eq!(checkout, keys.key(Operation::CreateCheckoutSession));
+        assert_ne!(checkout, keys.key(Operation::CreatePortalSession));
+        assert_ne!(checkout, lineage.to_string());
         let other = ForwardKeys::new(Some(Uuid::new_v4()));
-        assert_ne!(customer, other.key(Operation::CreateCustomer));
+        assert_ne!(checkout, other.key(Operation::CreateCheckoutSession));
         let untracked = ForwardKeys::new(None);
         assert_ne!(
-            untracked.key(Operation::CreateCustomer),
-            untracked.key(Operation::CreateCustomer)
+            untracked.key(Operation::CreateCheckoutSession),
+            untracked.key(Operation::CreateCheckoutSession)
         );
+        // The customer's key follows the user (and the email sent), not the request.
+        let customer = ForwardKeys::customer_key(7, "a@example.com");
+        assert_eq!(customer, ForwardKeys::customer_key(7, "a@example.com"));
+        assert_ne!(customer, ForwardKeys::customer_key(8, "a@example.com"));
+        assert_ne!(customer, ForwardKeys::customer_key(7, "b@example.com"));
     }
 
     #[test]

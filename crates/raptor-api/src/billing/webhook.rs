@@ -72,7 +72,7 @@ pub(crate) fn verify(
     if !matched {
         return Err(invalid_signature("no signature matches the payload"));
     }
-    if (now.timestamp() - seconds).abs() > TOLERANCE_SECS {
+    if now.timestamp().abs_diff(seconds) > TOLERANCE_SECS.unsigned_abs() {
         return Err(invalid_signature(
             "Stripe-Signature timestamp is outside the 5-minute tolerance",
         ));
