@@ -70,30 +70,9 @@ pub(crate) async fn register(
     let token = store::new_link_token()?;
     match accounts::find_user_by_email(&mut tx, &email).await? {
         Some(user_id) => {
-            store::insert_link(
-                &mut tx,
-                &token,
-                Purpose::Login,
-                email.as_str(),
-                Some(user_id),
-                LOGIN_LINK_TTL,
-            )
-            .await?;
-            store::enqueue_email(
-                &mut tx,
-                OutboxMessage {
-                    user_id: Some(user_id),
-                    email: email.as_str(),
-                    kind: "login_link",
-                    subject: "Sign in to Raptor",
-                    body: format!(
-                        "Someone asked to sign up for Raptor with this address, which already has an \
-                         account. To sign in, use this one-time token within an hour:\n\n{token}\n\n\
-                         If this was not you, ignore this message.\n"
-                    ),
-                },
-            )
-            .await?;
+            let intro = "Someone asked to sign up for Raptor with this address, which already \
+                         has an account.";
+            queue_login_link(&mut tx, &email, user_id, &token, intro).await?;
         }
         None => {
             store::insert_link(
@@ -146,41 +125,70 @@ pub(crate) async fn login(
         &email.key(),
         peer.map(|Extension(ConnectInfo(addr))| addr.ip()),
     )?;
+    // The work happens after the answer: a known and an unknown address answer alike and in
+    // the same time, so neither the body nor the latency tells whether an account exists.
+    tokio::spawn(async move {
+        if let Err(err) = send_login_link(&state, &email).await {
+            tracing::warn!(error = %err, "could not queue a login link");
+        }
+    });
+    Ok(accepted())
+}
+
+/// Queues a login link for `email` if it has an account (nothing otherwise).
+async fn send_login_link(state: &ApiState, email: &Email) -> ApiResult<()> {
     let mut tx = state.db.begin().await.context("begin")?;
-    if let Some(user_id) = accounts::find_user_by_email(&mut tx, &email).await? {
+    if let Some(user_id) = accounts::find_user_by_email(&mut tx, email).await? {
         let token = store::new_link_token()?;
-        store::insert_link(
-            &mut tx,
-            &token,
-            Purpose::Login,
-            email.as_str(),
-            Some(user_id),
-            LOGIN_LINK_TTL,
-        )
-        .await?;
-        store::enqueue_email(
-            &mut tx,
-            OutboxMessage {
-                user_id: Some(user_id),
-                email: email.as_str(),
-                kind: "login_link",
-                subject: "Sign in to Raptor",
-                body: format!(
-                    "To sign in to Raptor, use this one-time token within an hour:\n\n{token}\n\n\
-                     If this was not you, ignore this message.\n"
-                ),
-            },
-        )
-        .await?;
+        queue_login_link(&mut tx, email, user_id, &token, "").await?;
     }
     tx.commit().await.context("commit login")?;
-    Ok(accepted())
+    Ok(())
+}
+
+/// Writes a login link for `user_id` (valid 1 h) and its message to the outbox.
+async fn queue_login_link(
+    tx: &mut sqlx::PgConnection,
+    email: &Email,
+    user_id: i32,
+    token: &str,
+    intro: &str,
+) -> ApiResult<()> {
+    store::insert_link(
+        tx,
+        token,
+        Purpose::Login,
+        email.as_str(),
+        Some(user_id),
+        LOGIN_LINK_TTL,
+    )
+    .await?;
+    let intro = if intro.is_empty() {
+        String::new()
+    } else {
+        format!("{intro} ")
+    };
+    store::enqueue_email(
+        tx,
+        OutboxMessage {
+            user_id: Some(user_id),
+            email: email.as_str(),
+            kind: "login_link",
+            subject: "Sign in to Raptor",
+            body: format!(
+                "{intro}To sign in to Raptor, use this one-time token within an hour:\n\n\
+                 {token}\n\nIf this was not you, ignore this message.\n"
+            ),
+        },
+    )
+    .await
 }
 
 /// Verify a sign-up or login link: a new session, and on the first verification of a sign-up
 /// link a new user with a paper account. A repeat within 15 minutes of the first use returns a
-/// session for the same user (a retry after a lost response); later, it is `400
-/// invalid_token`. Never creates a second user for one address.
+/// session for the same user (a retry after a lost response) and revokes the one the link
+/// issued before, so a link never has two live sessions; later, it is `400 invalid_token`.
+/// Never creates a second user for one address.
 #[utoipa::path(post, path = "/api/auth/register/verify-with-token", tag = "auth",
     request_body = VerifyRequest,
     responses(
@@ -213,7 +221,10 @@ pub(crate) async fn verify_link(
         (user_id, false)
     };
     let session = auth::new_token()?;
-    store::insert_session(&mut tx, user_id, &session, state.config.session_ttl).await?;
+    let session_id =
+        store::insert_session(&mut tx, user_id, &session, state.config.session_ttl).await?;
+    // One live session per link: a repeat replaces the session the link issued before.
+    store::replace_link_session(&mut tx, link.id, link.session_token_id, session_id).await?;
     audit::record(
         &mut tx,
         AuditEvent::new(

@@ -55,7 +55,7 @@ impl AuthLimiter {
         }
         // The IP first: a client spraying many addresses is stopped before it touches (and
         // uses up) the per-address budget of its victims.
-        if let Some(ip) = ip {
+        if let Some(ip) = ip.map(client_network) {
             self.per_ip
                 .check_key(&ip)
                 .map_err(|not_until| self.limited(not_until.wait_time_from(self.clock.now())))?;
@@ -74,9 +74,46 @@ impl AuthLimiter {
     }
 }
 
+/// The key of a client address: an IPv4 address as is, an IPv6 address by its /64 (one
+/// subscriber's allocation: rotating addresses inside it must not escape the limit).
+fn client_network(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let mut segments = v6.segments();
+                segments[4..].fill(0);
+                IpAddr::V6(segments.into())
+            }
+        },
+        v4 @ IpAddr::V4(_) => v4,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ipv6_clients_are_keyed_by_their_64() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().expect("ip");
+        let b: IpAddr = "2001:db8:1:2:bbbb::9".parse().expect("ip");
+        let other: IpAddr = "2001:db8:1:3::1".parse().expect("ip");
+        assert_eq!(client_network(a), client_network(b));
+        assert_ne!(client_network(a), client_network(other));
+        let mapped: IpAddr = "::ffff:192.0.2.7".parse().expect("ip");
+        assert_eq!(
+            client_network(mapped),
+            "192.0.2.7".parse::<IpAddr>().expect("ip")
+        );
+        let limiter = AuthLimiter::new(AuthLimits {
+            per_email_per_hour: 100,
+            per_ip_per_minute: 1,
+        });
+        assert!(limiter.check("x@example.com", Some(a)).is_ok());
+        assert!(limiter.check("y@example.com", Some(b)).is_err(), "same /64");
+        assert!(limiter.check("z@example.com", Some(other)).is_ok());
+    }
 
     #[test]
     fn per_email_limit_then_retry_after() {

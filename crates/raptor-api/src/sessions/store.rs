@@ -112,6 +112,8 @@ pub(crate) struct Link {
     pub(crate) expired: bool,
     /// Used, and longer ago than the repeat grace.
     pub(crate) grace_over: bool,
+    /// The session the link issued last (`api_tokens.id`).
+    pub(crate) session_token_id: Option<i64>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -120,6 +122,7 @@ struct LinkRow {
     purpose: String,
     email: String,
     user_id: Option<i32>,
+    session_token_id: Option<i64>,
     used: bool,
     expired: bool,
     grace_over: bool,
@@ -133,7 +136,7 @@ pub(crate) async fn lock_link(
     grace: Duration,
 ) -> ApiResult<Option<Link>> {
     let row: Option<LinkRow> = sqlx::query_as(
-        "select id, purpose, email, user_id, used_at is not null as used,
+        "select id, purpose, email, user_id, session_token_id, used_at is not null as used,
                 expires_at <= now() as expired,
                 coalesce(used_at + make_interval(secs => $2) <= now(), false) as grace_over
            from auth_link_tokens where token_hash = $1 for update",
@@ -154,6 +157,7 @@ pub(crate) async fn lock_link(
             used: row.used,
             expired: row.expired,
             grace_over: row.grace_over,
+            session_token_id: row.session_token_id,
         })
     })
     .transpose()
@@ -183,17 +187,42 @@ pub(crate) async fn insert_session(
     user_id: i32,
     token: &str,
     ttl: Duration,
-) -> ApiResult<()> {
-    sqlx::query(
+) -> ApiResult<i64> {
+    sqlx::query_scalar(
         "insert into api_tokens (token_hash, kind, user_id, expires_at)
-         values ($1, 'session', $2, now() + make_interval(secs => $3))",
+         values ($1, 'session', $2, now() + make_interval(secs => $3))
+         returning id",
     )
     .bind(auth::hash_token(token))
     .bind(user_id)
     .bind(ttl.as_secs_f64())
-    .execute(conn)
+    .fetch_one(conn)
     .await
-    .context("insert session")?;
+    .context("insert session")
+}
+
+/// Revokes the session `link_id` issued before (a repeated verification) and records `session`
+/// as the link's session.
+#[tracing::instrument(skip_all, fields(link.id = link_id))]
+pub(crate) async fn replace_link_session(
+    conn: &mut PgConnection,
+    link_id: i64,
+    previous: Option<i64>,
+    session: i64,
+) -> ApiResult<()> {
+    if let Some(previous) = previous {
+        sqlx::query("delete from api_tokens where id = $1 and kind = 'session'")
+            .bind(previous)
+            .execute(&mut *conn)
+            .await
+            .context("revoke the link's previous session")?;
+    }
+    sqlx::query("update auth_link_tokens set session_token_id = $2 where id = $1")
+        .bind(link_id)
+        .bind(session)
+        .execute(conn)
+        .await
+        .context("record the link's session")?;
     Ok(())
 }
 
