@@ -7,10 +7,13 @@ export CARGO_TERM_COLOR ?= never
 
 .PHONY: run test lint fmt openapi bench build db-up db-down ci
 
+# A development RAPTOR_RESPONSE_KEYS (a random key written to .env once) unless one is set.
+DEV_RESPONSE_KEY := { [ -n "$${RAPTOR_RESPONSE_KEYS:-}" ] || grep -qs '^RAPTOR_RESPONSE_KEYS=.' .env || scripts/dotenv.sh RAPTOR_RESPONSE_KEYS "$$(scripts/response-key.sh dev)"; }
+
 ## run: start Postgres (and stripe-mock where Docker exists) if needed, then serve the API on
-## RAPTOR_ADDR (default 127.0.0.1:8080)
+## RAPTOR_ADDR (default 127.0.0.1:8080), with a development key for stored responses
 run:
-	@$(APP_DB) && $(STRIPE) && scripts/dotenv.sh DATABASE_URL "$$DATABASE_URL" && cargo run --locked -p raptor-server --bin raptor -- serve
+	@$(APP_DB) && $(STRIPE) && scripts/dotenv.sh DATABASE_URL "$$DATABASE_URL" && $(DEV_RESPONSE_KEY) && cargo run --locked -p raptor-server --bin raptor -- serve
 
 ## test: start Postgres if needed, then run every test (one database per test)
 test:

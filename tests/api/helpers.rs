@@ -53,6 +53,7 @@ impl Default for Options {
                 stale_after: Duration::from_secs(30),
                 store_timeout: Duration::from_millis(2000),
                 flag_default: true,
+                ..IdempotencyConfig::default()
             },
             extra: crate::probe::routes(),
             pool_size: 16,

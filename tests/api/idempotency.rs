@@ -21,6 +21,7 @@ fn fast_stale() -> Options {
             stale_after: Duration::from_secs(1),
             store_timeout: Duration::from_millis(2000),
             flag_default: true,
+            ..IdempotencyConfig::default()
         },
         ..Options::default()
     }
@@ -359,6 +360,7 @@ async fn store_unavailable_fail_closed_and_fail_open(pool: PgPool) {
             stale_after: Duration::from_secs(30),
             store_timeout: Duration::from_millis(300),
             flag_default: true,
+            ..IdempotencyConfig::default()
         },
         ..Options::default()
     };
@@ -887,6 +889,7 @@ async fn slow_replay_audit_still_replays(pool: PgPool) {
             stale_after: Duration::from_secs(30),
             store_timeout: Duration::from_millis(300),
             flag_default: true,
+            ..IdempotencyConfig::default()
         },
         ..Options::default()
     };
@@ -921,6 +924,7 @@ fn short_store_timeout() -> Options {
             stale_after: Duration::from_secs(30),
             store_timeout: Duration::from_millis(400),
             flag_default: true,
+            ..IdempotencyConfig::default()
         },
         ..Options::default()
     }

@@ -5,7 +5,8 @@
 //! `raptor_server::serve` on 127.0.0.1:0 in this process, with the server's default pool size and
 //! the system clock. A keep-alive `reqwest` client drives it over real HTTP, so every figure
 //! includes HTTP parsing, every middleware layer, authentication, the gates, the idempotency claim,
-//! the paper engine and the Postgres commits. No tracing subscriber is installed (logging off); the
+//! the paper engine, sealing and opening the stored response (a response key is configured) and
+//! the Postgres commits. No tracing subscriber is installed (logging off); the
 //! Prometheus recorder is, as in a scraped production process.
 //!
 //! Every request is `POST /api/trading/orders`, a market buy of 1 AAPL (quote 189.90 / 190.10)
@@ -41,7 +42,7 @@ use anyhow::{anyhow, bail, Context};
 use raptor_api::accounts::store as accounts;
 use raptor_api::auth::Role;
 use raptor_api::{ApiConfig, ApiState, SystemClock, MIGRATOR};
-use raptor_idempotency::IdempotencyConfig;
+use raptor_idempotency::{IdempotencyConfig, ResponseKeys};
 use rust_decimal::Decimal;
 use serde::Serialize;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -54,6 +55,8 @@ const ORDERS: &str = "/api/trading/orders";
 const ORDER_BODY: &str =
     r#"{"symbol":"AAPL","qty":"1","side":"buy","type":"market","time_in_force":"day"}"#;
 
+/// `RAPTOR_RESPONSE_KEYS` of the bench (a throwaway key: the bench database is dropped).
+const BENCH_RESPONSE_KEYS: &str = "bench:cmFwdG9yLWJlbmNoLW9ubHkta2V5LTMyLWJ5dGVzISE=";
 /// Requests per one-client scenario.
 const SEQUENTIAL_N: usize = 400;
 /// Unmeasured requests before each one-client scenario.
@@ -157,10 +160,17 @@ async fn bench(options: PgConnectOptions) -> anyhow::Result<Report> {
         .await
         .context("could not connect to the bench database")?;
     MIGRATOR.run(&pool).await.context("migration failed")?;
+    // Stored responses are encrypted, as `make run` and a production deployment configure
+    // them, so sealing each completion and opening each replay is part of every figure.
+    let idempotency = IdempotencyConfig {
+        response_keys: ResponseKeys::parse(BENCH_RESPONSE_KEYS)
+            .context("the bench's response key")?,
+        ..IdempotencyConfig::default()
+    };
     let state = ApiState::new(
         pool.clone(),
         ApiConfig::default(),
-        IdempotencyConfig::default(),
+        idempotency,
         Arc::new(SystemClock),
     );
     // Production installs the recorder on the first scrape of /metrics; do it up front so the

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use crate::key::IdempotencyKey;
 use crate::reply::{self, error_body, error_response, ErrorReply, Reply, REPLAYED_HEADER};
+use crate::seal::RowIdentity;
 use crate::store::Idempotency;
 
 /// The key row this attempt owns.
@@ -21,6 +22,8 @@ pub(crate) struct Tracked {
     pub(crate) attempt: Uuid,
     /// The key's lineage: stable across released attempts, new for each lifetime of the key.
     pub(crate) lineage: Uuid,
+    /// The key's scope user: with the id and endpoint, the identity a sealed body is bound to.
+    pub(crate) scope_user_id: Option<i32>,
     pub(crate) store_body: bool,
     pub(crate) claimed_at: Instant,
 }
@@ -117,17 +120,41 @@ impl Claim {
 
         if let Some(tracked) = guard.tracked {
             let headers = reply::stored_headers(reply.location.as_deref());
+            let code = i16::try_from(reply.status.as_u16()).unwrap_or(i16::MAX);
             let body = tracked.store_body.then_some(&reply.body);
+            // With keys configured the body is stored sealed (response_body stays NULL),
+            // bound to this row; without, as plain JSON.
+            let identity = RowIdentity {
+                id: tracked.id,
+                scope_user_id: tracked.scope_user_id,
+                endpoint: &endpoint,
+                response_code: Some(code),
+            };
+            let sealed = match body.map(|body| guard.keys().seal_json(identity, body)) {
+                None | Some(Ok(None)) => None,
+                Some(Ok(Some(sealed))) => Some(sealed),
+                Some(Err(err)) => {
+                    tracing::error!(error = %err, %endpoint, "could not seal the idempotent response; rolling back");
+                    rollback(tx).await;
+                    guard.fail().await;
+                    return mark(internal(), replayed);
+                }
+            };
+            let plain = if sealed.is_some() { None } else { body };
             let completed = sqlx::query(
                 "update idempotency_keys
                     set status = 'completed', response_code = $3, response_body = $4,
-                        response_headers = $5, completed_at = now()
+                        response_kid = $5, response_nonce = $6, response_ciphertext = $7,
+                        response_headers = $8, completed_at = now()
                   where id = $1 and attempt = $2 and status = 'in_flight'",
             )
             .bind(tracked.id)
             .bind(tracked.attempt)
-            .bind(i16::try_from(reply.status.as_u16()).unwrap_or(i16::MAX))
-            .bind(body)
+            .bind(code)
+            .bind(plain)
+            .bind(sealed.as_ref().map(|s| s.kid.as_str()))
+            .bind(sealed.as_ref().map(|s| s.nonce.as_slice()))
+            .bind(sealed.as_ref().map(|s| s.ciphertext.as_slice()))
             .bind(headers)
             .execute(&mut *tx)
             .await;
@@ -211,6 +238,10 @@ pub(crate) struct KeyGuard {
 impl KeyGuard {
     pub(crate) fn new(idem: Idempotency, tracked: Option<Tracked>) -> Self {
         Self { idem, tracked }
+    }
+
+    fn keys(&self) -> &crate::seal::ResponseKeys {
+        &self.idem.config().response_keys
     }
 
     fn disarm(&mut self) -> Option<Tracked> {

@@ -1,8 +1,12 @@
-//! Retention: deleting expired keys in bounded batches, and the per-user GDPR sweep and export.
+//! Retention: deleting expired keys in bounded batches, and the per-user GDPR sweep and export
+//! (stored responses decrypted).
 
 use std::time::Duration;
 
+use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
+
+use crate::seal::{ResponseKeys, RowIdentity, StoredBody};
 
 /// Deletes expired keys, `batch_size` rows per statement (each its own short transaction, so it
 /// is safe while the server runs and never holds many locks). Returns the number deleted.
@@ -66,20 +70,67 @@ pub async fn delete_for_user(conn: &mut PgConnection, user_id: i32) -> Result<u6
     )
 }
 
-/// GDPR access/portability: every key scoped to `user_id`, as JSON objects.
+#[derive(sqlx::FromRow)]
+struct ExportRow {
+    id: i64,
+    scope_endpoint: String,
+    response_code: Option<i16>,
+    #[sqlx(flatten)]
+    stored: StoredBody,
+    document: Value,
+}
+
+/// GDPR access/portability: every key scoped to `user_id`, as JSON objects, with the stored
+/// responses decrypted (`response_encrypted` says whether the row is stored sealed). A body
+/// that cannot be decrypted is exported as `null` with `response_body_unreadable: true`, and
+/// logged at ERROR.
 pub async fn export_for_user(
     conn: &mut PgConnection,
     user_id: i32,
-) -> Result<Vec<serde_json::Value>, sqlx::Error> {
-    sqlx::query_scalar(
-        "select jsonb_build_object(
+    keys: &ResponseKeys,
+) -> Result<Vec<Value>, sqlx::Error> {
+    let rows: Vec<ExportRow> = sqlx::query_as(
+        "select id, scope_endpoint, response_code, response_body, response_kid, response_nonce,
+                response_ciphertext,
+                jsonb_build_object(
                     'id', id, 'idem_key', idem_key, 'scope_endpoint', scope_endpoint,
                     'request_hash', request_hash, 'status', status,
-                    'response_code', response_code, 'response_body', response_body,
-                    'created_at', created_at, 'expires_at', expires_at)
+                    'response_code', response_code,
+                    'response_encrypted', response_ciphertext is not null,
+                    'created_at', created_at, 'expires_at', expires_at) as document
            from idempotency_keys where scope_user_id = $1 order by id",
     )
     .bind(user_id)
     .fetch_all(conn)
-    .await
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| {
+            let identity = RowIdentity {
+                id: row.id,
+                scope_user_id: Some(user_id),
+                endpoint: &row.scope_endpoint,
+                response_code: row.response_code,
+            };
+            let mut document = row.document;
+            let body = keys.open_body(identity, row.stored);
+            if let Value::Object(map) = &mut document {
+                match body {
+                    Ok(body) => {
+                        map.insert("response_body".into(), body.unwrap_or(Value::Null));
+                    }
+                    Err(reason) => {
+                        tracing::error!(
+                            idempotency_key_id = row.id,
+                            reason = reason.as_str(),
+                            "stored response cannot be decrypted for the export"
+                        );
+                        map.insert("response_body".into(), Value::Null);
+                        map.insert("response_body_unreadable".into(), Value::Bool(true));
+                    }
+                }
+            }
+            document
+        })
+        .collect())
 }

@@ -1,9 +1,9 @@
 //! The axum integration: [`Idempotent<T, P>`], the last extractor of an instrumented handler.
 //!
 //! It runs after authentication and gates (earlier extractors), so a replay can never bypass a
-//! gate: it parses the key, reads and deserialises the body, fingerprints the request and
-//! claims. A replay, 409, 422 or 503 is its rejection, so the handler body only ever runs for
-//! the winner.
+//! gate: it counts a request without a key, parses the key (refusing a missing one where it is
+//! required), reads and deserialises the body, fingerprints the request and claims. A replay,
+//! 400, 409, 422 or 503 is its rejection, so the handler body only ever runs for the winner.
 
 use std::marker::PhantomData;
 
@@ -77,6 +77,9 @@ where
             .into());
         };
 
+        if !req.headers().contains_key(crate::key::HEADER) {
+            idem.inner.keyless.record(&endpoint, req.headers());
+        }
         let enabled = idem.enabled().await;
         let key = if enabled {
             match IdempotencyKey::from_headers(req.headers()) {
@@ -92,7 +95,10 @@ where
             // twice once the switch is back on.
             IdempotencyKey::from_headers(req.headers()).ok().flatten()
         };
-        if enabled && key.is_none() && P::REQUIRE_KEY {
+        // Required by the route's policy, or by the configured level for its tier
+        // (`IDEMPOTENCY_REQUIRE_KEY`). With the kill switch off nothing is required.
+        let required = P::REQUIRE_KEY || idem.config().require_key.covers(P::TIER);
+        if enabled && key.is_none() && required {
             return Err(error_response(
                 StatusCode::BAD_REQUEST,
                 error_body(

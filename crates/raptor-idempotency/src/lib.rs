@@ -7,9 +7,11 @@ mod extract;
 pub mod fingerprint;
 mod flag;
 pub mod key;
+mod keyless;
 mod outcome;
 mod policy;
 mod reply;
+pub mod seal;
 mod store;
 
 pub use claim::Claim;
@@ -17,8 +19,9 @@ pub use extract::{Idempotent, Scope};
 pub use flag::{FLAG_IDEMPOTENCY_MIDDLEWARE, REFRESH as FLAG_REFRESH};
 pub use key::{IdempotencyKey, KeyError};
 pub use outcome::Outcome;
-pub use policy::{Policy, Tier, Tier1, Tier2};
+pub use policy::{Policy, RequireKey, Tier, Tier1, Tier2};
 pub use reply::{error_body, ErrorReply, Rejection, Reply, REPLAYED_HEADER};
+pub use seal::{KeysError, ResponseKeys};
 pub use store::{
     AuditFuture, ClaimRequest, Idempotency, IdempotencyConfig, ReplayAudit, ReplayEvent,
 };

@@ -1,4 +1,5 @@
-//! Per-route options: tier (fail-closed or fail-open), retention, required key, body storage.
+//! Per-route options: tier (fail-closed or fail-open), retention, required key, body storage;
+//! and the deployment-wide [`RequireKey`] level that can require keys per tier.
 
 use std::time::Duration;
 
@@ -12,6 +13,32 @@ pub enum Tier {
     FailOpen,
 }
 
+/// Which instrumented routes must carry an `Idempotency-Key` (`IDEMPOTENCY_REQUIRE_KEY`), on
+/// top of routes whose [`Policy::REQUIRE_KEY`] says so. A required key that is absent is
+/// `400 idempotency_key_required`. Keys are optional by default, so unmodified clients keep
+/// working; `raptor_idempotency_keyless_requests_total` shows who would be refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RequireKey {
+    /// Only routes whose policy requires a key (`none`, the default).
+    #[default]
+    None,
+    /// Also every fail-closed (Tier 1) route: orders, rolls, closes, reset (`tier1`).
+    Tier1,
+    /// Every instrumented route (`all`).
+    All,
+}
+
+impl RequireKey {
+    /// Whether a route of `tier` must carry a key at this level.
+    pub fn covers(self, tier: Tier) -> bool {
+        match self {
+            Self::None => false,
+            Self::Tier1 => tier == Tier::FailClosed,
+            Self::All => true,
+        }
+    }
+}
+
 /// A route's idempotency options, as associated constants so that a route's policy is part of
 /// its handler's type: `Idempotent<CreateOrderRequest, Tier1>`.
 pub trait Policy: Send + Sync + 'static {
@@ -19,7 +46,8 @@ pub trait Policy: Send + Sync + 'static {
     const TIER: Tier;
     /// How long a key is remembered (`expires_at = now() + TTL`).
     const TTL: Duration;
-    /// Answer `400 idempotency_key_required` when the header is absent.
+    /// Answer `400 idempotency_key_required` when the header is absent, whatever the
+    /// configured [`RequireKey`] level.
     const REQUIRE_KEY: bool = false;
     /// Store the response body for replay. Off for responses that would hold personal data: the
     /// replay then carries the status code and headers with a body saying it was not stored.
@@ -42,4 +70,19 @@ pub struct Tier2;
 impl Policy for Tier2 {
     const TIER: Tier = Tier::FailOpen;
     const TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_cover_tiers() {
+        assert!(!RequireKey::None.covers(Tier::FailClosed));
+        assert!(!RequireKey::None.covers(Tier::FailOpen));
+        assert!(RequireKey::Tier1.covers(Tier::FailClosed));
+        assert!(!RequireKey::Tier1.covers(Tier::FailOpen));
+        assert!(RequireKey::All.covers(Tier::FailClosed));
+        assert!(RequireKey::All.covers(Tier::FailOpen));
+    }
 }

@@ -152,6 +152,24 @@ pub(crate) fn store_unavailable() -> Response {
     response
 }
 
+/// `503 idempotency_store_unavailable` for a completed key whose stored response cannot be
+/// decrypted (its key id is not configured, or it was tampered with). The request is not
+/// executed again; `Retry-After: 30`, since it takes an operator to restore the key.
+pub(crate) fn store_unreadable() -> Response {
+    let mut response = error_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        error_body(
+            "idempotency_store_unavailable",
+            "the stored response for this Idempotency-Key cannot be read right now; it was not \
+             executed again, and retrying with the same key later is safe",
+        ),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
+    response
+}
+
 /// A stored response as read back from `idempotency_keys`.
 #[derive(Debug, Clone)]
 pub(crate) struct StoredResponse {

@@ -14,9 +14,11 @@ use uuid::Uuid;
 use crate::claim::{Claim, KeyGuard, Tracked};
 use crate::flag::{self, FlagCache};
 use crate::key::IdempotencyKey;
+use crate::keyless::KeylessCounter;
 use crate::outcome::Outcome;
-use crate::policy::Tier;
+use crate::policy::{RequireKey, Tier};
 use crate::reply::{self, error_body, error_response, Rejection, StoredResponse};
+use crate::seal::{ResponseKeys, RowIdentity, StoredBody};
 
 /// Settings of the mechanism (the server maps them from the environment).
 #[derive(Debug, Clone)]
@@ -27,6 +29,12 @@ pub struct IdempotencyConfig {
     pub store_timeout: Duration,
     /// `FLAG_IDEMPOTENCY_MIDDLEWARE` from the environment: the value when no override is stored.
     pub flag_default: bool,
+    /// `RAPTOR_RESPONSE_KEYS`: stored response bodies are sealed under the first key and opened
+    /// with any of them; none configured means they are stored as plain JSON.
+    pub response_keys: ResponseKeys,
+    /// `IDEMPOTENCY_REQUIRE_KEY`: which routes answer `400 idempotency_key_required` without a
+    /// key.
+    pub require_key: RequireKey,
 }
 
 impl Default for IdempotencyConfig {
@@ -35,6 +43,8 @@ impl Default for IdempotencyConfig {
             stale_after: Duration::from_secs(30),
             store_timeout: Duration::from_millis(2000),
             flag_default: true,
+            response_keys: ResponseKeys::none(),
+            require_key: RequireKey::None,
         }
     }
 }
@@ -78,6 +88,7 @@ pub(crate) struct Inner {
     pub(crate) config: IdempotencyConfig,
     flag: FlagCache,
     audit: Option<Arc<dyn ReplayAudit>>,
+    pub(crate) keyless: KeylessCounter,
 }
 
 /// One instrumented request, as the store sees it.
@@ -106,7 +117,8 @@ struct ExistingRow {
     attempt: Uuid,
     request_hash: String,
     response_code: Option<i16>,
-    response_body: Option<serde_json::Value>,
+    #[sqlx(flatten)]
+    stored: StoredBody,
     response_headers: Option<serde_json::Value>,
     stale: bool,
     in_flight_ms: i64,
@@ -162,6 +174,7 @@ impl Idempotency {
                 config,
                 flag,
                 audit,
+                keyless: KeylessCounter::default(),
             }),
         }
     }
@@ -340,6 +353,7 @@ impl Idempotency {
             id,
             attempt,
             lineage,
+            scope_user_id: request.scope_user_id,
             store_body: request.store_body,
             claimed_at: Instant::now(),
         };
@@ -445,7 +459,8 @@ impl Idempotency {
              on conflict on constraint uq_idem_key_user_endpoint do update
                 set request_hash = excluded.request_hash, status = 'in_flight',
                     attempt = excluded.attempt, response_code = null,
-                    response_body = null, response_headers = null, created_at = now(),
+                    response_body = null, response_kid = null, response_nonce = null,
+                    response_ciphertext = null, response_headers = null, created_at = now(),
                     locked_at = now(), completed_at = null, expires_at = excluded.expires_at,
                     lineage = case when idempotency_keys.expires_at > now()
                                    then idempotency_keys.lineage
@@ -470,7 +485,7 @@ impl Idempotency {
         // sees its latest committed state.
         let existing: Option<ExistingRow> = sqlx::query_as(
             "select id, status, attempt, request_hash, response_code, response_body,
-                    response_headers,
+                    response_kid, response_nonce, response_ciphertext, response_headers,
                     now() - locked_at > $4::bigint * interval '1 millisecond' as stale,
                     (extract(epoch from (now() - locked_at)) * 1000)::bigint as in_flight_ms
                from idempotency_keys
@@ -511,6 +526,38 @@ impl Idempotency {
         match row.status.as_str() {
             "completed" => {
                 end(tx, deadline).await;
+                // The row matched the request's scope and endpoint, so they are its identity.
+                let identity = RowIdentity {
+                    id: row.id,
+                    scope_user_id: request.scope_user_id,
+                    endpoint: &request.endpoint,
+                    response_code: row.response_code,
+                };
+                let kid = row.stored.response_kid.clone();
+                let body = match self
+                    .inner
+                    .config
+                    .response_keys
+                    .open_body(identity, row.stored)
+                {
+                    Ok(body) => body,
+                    Err(reason) => {
+                        // Never executed again and never answered from anything but the
+                        // ciphertext: the key exists, its response is just unreadable here.
+                        tracing::error!(
+                            endpoint = %request.endpoint,
+                            idempotency_key_id = row.id,
+                            kid = kid.as_deref(),
+                            reason = reason.as_str(),
+                            "stored response cannot be decrypted; answering 503 without executing"
+                        );
+                        reason.record(&request.endpoint);
+                        return Judgement::Answer(
+                            reply::store_unreadable(),
+                            Outcome::StoreUnavailable,
+                        );
+                    }
+                };
                 let code = row.response_code.unwrap_or(200);
                 self.audit_replay(ReplayEvent {
                     scope_user_id: request.scope_user_id,
@@ -522,7 +569,7 @@ impl Idempotency {
                 .await;
                 let stored = StoredResponse {
                     code,
-                    body: row.response_body,
+                    body,
                     headers: row.response_headers,
                 };
                 Judgement::Answer(stored.replay(), Outcome::Replay)

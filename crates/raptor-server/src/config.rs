@@ -11,7 +11,8 @@
 //! `RAPTOR_ACCOUNT_WRITE_CONCURRENCY`, `RAPTOR_ACCOUNT_WRITE_WAIT_MS`, `RAPTOR_SHUTDOWN_DRAIN_SECS`,
 //! `RAPTOR_SESSION_TTL_DAYS`,
 //! `RAPTOR_AUTH_EMAIL_PER_HOUR`, `RAPTOR_AUTH_IP_PER_MINUTE`, `STRIPE_API_BASE`,
-//! `STRIPE_SECRET_KEY`, `STRIPE_WEBHOOK_SECRET`, `STRIPE_TIMEOUT_MS`.
+//! `STRIPE_SECRET_KEY`, `STRIPE_WEBHOOK_SECRET`, `STRIPE_TIMEOUT_MS`, `RAPTOR_RESPONSE_KEYS`,
+//! `IDEMPOTENCY_REQUIRE_KEY`.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -21,7 +22,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use raptor_api::ApiConfig;
-use raptor_idempotency::IdempotencyConfig;
+use raptor_idempotency::{IdempotencyConfig, RequireKey, ResponseKeys};
 use rust_decimal::Decimal;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
@@ -58,6 +59,27 @@ pub enum LogFormat {
     Json,
     /// Human-readable (development).
     Pretty,
+}
+
+/// `IDEMPOTENCY_REQUIRE_KEY`: which instrumented routes refuse a request without a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RequireKeyLevel {
+    /// Keys are optional (unless a route's own policy requires one).
+    None,
+    /// Required on Tier 1 (fail-closed) routes: orders, rolls, closes, account reset.
+    Tier1,
+    /// Required on every instrumented route.
+    All,
+}
+
+impl From<RequireKeyLevel> for RequireKey {
+    fn from(level: RequireKeyLevel) -> Self {
+        match level {
+            RequireKeyLevel::None => Self::None,
+            RequireKeyLevel::Tier1 => Self::Tier1,
+            RequireKeyLevel::All => Self::All,
+        }
+    }
 }
 
 /// A boolean flag as the environment writes it: `1`/`0`, `true`/`false`, `on`/`off`.
@@ -140,6 +162,32 @@ pub struct Config {
     #[arg(long, env = "IDEMPOTENCY_STORE_TIMEOUT_MS", value_name = "IDEMPOTENCY_STORE_TIMEOUT_MS",
           default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=600_000), global = true)]
     pub idempotency_store_timeout_ms: u64,
+
+    /// Answer 400 idempotency_key_required to a request without an Idempotency-Key on: no
+    /// route (none), Tier 1 routes (tier1: orders, rolls, closes, reset) or every instrumented
+    /// route (all). Watch raptor_idempotency_keyless_requests_total before raising it.
+    #[arg(
+        long,
+        env = "IDEMPOTENCY_REQUIRE_KEY",
+        value_name = "IDEMPOTENCY_REQUIRE_KEY",
+        value_enum,
+        default_value = "none",
+        global = true
+    )]
+    pub idempotency_require_key: RequireKeyLevel,
+
+    /// Keys that encrypt stored idempotent responses at rest: `kid:base64key,…`, each key 32
+    /// bytes (`openssl rand -base64 32`); the first encrypts, all decrypt. Unset: responses are
+    /// stored as plain JSON (serve warns). Rotate by putting a new key first, then run
+    /// `raptor idempotency reencrypt` before removing the old one.
+    #[arg(
+        long,
+        env = "RAPTOR_RESPONSE_KEYS",
+        value_name = "RAPTOR_RESPONSE_KEYS",
+        global = true,
+        hide_env_values = true
+    )]
+    pub response_keys: Option<Secret>,
 
     /// Idempotency kill switch default (1 on, 0 passthrough); operators can override it at run time.
     #[arg(long, env = "FLAG_IDEMPOTENCY_MIDDLEWARE", value_name = "FLAG_IDEMPOTENCY_MIDDLEWARE",
@@ -332,6 +380,7 @@ impl Config {
                 );
             }
         }
+        self.response_keys()?;
         let base = self.stripe_api_base.trim();
         if !(base.starts_with("https://") || base.starts_with("http://")) {
             bail!("STRIPE_API_BASE must be an http(s) URL, got {base:?}");
@@ -383,13 +432,22 @@ impl Config {
         }
     }
 
+    /// The keys of `RAPTOR_RESPONSE_KEYS` (none when unset or blank). The error names the
+    /// variable and the entry, never the key material.
+    pub fn response_keys(&self) -> anyhow::Result<ResponseKeys> {
+        let text = self.response_keys.as_ref().map_or("", Secret::expose);
+        Ok(ResponseKeys::parse(text)?)
+    }
+
     /// The idempotency settings.
-    pub fn idempotency(&self) -> IdempotencyConfig {
-        IdempotencyConfig {
+    pub fn idempotency(&self) -> anyhow::Result<IdempotencyConfig> {
+        Ok(IdempotencyConfig {
             stale_after: Duration::from_secs(self.idempotency_stale_after_secs),
             store_timeout: Duration::from_millis(self.idempotency_store_timeout_ms),
             flag_default: self.flag_idempotency_middleware,
-        }
+            response_keys: self.response_keys()?,
+            require_key: self.idempotency_require_key.into(),
+        })
     }
 
     fn database_url(&self) -> anyhow::Result<&str> {

@@ -121,6 +121,14 @@ pub enum IdempotencyCommand {
         #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..))]
         batch_size: i64,
     },
+    /// Encrypt stored responses that are plain or under an older key with the current (first)
+    /// key of RAPTOR_RESPONSE_KEYS, in batches; prints `{"reencrypted": N, "unreadable": M}`
+    /// (unreadable rows are left as they are and logged).
+    Reencrypt {
+        /// Rows per transaction.
+        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(i64).range(1..))]
+        batch_size: i64,
+    },
 }
 
 /// `raptor gdpr …`
@@ -176,12 +184,15 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
                     1000,
                 )
             });
-            let state = ApiState::new(
-                pool,
-                config.api(),
-                config.idempotency(),
-                Arc::new(SystemClock),
-            );
+            let idempotency = config.idempotency()?;
+            match idempotency.response_keys.current_kid() {
+                Some(kid) => tracing::info!(kid, "stored idempotent responses are encrypted"),
+                None => tracing::warn!(
+                    "RAPTOR_RESPONSE_KEYS is not set: stored idempotent responses are written \
+                     in plain text (readable by anyone with access to the database)"
+                ),
+            }
+            let state = ApiState::new(pool, config.api(), idempotency, Arc::new(SystemClock));
             let expiry = (config.order_expiry_interval_secs > 0).then(|| {
                 spawn_order_expiry(
                     state.clone(),
@@ -233,7 +244,7 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             let state = ApiState::new(
                 pool,
                 config.api(),
-                config.idempotency(),
+                config.idempotency()?,
                 Arc::new(SystemClock),
             );
             let quote = raptor_api::trading::set_quote(&state, None, &symbol, bid, ask)
@@ -247,7 +258,7 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             let state = ApiState::new(
                 pool,
                 config.api(),
-                config.idempotency(),
+                config.idempotency()?,
                 Arc::new(SystemClock),
             );
             let expired = raptor_api::trading::expire_orders(&state)
@@ -260,6 +271,17 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             let pool = config.pool().await?;
             let deleted = raptor_idempotency::cleanup::delete_expired(&pool, batch_size).await?;
             writeln!(out, "{}", json!({ "deleted": deleted }))?;
+            Ok(())
+        }
+        Command::Idempotency(IdempotencyCommand::Reencrypt { batch_size }) => {
+            let keys = config.response_keys()?;
+            let pool = config.pool().await?;
+            let done = raptor_idempotency::seal::reencrypt(&pool, &keys, batch_size).await?;
+            writeln!(
+                out,
+                "{}",
+                json!({ "reencrypted": done.reencrypted, "unreadable": done.unreadable })
+            )?;
             Ok(())
         }
         Command::Gdpr(GdprCommand::Erase { user_id }) => {

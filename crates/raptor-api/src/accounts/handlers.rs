@@ -51,7 +51,7 @@ pub(crate) async fn get_profile(
     request_body = ProfilePatch,
     responses(
         (status = 200, description = "the profile after the change", body = ProfileResponse),
-        (status = 400, description = "malformed JSON or Idempotency-Key", body = ErrorBody),
+        (status = 400, description = "malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is all", body = ErrorBody),
         (status = 401, description = "unauthenticated", body = ErrorBody),
         (status = 403, description = "forbidden (a service principal)", body = ErrorBody),
         (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
@@ -85,7 +85,8 @@ pub(crate) async fn export_account(
     user: AuthUser,
 ) -> ApiResult<Json<Value>> {
     let mut tx = state.db.begin().await.context("begin")?;
-    let data = store::export(&mut tx, user.id).await?;
+    let keys = &state.idempotency.config().response_keys;
+    let data = store::export(&mut tx, user.id, keys).await?;
     tx.commit().await.context("commit")?;
     Ok(Json(data))
 }

@@ -224,7 +224,12 @@ pub async fn update_profile(
 /// sessions, sign-in links, outbox messages, waitlist rows and the billing mirror. Rows keyed
 /// by address (waitlist, links, outbox) match the user's email case-insensitively. Credentials
 /// are left out: token hashes, and the outbox bodies (they carry sign-in links).
-pub async fn export(conn: &mut PgConnection, user_id: i32) -> ApiResult<Value> {
+/// Stored idempotent responses are decrypted with `response_keys`.
+pub async fn export(
+    conn: &mut PgConnection,
+    user_id: i32,
+    response_keys: &raptor_idempotency::ResponseKeys,
+) -> ApiResult<Value> {
     let user: Option<Value> = sqlx::query_scalar(
         "select jsonb_build_object('id', id, 'email', email, 'role', role,
                 'display_name', display_name, 'time_zone', time_zone,
@@ -283,7 +288,7 @@ pub async fn export(conn: &mut PgConnection, user_id: i32) -> ApiResult<Value> {
             .context("export section")?;
         sections.insert(name.into(), rows.unwrap_or(Value::Null));
     }
-    let keys = raptor_idempotency::cleanup::export_for_user(conn, user_id)
+    let keys = raptor_idempotency::cleanup::export_for_user(conn, user_id, response_keys)
         .await
         .context("export idempotency keys")?;
     sections.insert("idempotency_keys".into(), Value::Array(keys));

@@ -36,7 +36,7 @@ use crate::state::ApiState;
     request_body = CreateCheckoutSessionRequest,
     responses(
         (status = 201, description = "the Stripe Checkout Session", body = CheckoutSessionResponse),
-        (status = 400, description = "malformed JSON or Idempotency-Key", body = ErrorBody),
+        (status = 400, description = "malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is all", body = ErrorBody),
         (status = 401, description = "unauthenticated", body = ErrorBody),
         (status = 403, description = "forbidden (not a user)", body = ErrorBody),
         (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
@@ -80,7 +80,7 @@ impl Policy for Tier2Unstored {
     request_body = CreatePortalSessionRequest,
     responses(
         (status = 201, description = "the portal session (a replay carries `{\"body_stored\": false}` instead: the URL is a credential and is not kept)", body = PortalSessionResponse),
-        (status = 400, description = "malformed JSON or Idempotency-Key", body = ErrorBody),
+        (status = 400, description = "malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is all", body = ErrorBody),
         (status = 401, description = "unauthenticated", body = ErrorBody),
         (status = 403, description = "forbidden (not a user)", body = ErrorBody),
         (status = 409, description = "idempotency_in_flight, idempotency_previous_failed, or subscription_active (checkout only: a subscription is still running)", body = ErrorBody),
@@ -113,7 +113,7 @@ pub(crate) async fn create_portal_session(
     request_body = CancelSubscriptionRequest,
     responses(
         (status = 200, description = "the subscription mirror, `cancel_at_period_end: true`", body = SubscriptionResponse),
-        (status = 400, description = "malformed JSON or Idempotency-Key", body = ErrorBody),
+        (status = 400, description = "malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is all", body = ErrorBody),
         (status = 401, description = "unauthenticated", body = ErrorBody),
         (status = 403, description = "forbidden (not a user)", body = ErrorBody),
         (status = 404, description = "not_found: no subscription that can be canceled", body = ErrorBody),

@@ -34,7 +34,7 @@ fn created(order: OrderResponse) -> Reply {
     request_body = CreateOrderRequest,
     responses(
         (status = 201, description = "accepted (filled or resting); Location names it", body = OrderResponse),
-        (status = 400, description = "malformed JSON or Idempotency-Key", body = ErrorBody),
+        (status = 400, description = "malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is tier1 or all", body = ErrorBody),
         (status = 401, description = "unauthenticated", body = ErrorBody),
         (status = 403, description = "insufficient_buying_power, insufficient_qty, uncovered_short_option, live_trading_unavailable", body = ErrorBody),
         (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
@@ -72,7 +72,7 @@ pub(crate) async fn create_order(
     request_body = RollRequest,
     responses(
         (status = 201, description = "the roll order", body = OrderResponse),
-        (status = 400, description = "malformed JSON or Idempotency-Key", body = ErrorBody),
+        (status = 400, description = "malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is tier1 or all", body = ErrorBody),
         (status = 401, description = "unauthenticated", body = ErrorBody),
         (status = 403, description = "insufficient_qty, uncovered_short_option, insufficient_buying_power, live_trading_unavailable", body = ErrorBody),
         (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
@@ -107,7 +107,7 @@ pub(crate) async fn roll_position(
     request_body = ClosePositionRequest,
     responses(
         (status = 201, description = "the closing order", body = OrderResponse),
-        (status = 400, description = "malformed JSON or Idempotency-Key", body = ErrorBody),
+        (status = 400, description = "malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is tier1 or all", body = ErrorBody),
         (status = 401, description = "unauthenticated", body = ErrorBody),
         (status = 403, description = "insufficient_qty, live_trading_unavailable", body = ErrorBody),
         (status = 404, description = "no such position", body = ErrorBody),
@@ -143,7 +143,7 @@ pub(crate) async fn close_position(
     request_body = ResetAccountRequest,
     responses(
         (status = 200, description = "the reset account", body = AccountResponse),
-        (status = 400, description = "malformed JSON or Idempotency-Key", body = ErrorBody),
+        (status = 400, description = "malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is tier1 or all", body = ErrorBody),
         (status = 401, description = "unauthenticated", body = ErrorBody),
         (status = 403, description = "live_trading_unavailable", body = ErrorBody),
         (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),

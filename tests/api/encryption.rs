@@ -1,0 +1,619 @@
+//! Stored responses encrypted at rest, key rotation and `reencrypt`, undecryptable replays (503,
+//! never re-executed), the export, and required keys with the keyless-request metric
+//! (docs/idempotency.md).
+
+use axum::http::{Method, StatusCode};
+use clap::Parser;
+use raptor_idempotency::{IdempotencyConfig, RequireKey, ResponseKeys};
+use raptor_server::Cli;
+use serde_json::{json, Value};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::helpers::{Call, Options, TestApp, TestResponse};
+
+/// Two throwaway 32-byte keys (standard base64).
+const KEY_A: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+const KEY_B: &str = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=";
+
+const ORDERS: &str = "/api/trading/orders";
+
+fn keyed(keys: &str) -> Options {
+    with_config(IdempotencyConfig {
+        response_keys: ResponseKeys::parse(keys).expect("test keys"),
+        ..Options::default().idempotency
+    })
+}
+
+fn with_config(idempotency: IdempotencyConfig) -> Options {
+    Options {
+        idempotency,
+        ..Options::default()
+    }
+}
+
+fn requiring(level: RequireKey) -> Options {
+    with_config(IdempotencyConfig {
+        require_key: level,
+        ..Options::default().idempotency
+    })
+}
+
+/// A resting limit order (below the bid of [`quote`]) whose body carries `marker` as its client
+/// order id.
+fn limit_order(marker: &str) -> Value {
+    json!({ "symbol": "AAPL", "qty": "1", "side": "buy", "type": "limit",
+            "limit_price": "91.37", "time_in_force": "gtc", "client_order_id": marker })
+}
+
+async fn quote(app: &TestApp) {
+    app.quote("AAPL", "99.00", "99.10").await;
+}
+
+async fn items(app: &TestApp, label: &str) -> i64 {
+    sqlx::query_scalar("select count(*) from probe_items where label = $1")
+        .bind(label)
+        .fetch_one(&app.pool)
+        .await
+        .expect("count")
+}
+
+async fn orders(app: &TestApp) -> i64 {
+    app.count("select count(*) from paper_orders").await
+}
+
+/// The key row as text (every column, bytea as hex), for "is it readable" checks.
+async fn row_text(app: &TestApp, key: Uuid) -> String {
+    sqlx::query_scalar("select row_to_json(k)::text from idempotency_keys k where idem_key = $1")
+        .bind(key.to_string())
+        .fetch_one(&app.pool)
+        .await
+        .expect("key row")
+}
+
+async fn kid_of(app: &TestApp, key: Uuid) -> Option<String> {
+    sqlx::query_scalar("select response_kid from idempotency_keys where idem_key = $1")
+        .bind(key.to_string())
+        .fetch_one(&app.pool)
+        .await
+        .expect("kid")
+}
+
+fn assert_unreadable(response: &TestResponse) {
+    assert_eq!(
+        response.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        response.text
+    );
+    assert_eq!(response.body["error"], "idempotency_store_unavailable");
+    assert!(response.header("retry-after").is_some());
+    assert_ne!(response.header("idempotent-replayed"), Some("true"));
+}
+
+fn assert_replay_of(replay: &TestResponse, original: &TestResponse) {
+    assert_eq!(replay.status, original.status, "{}", replay.text);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.body_without_marker(), original.body);
+    assert_eq!(replay.header("location"), original.header("location"));
+}
+
+async fn metrics(app: &TestApp) -> String {
+    let metrics = app.send(Call::new(Method::GET, "/metrics")).await;
+    assert_eq!(metrics.status, StatusCode::OK);
+    metrics.text
+}
+
+async fn cli(pool: &PgPool, args: &[&str]) -> anyhow::Result<Value> {
+    let url = crate::helpers::database_url(pool);
+    let mut argv = vec!["raptor", "--database-url", url.as_str()];
+    argv.extend_from_slice(args);
+    let cli = Cli::try_parse_from(argv)?;
+    let mut out = Vec::new();
+    raptor_server::run(cli, &mut out).await?;
+    Ok(serde_json::from_slice(&out)?)
+}
+
+/// No plaintext of a known field in any column of the key row; the replay is identical.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn stored_bodies_are_not_readable_in_the_table(pool: PgPool) {
+    let app = TestApp::with(&pool, keyed(&format!("k1:{KEY_A}"))).await;
+    let (_, token) = app.user("sealed@example.com").await;
+    quote(&app).await;
+
+    let label = "label-4b1d-secret";
+    let probe_key = Uuid::new_v4();
+    let body = json!({ "label": label });
+    let first = app
+        .post("/probe/items", &token, Some(probe_key), &body)
+        .await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
+
+    let marker = "coid-9f2e-secret";
+    let order_key = Uuid::new_v4();
+    let order = app
+        .post(ORDERS, &token, Some(order_key), &limit_order(marker))
+        .await;
+    assert_eq!(order.status, StatusCode::CREATED, "{}", order.text);
+    assert_eq!(order.body["client_order_id"], marker);
+
+    for (key, secrets) in [
+        (probe_key, vec![label.to_owned()]),
+        (
+            order_key,
+            vec![marker.to_owned(), "91.37".to_owned(), "AAPL".to_owned()],
+        ),
+    ] {
+        let text = row_text(&app, key).await;
+        for secret in secrets {
+            let hex: String = secret.bytes().map(|b| format!("{b:02x}")).collect();
+            assert!(!text.contains(&secret), "{secret} readable in {text}");
+            assert!(!text.contains(&hex), "{secret} readable as hex in {text}");
+        }
+        let (body, kid, nonce, sealed): (Option<Value>, Option<String>, Vec<u8>, Vec<u8>) =
+            sqlx::query_as(
+                "select response_body, response_kid, response_nonce, response_ciphertext
+                   from idempotency_keys where idem_key = $1",
+            )
+            .bind(key.to_string())
+            .fetch_one(&app.pool)
+            .await
+            .expect("sealed columns");
+        assert_eq!(body, None, "no plain body");
+        assert_eq!(kid.as_deref(), Some("k1"));
+        assert_eq!(nonce.len(), 12);
+        assert!(sealed.len() > 16);
+    }
+    let distinct_nonces = app
+        .count("select count(distinct response_nonce) from idempotency_keys")
+        .await;
+    assert_eq!(distinct_nonces, 2, "a fresh nonce per row");
+
+    assert_replay_of(
+        &app.post("/probe/items", &token, Some(probe_key), &body)
+            .await,
+        &first,
+    );
+    assert_replay_of(
+        &app.post(ORDERS, &token, Some(order_key), &limit_order(marker))
+            .await,
+        &order,
+    );
+    assert_eq!(items(&app, label).await, 1);
+    assert_eq!(orders(&app).await, 1);
+    app.close().await;
+}
+
+/// Old key second in the list: old rows replay, new rows use the new key; `reencrypt` moves
+/// plain and old-key rows to the new key, after which the old key can go. Without the key a
+/// row was sealed under, the replay is 503 and nothing runs again.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn rotation_and_reencrypt_keep_replays_working(pool: PgPool) {
+    let body = |label: &str| json!({ "label": label });
+
+    // Written before encryption was turned on: plain JSON.
+    let plain_app = TestApp::new(&pool).await;
+    let (_, token) = plain_app.user("rotate@example.com").await;
+    let plain_key = Uuid::new_v4();
+    let plain = plain_app
+        .post("/probe/items", &token, Some(plain_key), &body("plain"))
+        .await;
+    assert_eq!(plain.status, StatusCode::CREATED);
+    assert_eq!(kid_of(&plain_app, plain_key).await, None);
+    plain_app.close().await;
+
+    let old_app = TestApp::with(&pool, keyed(&format!("old:{KEY_A}"))).await;
+    let old_key = Uuid::new_v4();
+    let old = old_app
+        .post("/probe/items", &token, Some(old_key), &body("old"))
+        .await;
+    assert_eq!(old.status, StatusCode::CREATED);
+    assert_eq!(kid_of(&old_app, old_key).await.as_deref(), Some("old"));
+    // Plain rows still replay once keys are configured.
+    assert_replay_of(
+        &old_app
+            .post("/probe/items", &token, Some(plain_key), &body("plain"))
+            .await,
+        &plain,
+    );
+    old_app.close().await;
+
+    // Rotation: the new key first, the old one still there to decrypt.
+    let rotated_keys = format!("new:{KEY_B},old:{KEY_A}");
+    let rotated = TestApp::with(&pool, keyed(&rotated_keys)).await;
+    assert_replay_of(
+        &rotated
+            .post("/probe/items", &token, Some(old_key), &body("old"))
+            .await,
+        &old,
+    );
+    let new_key = Uuid::new_v4();
+    let new = rotated
+        .post("/probe/items", &token, Some(new_key), &body("new"))
+        .await;
+    assert_eq!(new.status, StatusCode::CREATED);
+    assert_eq!(kid_of(&rotated, new_key).await.as_deref(), Some("new"));
+
+    // Batches of one, so the walk over several batches is exercised.
+    let done = cli(
+        &pool,
+        &[
+            "--response-keys",
+            &rotated_keys,
+            "idempotency",
+            "reencrypt",
+            "--batch-size",
+            "1",
+        ],
+    )
+    .await
+    .expect("reencrypt");
+    assert_eq!(done, json!({ "reencrypted": 2, "unreadable": 0 }));
+    for key in [plain_key, old_key, new_key] {
+        assert_eq!(kid_of(&rotated, key).await.as_deref(), Some("new"));
+    }
+    assert_eq!(
+        rotated
+            .count("select count(*) from idempotency_keys where response_body is not null")
+            .await,
+        0
+    );
+    let again = cli(
+        &pool,
+        &["--response-keys", &rotated_keys, "idempotency", "reencrypt"],
+    )
+    .await
+    .expect("reencrypt again");
+    assert_eq!(again["reencrypted"], 0, "nothing left to move");
+    rotated.close().await;
+
+    // The old key removed: every row still replays.
+    let new_only = TestApp::with(&pool, keyed(&format!("new:{KEY_B}"))).await;
+    for (key, label, original) in [
+        (plain_key, "plain", &plain),
+        (old_key, "old", &old),
+        (new_key, "new", &new),
+    ] {
+        let replay = new_only
+            .post("/probe/items", &token, Some(key), &body(label))
+            .await;
+        assert_replay_of(&replay, original);
+        assert_eq!(items(&new_only, label).await, 1);
+    }
+    new_only.close().await;
+
+    // A process that lacks the key: 503, never a second execution.
+    let wrong = TestApp::with(&pool, keyed(&format!("old:{KEY_A}"))).await;
+    let refused = wrong
+        .post("/probe/items", &token, Some(new_key), &body("new"))
+        .await;
+    assert_unreadable(&refused);
+    assert_eq!(items(&wrong, "new").await, 1);
+    assert!(metrics(&wrong)
+        .await
+        .contains("raptor_idempotency_decrypt_failures_total{endpoint=\"POST /probe/items\",reason=\"unknown_kid\"}"));
+    // Keys removed altogether: still 503 (no plaintext fallback, no re-execution).
+    let keyless = TestApp::new(&pool).await;
+    assert_unreadable(
+        &keyless
+            .post("/probe/items", &token, Some(new_key), &body("new"))
+            .await,
+    );
+    assert_eq!(items(&keyless, "new").await, 1);
+    keyless.close().await;
+    wrong.close().await;
+}
+
+/// A tampered ciphertext, nonce or key id answers 503 and never executes: checked on the real
+/// order route (business rows counted) and on the probe.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn tampered_ciphertext_answers_503_and_never_executes(pool: PgPool) {
+    let app = TestApp::with(&pool, keyed(&format!("k1:{KEY_A},k0:{KEY_B}"))).await;
+    let (_, token) = app.user("tamper@example.com").await;
+    quote(&app).await;
+
+    let order_key = Uuid::new_v4();
+    let order_body = limit_order("tamper-1");
+    let order = app.post(ORDERS, &token, Some(order_key), &order_body).await;
+    assert_eq!(order.status, StatusCode::CREATED, "{}", order.text);
+    let before = (
+        orders(&app).await,
+        app.count("select count(*) from audit_log").await,
+    );
+
+    sqlx::query(
+        "update idempotency_keys
+            set response_ciphertext = set_byte(response_ciphertext, 3,
+                                               get_byte(response_ciphertext, 3) # 1)
+          where idem_key = $1",
+    )
+    .bind(order_key.to_string())
+    .execute(&app.pool)
+    .await
+    .expect("tamper");
+    for _ in 0..3 {
+        assert_unreadable(&app.post(ORDERS, &token, Some(order_key), &order_body).await);
+    }
+    assert_eq!(
+        (
+            orders(&app).await,
+            app.count("select count(*) from audit_log").await
+        ),
+        before,
+        "no order, and no replay audit row, from an unreadable key"
+    );
+    let status: String =
+        sqlx::query_scalar("select status from idempotency_keys where idem_key = $1")
+            .bind(order_key.to_string())
+            .fetch_one(&app.pool)
+            .await
+            .expect("status");
+    assert_eq!(status, "completed", "the key is kept, not released");
+
+    // The nonce and the key id are authenticated too.
+    for (label, tamper) in [
+        (
+            "nonce",
+            "set response_nonce = set_byte(response_nonce, 0, get_byte(response_nonce, 0) # 128)",
+        ),
+        ("kid", "set response_kid = 'k0'"),
+        ("code", "set response_code = 200"),
+    ] {
+        let key = Uuid::new_v4();
+        let body = json!({ "label": label });
+        let first = app.post("/probe/items", &token, Some(key), &body).await;
+        assert_eq!(first.status, StatusCode::CREATED);
+        assert_replay_of(
+            &app.post("/probe/items", &token, Some(key), &body).await,
+            &first,
+        );
+        sqlx::query(&format!(
+            "update idempotency_keys {tamper} where idem_key = $1"
+        ))
+        .bind(key.to_string())
+        .execute(&app.pool)
+        .await
+        .expect("tamper");
+        assert_unreadable(&app.post("/probe/items", &token, Some(key), &body).await);
+        assert_eq!(items(&app, label).await, 1, "{label}: executed once");
+    }
+
+    let text = metrics(&app).await;
+    assert!(
+        text.contains("raptor_idempotency_decrypt_failures_total{endpoint=\"POST /api/trading/orders\",reason=\"authentication\"}"),
+        "{text}"
+    );
+    assert!(text.contains(
+        "raptor_idempotency_requests_total{endpoint=\"POST /api/trading/orders\",outcome=\"store_unavailable\"}"
+    ));
+    app.close().await;
+}
+
+/// The associated data binds a ciphertext to its row: copied (with nonce and key id) onto
+/// another key's row of the same user, route and body, it does not decrypt.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn associated_data_stops_a_body_moved_to_another_row(pool: PgPool) {
+    let app = TestApp::with(&pool, keyed(&format!("k1:{KEY_A}"))).await;
+    let (_, token) = app.user("moved@example.com").await;
+    let (_, other_token) = app.user("other@example.com").await;
+    let body = json!({ "label": "same" });
+    let (key_a, key_b, key_c) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    let a = app.post("/probe/items", &token, Some(key_a), &body).await;
+    let b = app.post("/probe/items", &token, Some(key_b), &body).await;
+    let c = app
+        .post("/probe/items", &other_token, Some(key_c), &body)
+        .await;
+    for response in [&a, &b, &c] {
+        assert_eq!(response.status, StatusCode::CREATED);
+    }
+
+    let moved = sqlx::query(
+        "update idempotency_keys t
+            set response_kid = s.response_kid, response_nonce = s.response_nonce,
+                response_ciphertext = s.response_ciphertext
+           from idempotency_keys s
+          where s.idem_key = $1 and t.idem_key = any($2)",
+    )
+    .bind(key_a.to_string())
+    .bind(vec![key_b.to_string(), key_c.to_string()])
+    .execute(&app.pool)
+    .await
+    .expect("move")
+    .rows_affected();
+    assert_eq!(moved, 2);
+
+    assert_replay_of(
+        &app.post("/probe/items", &token, Some(key_a), &body).await,
+        &a,
+    );
+    assert_unreadable(&app.post("/probe/items", &token, Some(key_b), &body).await);
+    assert_unreadable(
+        &app.post("/probe/items", &other_token, Some(key_c), &body)
+            .await,
+    );
+    assert_eq!(items(&app, "same").await, 3, "nothing ran again");
+    app.close().await;
+}
+
+/// The GDPR export shows the user's own stored responses decrypted.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn export_shows_stored_responses_decrypted(pool: PgPool) {
+    let app = TestApp::with(&pool, keyed(&format!("k1:{KEY_A}"))).await;
+    let (_, token) = app.user("export@example.com").await;
+    quote(&app).await;
+    let (_, other) = app.user("bystander@example.com").await;
+    let key = Uuid::new_v4();
+    let order = app
+        .post(ORDERS, &token, Some(key), &limit_order("export-1"))
+        .await;
+    assert_eq!(order.status, StatusCode::CREATED, "{}", order.text);
+    let theirs = app
+        .post(
+            "/probe/items",
+            &other,
+            Some(Uuid::new_v4()),
+            &json!({ "label": "bystander-secret" }),
+        )
+        .await;
+    assert_eq!(theirs.status, StatusCode::CREATED);
+
+    let export = app.get("/api/account/export", &token).await;
+    assert_eq!(export.status, StatusCode::OK, "{}", export.text);
+    let rows = export.body["idempotency_keys"]
+        .as_array()
+        .expect("idempotency_keys");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["idem_key"], key.to_string());
+    assert_eq!(rows[0]["response_encrypted"], true);
+    assert_eq!(rows[0]["response_body"], order.body);
+    assert!(!export.text.contains("bystander-secret"));
+    app.close().await;
+}
+
+/// `IDEMPOTENCY_REQUIRE_KEY=tier1`: keyless orders (probe Tier 1 route and the real order
+/// route) are refused before anything runs, a keyless Tier 2 call still runs, and the keyless
+/// metric counts all of them by route and client.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn tier1_requires_keys_and_keyless_requests_are_counted(pool: PgPool) {
+    let app = TestApp::with(&pool, requiring(RequireKey::Tier1)).await;
+    let (_, token) = app.user("keyless@example.com").await;
+    quote(&app).await;
+    let agent = "Enc-Tier1-Client/3.1 (test)";
+    let keyless = |path: &str, body: &Value| {
+        Call::new(Method::POST, path)
+            .token(&token)
+            .header("user-agent", agent)
+            .json(body)
+    };
+
+    let probe = app
+        .send(keyless("/probe/items", &json!({ "label": "t1" })))
+        .await;
+    assert_eq!(probe.status, StatusCode::BAD_REQUEST, "{}", probe.text);
+    assert_eq!(probe.body["error"], "idempotency_key_required");
+    assert_eq!(items(&app, "t1").await, 0);
+
+    let order = app.send(keyless(ORDERS, &limit_order("keyless-1"))).await;
+    assert_eq!(order.status, StatusCode::BAD_REQUEST, "{}", order.text);
+    assert_eq!(order.body["error"], "idempotency_key_required");
+    assert_eq!(orders(&app).await, 0);
+
+    let open = app
+        .send(keyless("/probe/open", &json!({ "label": "t2" })))
+        .await;
+    assert_eq!(open.status, StatusCode::CREATED, "{}", open.text);
+    assert_eq!(items(&app, "t2").await, 1);
+    assert_eq!(
+        app.count("select count(*) from idempotency_keys").await,
+        0,
+        "keyless calls leave no key rows"
+    );
+
+    // With a key, Tier 1 runs as before.
+    let keyed = app
+        .post(
+            ORDERS,
+            &token,
+            Some(Uuid::new_v4()),
+            &limit_order("keyed-1"),
+        )
+        .await;
+    assert_eq!(keyed.status, StatusCode::CREATED, "{}", keyed.text);
+
+    let text = metrics(&app).await;
+    for endpoint in [
+        "POST /probe/items",
+        "POST /api/trading/orders",
+        "POST /probe/open",
+    ] {
+        let needle = format!(
+            "raptor_idempotency_keyless_requests_total{{endpoint=\"{endpoint}\",client=\"enc-tier1-client\"}}"
+        );
+        assert!(text.contains(&needle), "{needle} missing from:\n{text}");
+    }
+    app.close().await;
+}
+
+/// `IDEMPOTENCY_REQUIRE_KEY=all` refuses keyless calls on both tiers; `none` refuses neither.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn all_requires_keys_on_both_tiers(pool: PgPool) {
+    let app = TestApp::with(&pool, requiring(RequireKey::All)).await;
+    let (_, token) = app.user("all@example.com").await;
+    for path in ["/probe/items", "/probe/open"] {
+        let refused = app
+            .post(path, &token, None, &json!({ "label": "all" }))
+            .await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{path}");
+        assert_eq!(refused.body["error"], "idempotency_key_required");
+        let keyed = app
+            .post(
+                path,
+                &token,
+                Some(Uuid::new_v4()),
+                &json!({ "label": "all" }),
+            )
+            .await;
+        assert_eq!(keyed.status, StatusCode::CREATED, "{path}");
+    }
+    assert_eq!(items(&app, "all").await, 2);
+    let text = metrics(&app).await;
+    assert!(text.contains("raptor_idempotency_keyless_requests_total{endpoint=\"POST /probe/open\",client=\"unknown\"}"));
+    app.close().await;
+
+    let default = TestApp::new(&pool).await;
+    for path in ["/probe/items", "/probe/open"] {
+        let runs = default
+            .post(path, &token, None, &json!({ "label": "none" }))
+            .await;
+        assert_eq!(runs.status, StatusCode::CREATED, "{path}");
+    }
+    default.close().await;
+}
+
+/// Bad keys are a clear start-up error naming the variable, never echoing the key; the config's
+/// `Debug` never shows it; the setting parses from its documented values.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn response_keys_configuration(pool: PgPool) {
+    for bad in [
+        "c2hvcnQ=",
+        "k1:c2hvcnQ=",
+        "k1:!!notbase64!!",
+        &format!("k1:{KEY_A},k1:{KEY_B}"),
+    ] {
+        let err = cli(&pool, &["--response-keys", bad, "migrate"])
+            .await
+            .expect_err("bad keys refused");
+        let message = format!("{err:#}");
+        assert!(message.contains("RAPTOR_RESPONSE_KEYS"), "{message}");
+        for secret in ["c2hvcnQ=", "!!notbase64!!", KEY_A, KEY_B] {
+            assert!(!message.contains(secret), "{message} echoes the key");
+        }
+    }
+    let parsed = Cli::try_parse_from([
+        "raptor",
+        "--response-keys",
+        &format!("k1:{KEY_A}"),
+        "--idempotency-require-key",
+        "tier1",
+        "serve",
+    ])
+    .expect("parses");
+    let debug = format!("{:?}", parsed.config);
+    assert!(!debug.contains(KEY_A), "{debug}");
+    let config = parsed.config.idempotency().expect("config");
+    assert_eq!(config.require_key, RequireKey::Tier1);
+    assert_eq!(config.response_keys.current_kid(), Some("k1"));
+    assert!(!format!("{config:?}").contains(KEY_A));
+
+    let err = Cli::try_parse_from(["raptor", "--idempotency-require-key", "tier2", "serve"])
+        .expect_err("unknown level");
+    assert!(err.to_string().contains("IDEMPOTENCY_REQUIRE_KEY"), "{err}");
+
+    let err = cli(&pool, &["idempotency", "reencrypt"])
+        .await
+        .expect_err("no keys");
+    assert!(
+        format!("{err:#}").contains("RAPTOR_RESPONSE_KEYS"),
+        "{err:#}"
+    );
+}
