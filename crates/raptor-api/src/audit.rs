@@ -1,4 +1,4 @@
-//! The audit log: `record` is the single writer of `audit_log`, always called on the same
+//! The audit log: `record` and `record_many` are the only writers of `audit_log`, always called on the same
 //! connection (transaction) as the change it describes.
 
 use raptor_idempotency::{AuditFuture, ReplayAudit, ReplayEvent};
@@ -37,13 +37,9 @@ impl AuditEvent {
 pub const MAX_CONTEXT_BYTES: usize = 16 * 1024;
 
 /// Appends one row. Takes `&mut PgConnection` so it can only join the caller's transaction.
-pub async fn record(conn: &mut PgConnection, mut event: AuditEvent) -> Result<i64, sqlx::Error> {
+pub async fn record(conn: &mut PgConnection, event: AuditEvent) -> Result<i64, sqlx::Error> {
     let request_id = REQUEST_ID.try_with(Clone::clone).ok();
-    let size = event.context.to_string().len();
-    if size > MAX_CONTEXT_BYTES {
-        tracing::warn!(action = event.action, size, "audit context truncated");
-        event.context = json!({ "truncated": true, "context_bytes": size });
-    }
+    let event = capped(event);
     sqlx::query_scalar(
         "insert into audit_log (user_id, action, context, request_id)
          values ($1, $2, $3, $4) returning id",
@@ -54,6 +50,48 @@ pub async fn record(conn: &mut PgConnection, mut event: AuditEvent) -> Result<i6
     .bind(request_id)
     .fetch_one(conn)
     .await
+}
+
+/// Appends several rows in one statement (the order path writes its acceptance and its fill
+/// together). Same rules as [`record`].
+pub async fn record_many(
+    conn: &mut PgConnection,
+    events: Vec<AuditEvent>,
+) -> Result<(), sqlx::Error> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let request_id = REQUEST_ID.try_with(Clone::clone).ok();
+    let mut users = Vec::with_capacity(events.len());
+    let mut actions = Vec::with_capacity(events.len());
+    let mut contexts = Vec::with_capacity(events.len());
+    for event in events {
+        let event = capped(event);
+        users.push(event.user_id);
+        actions.push(event.action);
+        contexts.push(event.context);
+    }
+    sqlx::query(
+        "insert into audit_log (user_id, action, context, request_id)
+         select e.user_id, e.action, e.context, $4
+           from unnest($1::integer[], $2::text[], $3::jsonb[]) as e(user_id, action, context)",
+    )
+    .bind(users)
+    .bind(actions)
+    .bind(contexts)
+    .bind(request_id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+fn capped(mut event: AuditEvent) -> AuditEvent {
+    let size = event.context.to_string().len();
+    if size > MAX_CONTEXT_BYTES {
+        tracing::warn!(action = event.action, size, "audit context truncated");
+        event.context = json!({ "truncated": true, "context_bytes": size });
+    }
+    event
 }
 
 /// Writes the `idempotency_replay` row for each replay (docs/idempotency.md: a replay is not a new state

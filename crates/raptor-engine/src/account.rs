@@ -34,8 +34,12 @@ pub struct AccountState {
     /// Positions keyed by symbol. `Engine::apply` keeps flat positions (qty 0) so their
     /// cumulative realized P&L survives.
     pub positions: BTreeMap<String, Position>,
-    /// Resting orders: they hold cash (reservations) and closing quantity.
+    /// Resting orders: they hold cash (reservations) and closing quantity. A caller may list
+    /// only the orders that can matter to one decision (those on its symbols and underlyings)
+    /// and carry the others' reservations in `reserved_elsewhere`.
     pub open_orders: Vec<OpenOrder>,
+    /// Cash reserved by open orders that are not in `open_orders`.
+    pub reserved_elsewhere: Decimal,
 }
 
 impl AccountState {
@@ -52,9 +56,13 @@ impl AccountState {
         self.cash - self.reserved_cash()
     }
 
-    /// Sum of the open orders' reservations.
+    /// Sum of the open orders' reservations (listed or not).
     pub fn reserved_cash(&self) -> Decimal {
-        self.open_orders.iter().map(|o| o.reserved_cash).sum()
+        self.open_orders
+            .iter()
+            .map(|o| o.reserved_cash)
+            .sum::<Decimal>()
+            + self.reserved_elsewhere
     }
 
     /// Realized P&L summed over all positions, flat ones included.

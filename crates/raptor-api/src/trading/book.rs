@@ -275,50 +275,77 @@ fn requested_client_order_id(requested: Option<String>) -> ApiResult<Option<Stri
 /// released or stale attempt, and also while the kill switch is off, so a retry after the switch
 /// comes back cannot execute twice), and different for a key reused after it expired: when the
 /// key's first id belongs to an order older than the key's retention, that order's key has
-/// expired, and the id comes from the new lifetime's lineage instead.
-async fn client_order_id(
-    conn: &mut PgConnection,
-    user_id: i32,
-    purpose: &str,
-    requested: Option<String>,
-    key: Option<IdempotencyKey>,
-    lineage: Option<Uuid>,
-    now: chrono::DateTime<chrono::Utc>,
-) -> ApiResult<String> {
-    let duplicate = |id: &str| {
+/// expired, and the id comes from the new lifetime's lineage instead ([`ClientOrderId::reuse`]).
+struct ClientOrderId {
+    first: String,
+    /// For a derived id: the id of this lifetime of the key, used when `first` belongs to an
+    /// order older than the key's retention.
+    lifetime: Option<String>,
+    requested: bool,
+}
+
+impl ClientOrderId {
+    fn new(
+        user_id: i32,
+        purpose: &str,
+        requested: Option<String>,
+        key: Option<IdempotencyKey>,
+        lineage: Option<Uuid>,
+    ) -> ApiResult<Self> {
+        if let Some(id) = requested_client_order_id(requested)? {
+            return Ok(Self {
+                first: id,
+                lifetime: None,
+                requested: true,
+            });
+        }
+        let Some(key) = key else {
+            return Ok(Self {
+                first: Uuid::new_v4().to_string(),
+                lifetime: None,
+                requested: false,
+            });
+        };
+        let derive = |suffix: String| {
+            Uuid::new_v5(
+                &CLIENT_ORDER_ID_NAMESPACE,
+                format!("{user_id}:{purpose}:{key}{suffix}").as_bytes(),
+            )
+            .to_string()
+        };
+        let lifetime = lineage.unwrap_or_else(Uuid::new_v4);
+        Ok(Self {
+            first: derive(String::new()),
+            lifetime: Some(derive(format!(":{lifetime}"))),
+            requested: false,
+        })
+    }
+
+    fn duplicate(id: &str) -> ApiError {
         ApiError::invalid(
             "duplicate_client_order_id",
             format!("client_order_id {id} is already used on this account"),
         )
-    };
-    if let Some(id) = requested_client_order_id(requested)? {
-        return match store::client_order_id_created(conn, user_id, &id).await? {
-            Some(_) => Err(duplicate(&id)),
-            None => Ok(id),
+    }
+
+    /// After `first` was found taken: the id to use instead, or the duplicate error.
+    async fn reuse(
+        &self,
+        conn: &mut PgConnection,
+        user_id: i32,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> ApiResult<String> {
+        let (false, Some(lifetime)) = (self.requested, &self.lifetime) else {
+            return Err(Self::duplicate(&self.first));
         };
+        let created = store::client_order_id_created(conn, user_id, &self.first).await?;
+        let retention = chrono::Duration::from_std(<Tier1 as Policy>::TTL).unwrap_or_default();
+        match created {
+            // The key's order exists and its key may still be retained: a second execution.
+            Some(created) if now - created < retention => Err(Self::duplicate(&self.first)),
+            _ => Ok(lifetime.clone()),
+        }
     }
-    let Some(key) = key else {
-        return Ok(Uuid::new_v4().to_string());
-    };
-    let first = Uuid::new_v5(
-        &CLIENT_ORDER_ID_NAMESPACE,
-        format!("{user_id}:{purpose}:{key}").as_bytes(),
-    )
-    .to_string();
-    let Some(created) = store::client_order_id_created(conn, user_id, &first).await? else {
-        return Ok(first);
-    };
-    let retention = chrono::Duration::from_std(<Tier1 as Policy>::TTL).unwrap_or_default();
-    if now - created < retention {
-        // The key's order exists and its key may still be retained: a second execution.
-        return Err(duplicate(&first));
-    }
-    let lifetime = lineage.unwrap_or_else(Uuid::new_v4);
-    Ok(Uuid::new_v5(
-        &CLIENT_ORDER_ID_NAMESPACE,
-        format!("{user_id}:{purpose}:{key}:{lifetime}").as_bytes(),
-    )
-    .to_string())
 }
 
 fn spec_context(spec: &OrderSpec) -> serde_json::Value {
@@ -401,21 +428,27 @@ async fn account_state(
     conn: &mut PgConnection,
     user_id: i32,
     now: chrono::DateTime<chrono::Utc>,
+    scope: Option<store::Scope<'_>>,
 ) -> ApiResult<(store::AccountRow, AccountState, Vec<StoredOrder>)> {
-    let account = store::lock_account(conn, user_id).await?;
+    let mut account = store::lock_account(conn, user_id).await?;
     if account.mode != "paper" {
         return Err(ApiError::LiveTradingUnavailable);
     }
-    // Touching an account expires what stopped being good, before its reservations count.
-    expire_due(conn, Some(user_id), now).await?;
-    let positions = store::lock_positions(conn, user_id).await?;
-    let open = store::open_orders(conn, user_id).await?;
+    let mut book = store::book(conn, user_id, scope, now).await?;
+    if book.has_due {
+        // Touching an account expires what stopped being good, before its reservations count.
+        expire_due(conn, Some(user_id), now).await?;
+        account = store::read_account(conn, user_id).await?;
+        book = store::book(conn, user_id, scope, now).await?;
+    }
+    let listed: Decimal = book.open.iter().map(|o| o.reserved_cash).sum();
     let state = AccountState {
         cash: account.cash,
-        positions,
-        open_orders: open.iter().map(StoredOrder::open_order).collect(),
+        positions: book.positions,
+        open_orders: book.open.iter().map(StoredOrder::open_order).collect(),
+        reserved_elsewhere: account.reserved_cash - listed,
     };
-    Ok((account, state, open))
+    Ok((account, state, book.open))
 }
 
 /// Places an order, roll or close for `user_id`.
@@ -428,7 +461,9 @@ pub(crate) async fn place(
     key: Option<IdempotencyKey>,
     lineage: Option<Uuid>,
 ) -> ApiResult<OrderResponse> {
-    let now = state.clock.now();
+    // Microseconds, as Postgres stores it: the answer is built from these values, and a later
+    // read of the rows must show the same.
+    let now = chrono::SubsecRound::trunc_subsecs(state.clock.now(), 6);
     let purpose = intent.purpose();
     check_shape(&intent)?;
     // Quote rows first (shared), then the account: the lock order of quote updates. Without
@@ -440,13 +475,25 @@ pub(crate) async fn place(
         instrument(symbol)?;
     }
     let quotes = store::quotes(conn, &symbols, true).await?;
-    let (_, account, open) = account_state(conn, user_id, now).await?;
+    // Only the open orders that can matter to this order are read: those on its symbols and,
+    // for options, on their underlyings (closing quantity, coverage). Reservations come from
+    // the account row.
+    let roots: Vec<String> = symbols
+        .iter()
+        .filter_map(|s| Instrument::parse(s).ok())
+        .filter(|i| i.expiry().is_some())
+        .map(|i| i.underlying().to_owned())
+        .collect();
+    let scope = store::Scope {
+        symbols: &symbols,
+        roots: &roots,
+    };
+    let (row, account, _) = account_state(conn, user_id, now, Some(scope)).await?;
     let (spec, requested_id) = to_spec(&intent, &account.positions)?;
     if spec.limit_price.is_some_and(|p| p.scale() > PRICE_SCALE) {
         return Err(invalid("limit_price has more than 6 decimal places"));
     }
-    let client_order_id =
-        client_order_id(conn, user_id, purpose, requested_id, key, lineage, now).await?;
+    let ids = ClientOrderId::new(user_id, purpose, requested_id, key, lineage)?;
     let decision = match state
         .engine
         .submit(&account, &spec, &quotes, now.date_naive())
@@ -460,7 +507,7 @@ pub(crate) async fn place(
                     Some(user_id),
                     "order.rejected",
                     json!({ "code": rejection.code(), "reason": rejection.to_string(),
-                            "purpose": purpose, "client_order_id": client_order_id,
+                            "purpose": purpose, "client_order_id": ids.first,
                             "order": spec_context(&spec) }),
                 ),
             )
@@ -470,93 +517,85 @@ pub(crate) async fn place(
         }
     };
 
-    if matches!(decision, Decision::Rest { .. }) && open.len() >= state.config.max_open_orders {
+    let open_orders = usize::try_from(row.open_orders).unwrap_or(usize::MAX);
+    if matches!(decision, Decision::Rest { .. }) && open_orders >= state.config.max_open_orders {
         // Every quote update re-evaluates resting orders: one account must not be able to
         // make that (and the symbol's quote row lock) arbitrarily long.
         return Err(ApiError::invalid(
             "too_many_open_orders",
             format!(
-                "this account has {} open orders, the most allowed; cancel some first",
-                open.len()
+                "this account has {open_orders} open orders, the most allowed; cancel some first"
             ),
         ));
     }
-    let id = Uuid::new_v4();
     let (status, reserved_cash, execution) = match &decision {
         Decision::Filled(execution) => (OrderStatus::Filled, Decimal::ZERO, Some(execution)),
         Decision::Rest { reserved_cash } => (OrderStatus::New, *reserved_cash, None),
     };
-    store::insert_order(
-        conn,
-        &store::NewOrder {
-            id,
-            user_id,
-            client_order_id: &client_order_id,
-            idempotency_key: key.map(|k| k.to_string()),
-            purpose,
-            spec: &spec,
-            status,
-            reserved_cash,
-            execution,
-            at: now,
-            expires_at: (status == OrderStatus::New)
-                .then(|| raptor_engine::calendar::order_expires_at(&spec, now))
-                .flatten(),
-        },
-    )
-    .await?;
-    audit::record(
-        conn,
-        AuditEvent::new(
-            Some(user_id),
-            "order.accepted",
-            json!({ "order_id": id, "purpose": purpose, "client_order_id": client_order_id,
-                    "reserved_cash": reserved_cash.to_string(), "order": spec_context(&spec) }),
-        ),
-    )
-    .await
-    .context("audit accepted")?;
-    if let Some(execution) = execution {
-        record_fill(conn, user_id, id, execution, "submit").await?;
+    let mut order = store::NewOrder {
+        id: Uuid::new_v4(),
+        user_id,
+        client_order_id: ids.first.clone(),
+        idempotency_key: key.map(|k| k.to_string()),
+        purpose,
+        spec: &spec,
+        status,
+        reserved_cash,
+        execution,
+        at: now,
+        expires_at: (status == OrderStatus::New)
+            .then(|| raptor_engine::calendar::order_expires_at(&spec, now))
+            .flatten(),
+    };
+    // The unique index decides whether the id is taken (no pre-check); a taken derived id
+    // may belong to an expired key's order, then this lifetime's id is used.
+    if !store::insert_order(conn, &order).await? {
+        order.client_order_id = ids.reuse(conn, user_id, now).await?;
+        if !store::insert_order(conn, &order).await? {
+            return Err(ClientOrderId::duplicate(&order.client_order_id));
+        }
     }
-    store::find_order(conn, user_id, id, false)
-        .await?
-        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("order {id} vanished")))
+    let mut events = vec![AuditEvent::new(
+        Some(user_id),
+        "order.accepted",
+        json!({ "order_id": order.id, "purpose": purpose,
+                "client_order_id": order.client_order_id,
+                "reserved_cash": reserved_cash.to_string(), "order": spec_context(&spec) }),
+    )];
+    if let Some(execution) = execution {
+        events.push(fill_event(user_id, order.id, execution, "submit"));
+    }
+    audit::record_many(conn, events)
+        .await
+        .context("audit order")?;
+    // The answer is built from what was written, not read back.
+    Ok(dto::order_response(&order))
 }
 
-/// Applies an execution's positions and cash and writes its `order.filled` row.
-async fn record_fill(
-    conn: &mut PgConnection,
+/// The `order.filled` audit row of an execution.
+fn fill_event(
     user_id: i32,
     order_id: Uuid,
     execution: &raptor_engine::Execution,
     trigger: &'static str,
-) -> ApiResult<()> {
-    store::save_positions(conn, user_id, &execution.positions).await?;
-    store::apply_cash(conn, user_id, execution).await?;
-    audit::record(
-        conn,
-        AuditEvent::new(
-            Some(user_id),
-            "order.filled",
-            json!({
-                "order_id": order_id,
-                "trigger": trigger,
-                "net_price": execution.net_price.to_string(),
-                "cash_delta": execution.cash_delta.to_string(),
-                "fees": execution.fees.to_string(),
-                "realized_pnl": execution.realized_pnl.to_string(),
-                "fills": execution.fills.iter().map(|f| json!({
-                    "leg_index": f.leg_index, "symbol": f.symbol, "side": f.side.as_str(),
-                    "qty": f.qty.to_string(), "price": f.price.to_string(),
-                    "realized_pnl": f.realized_pnl.to_string(),
-                })).collect::<Vec<_>>(),
-            }),
-        ),
+) -> AuditEvent {
+    AuditEvent::new(
+        Some(user_id),
+        "order.filled",
+        json!({
+            "order_id": order_id,
+            "trigger": trigger,
+            "net_price": execution.net_price.to_string(),
+            "cash_delta": execution.cash_delta.to_string(),
+            "fees": execution.fees.to_string(),
+            "realized_pnl": execution.realized_pnl.to_string(),
+            "fills": execution.fills.iter().map(|f| json!({
+                "leg_index": f.leg_index, "symbol": f.symbol, "side": f.side.as_str(),
+                "qty": f.qty.to_string(), "price": f.price.to_string(),
+                "realized_pnl": f.realized_pnl.to_string(),
+            })).collect::<Vec<_>>(),
+        }),
     )
-    .await
-    .context("audit fill")?;
-    Ok(())
 }
 
 /// Cancels an open order; a canceled one is returned unchanged (no new audit row).
@@ -630,7 +669,7 @@ pub(crate) async fn reset(
     user_id: i32,
 ) -> ApiResult<AccountResponse> {
     let now = state.clock.now();
-    let (before, account, open) = account_state(conn, user_id, now).await?;
+    let (before, account, open) = account_state(conn, user_id, now, None).await?;
     for order in &open {
         store::end_open_order(conn, order.id, OrderStatus::Canceled, now).await?;
         audit::record(
@@ -719,7 +758,7 @@ async fn fill_resting_for(
 ) -> ApiResult<Vec<Uuid>> {
     let now = state.clock.now();
     // One account that cannot trade must not block the quote for everyone else.
-    let (_, mut account, open) = match account_state(conn, user_id, now).await {
+    let (_, mut account, open) = match account_state(conn, user_id, now, None).await {
         Ok(loaded) => loaded,
         Err(err @ (ApiError::LiveTradingUnavailable | ApiError::NotFound(_))) => {
             tracing::warn!(user.id = user_id, error = %err, "resting orders skipped on quote update");
@@ -727,79 +766,93 @@ async fn fill_resting_for(
         }
         Err(err) => return Err(err),
     };
+    let candidates: Vec<usize> = open
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.spec.legs.iter().any(|l| l.instrument.symbol() == symbol))
+        .map(|(i, _)| i)
+        .collect();
+    let mut symbols: Vec<String> = candidates
+        .iter()
+        .flat_map(|&i| open[i].spec.legs.iter())
+        .map(|l| l.instrument.symbol().to_owned())
+        .collect();
+    symbols.sort();
+    symbols.dedup();
+    // One read of every quote the candidates need (the updated one is already written).
+    let quotes = store::quotes(conn, &symbols, false).await?;
+
+    // One pass: `account.open_orders[i]` is `open[i]`. While an order is judged, its slot holds
+    // an empty stand-in (the engine judges it against the account without it); a filled order
+    // leaves the stand-in behind, so later orders see its reservation freed and its fill
+    // applied.
     let mut filled = Vec::new();
-    for (index, order) in open.iter().enumerate() {
-        if !order
-            .spec
-            .legs
-            .iter()
-            .any(|l| l.instrument.symbol() == symbol)
-        {
-            continue;
-        }
-        // The engine judges the order against the account without it.
-        let mut others = account.clone();
-        others.open_orders = open
-            .iter()
-            .enumerate()
-            .filter(|(i, o)| *i != index && !filled.contains(&o.id))
-            .map(|(_, o)| o.open_order())
-            .collect();
-        let symbols: Vec<String> = order
-            .spec
-            .legs
-            .iter()
-            .map(|l| l.instrument.symbol().to_owned())
-            .collect();
-        let quotes = store::quotes(conn, &symbols, false).await?;
+    let mut events = Vec::new();
+    for index in candidates {
+        let order = &open[index];
+        let own = std::mem::replace(&mut account.open_orders[index], stand_in());
         match state
             .engine
-            .evaluate_resting(&others, &order.spec, &quotes, now.date_naive())
+            .evaluate_resting(&account, &order.spec, &quotes, now.date_naive())
         {
             Ok(Some(execution)) => {
                 if store::fill_resting(conn, order.id, user_id, &order.spec, &execution, now)
                     .await?
                 {
-                    record_fill(conn, user_id, order.id, &execution, "quote").await?;
+                    events.push(fill_event(user_id, order.id, &execution, "quote"));
                     state.engine.apply(&mut account, &execution);
                     filled.push(order.id);
+                    continue;
                 }
             }
             Ok(None) => {
-                store::note_evaluation(conn, order.id, None).await?;
+                if order.last_evaluation_code.is_some() {
+                    store::note_evaluation(conn, order.id, None).await?;
+                }
             }
             Err(raptor_engine::OrderRejection::ContractExpired { symbol }) => {
                 // It can never fill: expire it and release its reservation.
                 if store::end_open_order(conn, order.id, OrderStatus::Expired, now).await? {
-                    audit::record(
-                        conn,
-                        AuditEvent::new(
-                            Some(user_id),
-                            "order.expired",
-                            json!({ "order_id": order.id, "reason": "contract_expired", "symbol": symbol }),
-                        ),
-                    )
-                    .await
-                    .context("audit expiry")?;
+                    events.push(AuditEvent::new(
+                        Some(user_id),
+                        "order.expired",
+                        json!({ "order_id": order.id, "reason": "contract_expiry", "symbol": symbol }),
+                    ));
+                    continue;
                 }
             }
             Err(rejection) => {
                 // Audited when the verdict changes, not on every quote tick.
-                if store::note_evaluation(conn, order.id, Some(rejection.code())).await? {
-                    audit::record(
-                        conn,
-                        AuditEvent::new(
-                            Some(user_id),
-                            "order.evaluation_rejected",
-                            json!({ "order_id": order.id, "code": rejection.code(),
-                                    "reason": rejection.to_string() }),
-                        ),
-                    )
-                    .await
-                    .context("audit evaluation")?;
+                if order.last_evaluation_code.as_deref() != Some(rejection.code()) {
+                    store::note_evaluation(conn, order.id, Some(rejection.code())).await?;
+                    events.push(AuditEvent::new(
+                        Some(user_id),
+                        "order.evaluation_rejected",
+                        json!({ "order_id": order.id, "code": rejection.code(),
+                                "reason": rejection.to_string() }),
+                    ));
                 }
             }
         }
+        account.open_orders[index] = own;
     }
+    audit::record_many(conn, events)
+        .await
+        .context("audit quote-driven changes")?;
     Ok(filled)
+}
+
+/// What an order's slot holds while it is judged, or after it filled: no legs, no reservation.
+fn stand_in() -> raptor_engine::OpenOrder {
+    raptor_engine::OpenOrder {
+        spec: OrderSpec {
+            class: OrderClass::Simple,
+            order_type: OrderType::Market,
+            time_in_force: TimeInForce::Gtc,
+            qty: Decimal::ZERO,
+            limit_price: None,
+            legs: Vec::new(),
+        },
+        reserved_cash: Decimal::ZERO,
+    }
 }

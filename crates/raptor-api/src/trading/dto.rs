@@ -288,3 +288,56 @@ pub(crate) fn price(value: Decimal) -> Decimal {
     }
     value
 }
+
+/// The answer to a placed order, built from what was written (the same values a read of the
+/// rows returns: prices at most 6 decimals, times in microseconds, as stored).
+pub(crate) fn order_response(order: &super::store::NewOrder<'_>) -> OrderResponse {
+    let spec = order.spec;
+    let simple = (spec.class == engine::OrderClass::Simple)
+        .then(|| spec.legs.first())
+        .flatten();
+    let execution = order.execution;
+    let fill_of =
+        |index: usize| execution.and_then(|e| e.fills.iter().find(|f| f.leg_index == index));
+    let status = order.status.as_str().to_owned();
+    OrderResponse {
+        id: order.id,
+        client_order_id: order.client_order_id.clone(),
+        purpose: order.purpose.to_owned(),
+        order_class: spec.class.as_str().to_owned(),
+        order_type: spec.order_type.as_str().to_owned(),
+        time_in_force: spec.time_in_force.as_str().to_owned(),
+        symbol: simple.map(|l| l.instrument.symbol().to_owned()),
+        side: simple.map(|l| l.side.as_str().to_owned()),
+        position_intent: simple.map(|l| l.position_intent.as_str().to_owned()),
+        qty: qty(spec.qty),
+        filled_qty: qty(if execution.is_some() {
+            spec.qty
+        } else {
+            Decimal::ZERO
+        }),
+        filled_avg_price: execution.map(|e| price(super::store::filled_price(spec, e))),
+        limit_price: spec.limit_price.map(price),
+        fees: money(execution.map_or(Decimal::ZERO, |e| e.fees)),
+        legs: spec
+            .legs
+            .iter()
+            .enumerate()
+            .map(|(index, leg)| LegResponse {
+                symbol: leg.instrument.symbol().to_owned(),
+                side: leg.side.as_str().to_owned(),
+                position_intent: leg.position_intent.as_str().to_owned(),
+                ratio_qty: i32::try_from(leg.ratio_qty).unwrap_or(i32::MAX),
+                qty: qty(leg.fill_qty(spec.qty)),
+                filled_qty: qty(fill_of(index).map_or(Decimal::ZERO, |f| f.qty)),
+                filled_avg_price: fill_of(index).map(|f| price(f.price)),
+                status: status.clone(),
+            })
+            .collect(),
+        status,
+        created_at: order.at,
+        updated_at: order.at,
+        filled_at: execution.map(|_| order.at),
+        canceled_at: None,
+    }
+}

@@ -11,25 +11,31 @@ use raptor_engine::{
     Position, PositionIntent, Quote, Side, TimeInForce,
 };
 use rust_decimal::Decimal;
-use sqlx::PgConnection;
+use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::dto::{self, LegResponse, OrderResponse, PositionResponse};
 use crate::error::{ApiError, ApiResult, ResultExt};
 
-/// The account row, locked.
+/// The account row, with the totals of its open orders (kept by a trigger on `paper_orders`).
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub(crate) struct AccountRow {
     pub(crate) mode: String,
     pub(crate) cash: Decimal,
     pub(crate) realized_pnl: Decimal,
+    /// Cash reserved by the open orders.
+    pub(crate) reserved_cash: Decimal,
+    /// How many orders are open.
+    pub(crate) open_orders: i32,
 }
+
+const ACCOUNT_COLUMNS: &str = "mode, cash, realized_pnl, reserved_cash, open_orders";
 
 /// Locks the account row (`FOR UPDATE`): every order-path transaction starts here.
 pub(crate) async fn lock_account(conn: &mut PgConnection, user_id: i32) -> ApiResult<AccountRow> {
-    sqlx::query_as(
-        "select mode, cash, realized_pnl from paper_accounts where user_id = $1 for update",
-    )
+    sqlx::query_as(&format!(
+        "select {ACCOUNT_COLUMNS} from paper_accounts where user_id = $1 for update"
+    ))
     .bind(user_id)
     .fetch_optional(conn)
     .await
@@ -39,12 +45,14 @@ pub(crate) async fn lock_account(conn: &mut PgConnection, user_id: i32) -> ApiRe
 
 /// Reads the account without locking.
 pub(crate) async fn read_account(conn: &mut PgConnection, user_id: i32) -> ApiResult<AccountRow> {
-    sqlx::query_as("select mode, cash, realized_pnl from paper_accounts where user_id = $1")
-        .bind(user_id)
-        .fetch_optional(conn)
-        .await
-        .context("read account")?
-        .ok_or(ApiError::NotFound("paper account"))
+    sqlx::query_as(&format!(
+        "select {ACCOUNT_COLUMNS} from paper_accounts where user_id = $1"
+    ))
+    .bind(user_id)
+    .fetch_optional(conn)
+    .await
+    .context("read account")?
+    .ok_or(ApiError::NotFound("paper account"))
 }
 
 #[derive(sqlx::FromRow)]
@@ -66,23 +74,161 @@ impl From<PositionRow> for Position {
     }
 }
 
-/// The account's positions, locked in symbol order (call after [`lock_account`]).
-pub(crate) async fn lock_positions(
+/// Which open orders an order decision reads: those with a leg on one of `symbols`, or on an
+/// option whose underlying is one of `roots` (closing quantity and option coverage can only
+/// depend on those). `None` reads every open order (quote updates, resets).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scope<'a> {
+    pub(crate) symbols: &'a [String],
+    pub(crate) roots: &'a [String],
+}
+
+/// What a decision needs besides the account row, read in one statement after the account
+/// lock (so it sees every write committed before the lock was granted; the account lock guards
+/// the positions and open orders of the account).
+pub(crate) struct Book {
+    pub(crate) positions: BTreeMap<String, Position>,
+    /// The open orders in scope, oldest first.
+    pub(crate) open: Vec<StoredOrder>,
+    /// Whether an open order of the account is no longer good (expire it first).
+    pub(crate) has_due: bool,
+}
+
+#[derive(serde::Deserialize)]
+struct PositionJson {
+    symbol: String,
+    qty: Decimal,
+    avg_entry_price: Decimal,
+    realized_pnl: Decimal,
+}
+
+#[derive(serde::Deserialize)]
+struct OpenOrderJson {
+    id: Uuid,
+    order_class: String,
+    order_type: String,
+    time_in_force: String,
+    qty: Decimal,
+    limit_price: Option<Decimal>,
+    reserved_cash: Decimal,
+    last_evaluation_code: Option<String>,
+    legs: Vec<OpenLegJson>,
+}
+
+#[derive(serde::Deserialize)]
+struct OpenLegJson {
+    symbol: String,
+    side: String,
+    position_intent: String,
+    ratio_qty: i32,
+}
+
+/// The positions and the open orders in `scope` of a locked account, in one round trip.
+pub(crate) async fn book(
     conn: &mut PgConnection,
     user_id: i32,
-) -> ApiResult<BTreeMap<String, Position>> {
-    let rows: Vec<PositionRow> = sqlx::query_as(
-        "select symbol, qty, avg_entry_price, realized_pnl from paper_positions
-          where user_id = $1 order by symbol for update",
+    scope: Option<Scope<'_>>,
+    now: DateTime<Utc>,
+) -> ApiResult<Book> {
+    // Decimals travel as JSON strings: exact, whatever their scale.
+    let (positions, open, has_due): (
+        sqlx::types::Json<Vec<PositionJson>>,
+        sqlx::types::Json<Vec<OpenOrderJson>>,
+        bool,
+    ) = sqlx::query_as(
+        "select
+            coalesce((select jsonb_agg(jsonb_build_object(
+                        'symbol', p.symbol, 'qty', p.qty::text,
+                        'avg_entry_price', p.avg_entry_price::text,
+                        'realized_pnl', p.realized_pnl::text) order by p.symbol)
+                        from paper_positions p where p.user_id = $1), '[]'),
+            coalesce((select jsonb_agg(jsonb_build_object(
+                        'id', o.id, 'order_class', o.order_class, 'order_type', o.order_type,
+                        'time_in_force', o.time_in_force, 'qty', o.qty::text,
+                        'limit_price', o.limit_price::text,
+                        'reserved_cash', o.reserved_cash::text,
+                        'last_evaluation_code', o.last_evaluation_code,
+                        'legs', (select jsonb_agg(jsonb_build_object(
+                                    'symbol', l.symbol, 'side', l.side,
+                                    'position_intent', l.position_intent,
+                                    'ratio_qty', l.ratio_qty) order by l.leg_index)
+                                   from paper_order_legs l where l.order_id = o.id))
+                        order by o.created_at, o.id)
+                        from paper_orders o
+                       where o.user_id = $1 and o.status = 'new'
+                         and ($2::text[] is null or exists (
+                               select 1 from paper_order_legs l
+                                where l.order_id = o.id
+                                  and (l.symbol = any($2)
+                                       or substring(l.symbol from '^([A-Z]+)[0-9]{6}[CP][0-9]{8}$')
+                                          = any($3))))), '[]'),
+            exists (select 1 from paper_orders d
+                     where d.user_id = $1 and d.status = 'new' and d.expires_at <= $4)",
     )
     .bind(user_id)
-    .fetch_all(conn)
+    .bind(scope.map(|s| s.symbols))
+    .bind(scope.map_or(&[][..], |s| s.roots))
+    .bind(now)
+    .fetch_one(conn)
     .await
-    .context("lock positions")?;
-    Ok(rows
+    .context("read the book")?;
+    let positions = positions
+        .0
         .into_iter()
-        .map(|r| (r.symbol.clone(), r.into()))
-        .collect())
+        .map(|p| {
+            let position = Position {
+                symbol: p.symbol.clone(),
+                qty: p.qty,
+                avg_entry_price: p.avg_entry_price,
+                realized_pnl: p.realized_pnl,
+            };
+            (p.symbol, position)
+        })
+        .collect();
+    let open = open
+        .0
+        .into_iter()
+        .map(StoredOrder::try_from)
+        .collect::<ApiResult<Vec<_>>>()?;
+    Ok(Book {
+        positions,
+        open,
+        has_due,
+    })
+}
+
+impl TryFrom<OpenOrderJson> for StoredOrder {
+    type Error = ApiError;
+
+    fn try_from(order: OpenOrderJson) -> ApiResult<Self> {
+        let legs = order
+            .legs
+            .iter()
+            .map(|leg| {
+                Ok(LegSpec {
+                    instrument: Instrument::parse(&leg.symbol).map_err(|e| {
+                        ApiError::Internal(anyhow::anyhow!("stored symbol {}: {e}", leg.symbol))
+                    })?,
+                    side: parse::<Side>(&leg.side, "side")?,
+                    ratio_qty: u32::try_from(leg.ratio_qty).unwrap_or(1),
+                    position_intent: parse::<PositionIntent>(&leg.position_intent, "intent")?,
+                })
+            })
+            .collect::<ApiResult<Vec<_>>>()?;
+        Ok(StoredOrder {
+            id: order.id,
+            spec: OrderSpec {
+                class: parse::<OrderClass>(&order.order_class, "class")?,
+                order_type: parse::<OrderType>(&order.order_type, "type")?,
+                time_in_force: parse::<TimeInForce>(&order.time_in_force, "tif")?,
+                qty: order.qty,
+                limit_price: order.limit_price,
+                legs,
+            },
+            reserved_cash: order.reserved_cash,
+            last_evaluation_code: order.last_evaluation_code,
+        })
+    }
 }
 
 /// Positions for reading (non-flat first, by symbol).
@@ -112,52 +258,6 @@ pub(crate) async fn list_positions(
             realized_pnl: dto::money(r.realized_pnl),
         })
         .collect())
-}
-
-/// Writes the new state of every touched position.
-pub(crate) async fn save_positions(
-    conn: &mut PgConnection,
-    user_id: i32,
-    positions: &[Position],
-) -> ApiResult<()> {
-    for p in positions {
-        sqlx::query(
-            "insert into paper_positions (user_id, symbol, qty, avg_entry_price, realized_pnl, updated_at)
-             values ($1, $2, $3, $4, $5, now())
-             on conflict (user_id, symbol) do update
-                set qty = excluded.qty, avg_entry_price = excluded.avg_entry_price,
-                    realized_pnl = excluded.realized_pnl, updated_at = now()",
-        )
-        .bind(user_id)
-        .bind(&p.symbol)
-        .bind(p.qty)
-        .bind(p.avg_entry_price)
-        .bind(p.realized_pnl)
-        .execute(&mut *conn)
-        .await
-        .context("save position")?;
-    }
-    Ok(())
-}
-
-/// Applies an execution's cash and realized P&L to the (locked) account.
-pub(crate) async fn apply_cash(
-    conn: &mut PgConnection,
-    user_id: i32,
-    execution: &Execution,
-) -> ApiResult<()> {
-    sqlx::query(
-        "update paper_accounts
-            set cash = cash + $2, realized_pnl = realized_pnl + $3, updated_at = now()
-          where user_id = $1",
-    )
-    .bind(user_id)
-    .bind(execution.cash_delta)
-    .bind(execution.realized_pnl)
-    .execute(conn)
-    .await
-    .context("apply cash")?;
-    Ok(())
 }
 
 /// Quotes for `symbols`. With `lock`, each row is share-locked (in symbol order) so that no
@@ -227,7 +327,7 @@ pub(crate) async fn users_resting_on(conn: &mut PgConnection, symbol: &str) -> A
 pub(crate) struct NewOrder<'a> {
     pub(crate) id: Uuid,
     pub(crate) user_id: i32,
-    pub(crate) client_order_id: &'a str,
+    pub(crate) client_order_id: String,
     pub(crate) idempotency_key: Option<String>,
     pub(crate) purpose: &'static str,
     pub(crate) spec: &'a OrderSpec,
@@ -275,8 +375,102 @@ pub(crate) async fn note_evaluation(
     Ok(changed > 0)
 }
 
-/// Inserts an order, its legs and (when it filled) its fills.
-pub(crate) async fn insert_order(conn: &mut PgConnection, order: &NewOrder<'_>) -> ApiResult<()> {
+/// The effects of an execution, as parallel arrays for `unnest`: fills, positions, cash.
+struct ExecutionArrays {
+    fill_leg: Vec<i16>,
+    fill_symbol: Vec<String>,
+    fill_side: Vec<&'static str>,
+    fill_qty: Vec<Decimal>,
+    fill_price: Vec<Decimal>,
+    fill_multiplier: Vec<i32>,
+    fill_pnl: Vec<Decimal>,
+    position_symbol: Vec<String>,
+    position_qty: Vec<Decimal>,
+    position_avg: Vec<Decimal>,
+    position_pnl: Vec<Decimal>,
+    cash_delta: Decimal,
+    realized_pnl: Decimal,
+}
+
+impl ExecutionArrays {
+    fn new(execution: Option<&Execution>) -> Self {
+        let fills = execution.map_or(&[][..], |e| e.fills.as_slice());
+        let positions = execution.map_or(&[][..], |e| e.positions.as_slice());
+        Self {
+            fill_leg: fills.iter().map(|f| leg_index(f.leg_index)).collect(),
+            fill_symbol: fills.iter().map(|f| f.symbol.clone()).collect(),
+            fill_side: fills.iter().map(|f| f.side.as_str()).collect(),
+            fill_qty: fills.iter().map(|f| f.qty).collect(),
+            fill_price: fills.iter().map(|f| f.price).collect(),
+            fill_multiplier: fills
+                .iter()
+                .map(|f| i32::try_from(f.multiplier.mantissa()).unwrap_or(i32::MAX))
+                .collect(),
+            fill_pnl: fills.iter().map(|f| f.realized_pnl).collect(),
+            position_symbol: positions.iter().map(|p| p.symbol.clone()).collect(),
+            position_qty: positions.iter().map(|p| p.qty).collect(),
+            position_avg: positions.iter().map(|p| p.avg_entry_price).collect(),
+            position_pnl: positions.iter().map(|p| p.realized_pnl).collect(),
+            cash_delta: execution.map_or(Decimal::ZERO, |e| e.cash_delta),
+            realized_pnl: execution.map_or(Decimal::ZERO, |e| e.realized_pnl),
+        }
+    }
+
+    /// Binds parameters `$first..$first+12` in the order of [`EFFECTS_SQL`].
+    fn bind<'q>(
+        self,
+        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        query
+            .bind(self.fill_leg)
+            .bind(self.fill_symbol)
+            .bind(self.fill_side)
+            .bind(self.fill_qty)
+            .bind(self.fill_price)
+            .bind(self.fill_multiplier)
+            .bind(self.fill_pnl)
+            .bind(self.position_symbol)
+            .bind(self.position_qty)
+            .bind(self.position_avg)
+            .bind(self.position_pnl)
+            .bind(self.cash_delta)
+            .bind(self.realized_pnl)
+    }
+}
+
+fn leg_index(index: usize) -> i16 {
+    i16::try_from(index).unwrap_or(i16::MAX)
+}
+
+/// The fills, positions and cash of an execution, as CTEs that run only when the CTE `o`
+/// (the order written or updated) returned its row. `$1` is the order id, `$2` the user, `$3`
+/// the time; the execution's arrays are `$10..$22`.
+const EFFECTS_SQL: &str = "
+    fills as (
+        insert into paper_fills
+            (order_id, user_id, leg_index, symbol, side, qty, price, multiplier, realized_pnl,
+             filled_at)
+        select o.id, $2, f.leg_index, f.symbol, f.side, f.qty, f.price, f.multiplier, f.pnl, $3
+          from o, unnest($10::smallint[], $11::text[], $12::text[], $13::numeric[],
+                         $14::numeric[], $15::integer[], $16::numeric[])
+                  as f(leg_index, symbol, side, qty, price, multiplier, pnl)),
+    positions as (
+        insert into paper_positions (user_id, symbol, qty, avg_entry_price, realized_pnl, updated_at)
+        select $2, p.symbol, p.qty, p.avg_entry_price, p.realized_pnl, $3
+          from o, unnest($17::text[], $18::numeric[], $19::numeric[], $20::numeric[])
+                  as p(symbol, qty, avg_entry_price, realized_pnl)
+        on conflict (user_id, symbol) do update
+           set qty = excluded.qty, avg_entry_price = excluded.avg_entry_price,
+               realized_pnl = excluded.realized_pnl, updated_at = excluded.updated_at),
+    cash as (
+        update paper_accounts
+           set cash = cash + $21, realized_pnl = realized_pnl + $22, updated_at = $3
+         where user_id = $2 and exists (select 1 from o) and ($21 <> 0 or $22 <> 0))";
+
+/// Writes a new order with its legs and, when it filled, its fills, positions and cash, in one
+/// statement. `false` when the account already has an order with this `client_order_id` (the
+/// unique index decides; nothing is written and the transaction stays usable).
+pub(crate) async fn insert_order(conn: &mut PgConnection, order: &NewOrder<'_>) -> ApiResult<bool> {
     let spec = order.spec;
     let simple_leg = (spec.class == OrderClass::Simple)
         .then(|| spec.legs.first())
@@ -290,109 +484,115 @@ pub(crate) async fn insert_order(conn: &mut PgConnection, order: &NewOrder<'_>) 
         ),
         None => (Decimal::ZERO, None, Decimal::ZERO, None),
     };
-    sqlx::query(
-        "insert into paper_orders
-            (id, user_id, client_order_id, idempotency_key, purpose, order_class, order_type,
-             time_in_force, symbol, side, position_intent, qty, limit_price, status, filled_qty,
-             filled_avg_price, reserved_cash, fees, created_at, updated_at, filled_at, expires_at)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-                 $19, $19, $20, $21)",
-    )
-    .bind(order.id)
-    .bind(order.user_id)
-    .bind(order.client_order_id)
-    .bind(&order.idempotency_key)
-    .bind(order.purpose)
-    .bind(spec.class.as_str())
-    .bind(spec.order_type.as_str())
-    .bind(spec.time_in_force.as_str())
-    .bind(simple_leg.map(|l| l.instrument.symbol().to_owned()))
-    .bind(simple_leg.map(|l| l.side.as_str()))
-    .bind(simple_leg.map(|l| l.position_intent.as_str()))
-    .bind(spec.qty)
-    .bind(spec.limit_price)
-    .bind(order.status.as_str())
-    .bind(filled_qty)
-    .bind(filled_avg_price)
-    .bind(order.reserved_cash)
-    .bind(fees)
-    .bind(order.at)
-    .bind(filled_at)
-    .bind(order.expires_at)
-    .execute(&mut *conn)
-    .await
-    .context("insert order")?;
-
-    for (index, leg) in spec.legs.iter().enumerate() {
-        let fill = order
+    let fill_of = |index: usize| {
+        order
             .execution
-            .and_then(|e| e.fills.iter().find(|f| f.leg_index == index));
-        sqlx::query(
-            "insert into paper_order_legs
+            .and_then(|e| e.fills.iter().find(|f| f.leg_index == index))
+    };
+    let sql = format!(
+        "with o as (
+            insert into paper_orders
+                (id, user_id, client_order_id, idempotency_key, purpose, order_class, order_type,
+                 time_in_force, symbol, side, position_intent, qty, limit_price, status,
+                 filled_qty, filled_avg_price, reserved_cash, fees, created_at, updated_at,
+                 filled_at, expires_at)
+            values ($1, $2, $4, $5, $6, $7, $8, $9, $23, $24, $25, $26, $27, $28, $29, $30, $31,
+                    $32, $3, $3, $33, $34)
+            on conflict on constraint uq_paper_orders_client_order_id do nothing
+            returning id),
+        legs as (
+            insert into paper_order_legs
                 (order_id, leg_index, symbol, side, position_intent, ratio_qty, qty, filled_qty,
                  filled_avg_price)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        )
+            select o.id, l.* from o, unnest($35::smallint[], $36::text[], $37::text[],
+                                            $38::text[], $39::integer[], $40::numeric[],
+                                            $41::numeric[], $42::numeric[])
+                                     as l),
+        {EFFECTS_SQL}
+        select count(*) from o"
+    );
+    let query = sqlx::query(&sql)
         .bind(order.id)
-        .bind(i16::try_from(index).unwrap_or(i16::MAX))
-        .bind(leg.instrument.symbol())
-        .bind(leg.side.as_str())
-        .bind(leg.position_intent.as_str())
-        .bind(i32::try_from(leg.ratio_qty).unwrap_or(i32::MAX))
-        .bind(leg.fill_qty(spec.qty))
-        .bind(fill.map_or(Decimal::ZERO, |f| f.qty))
-        .bind(fill.map(|f| f.price))
-        .execute(&mut *conn)
+        .bind(order.user_id)
+        .bind(order.at)
+        .bind(&order.client_order_id)
+        .bind(&order.idempotency_key)
+        .bind(order.purpose)
+        .bind(spec.class.as_str())
+        .bind(spec.order_type.as_str())
+        .bind(spec.time_in_force.as_str());
+    let arrays = ExecutionArrays::new(order.execution);
+    let written = arrays
+        .bind(query)
+        .bind(simple_leg.map(|l| l.instrument.symbol().to_owned()))
+        .bind(simple_leg.map(|l| l.side.as_str()))
+        .bind(simple_leg.map(|l| l.position_intent.as_str()))
+        .bind(spec.qty)
+        .bind(spec.limit_price)
+        .bind(order.status.as_str())
+        .bind(filled_qty)
+        .bind(filled_avg_price)
+        .bind(order.reserved_cash)
+        .bind(fees)
+        .bind(filled_at)
+        .bind(order.expires_at)
+        .bind((0..spec.legs.len()).map(leg_index).collect::<Vec<_>>())
+        .bind(
+            spec.legs
+                .iter()
+                .map(|l| l.instrument.symbol().to_owned())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            spec.legs
+                .iter()
+                .map(|l| l.side.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            spec.legs
+                .iter()
+                .map(|l| l.position_intent.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            spec.legs
+                .iter()
+                .map(|l| i32::try_from(l.ratio_qty).unwrap_or(i32::MAX))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            spec.legs
+                .iter()
+                .map(|l| l.fill_qty(spec.qty))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            (0..spec.legs.len())
+                .map(|i| fill_of(i).map_or(Decimal::ZERO, |f| f.qty))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            (0..spec.legs.len())
+                .map(|i| fill_of(i).map(|f| f.price))
+                .collect::<Vec<_>>(),
+        )
+        .fetch_one(conn)
         .await
-        .context("insert leg")?;
-    }
-    if let Some(execution) = order.execution {
-        insert_fills(conn, order.id, order.user_id, execution, order.at).await?;
-    }
-    Ok(())
+        .context("insert order")?;
+    Ok(written.try_get::<i64, _>(0).context("insert order")? == 1)
 }
 
 /// The order-level fill price: the leg price for simple orders, the net per unit for mleg.
-fn filled_price(spec: &OrderSpec, execution: &Execution) -> Decimal {
+pub(crate) fn filled_price(spec: &OrderSpec, execution: &Execution) -> Decimal {
     match (spec.class, execution.fills.first()) {
         (OrderClass::Simple, Some(fill)) => fill.price,
         _ => execution.net_price,
     }
 }
 
-async fn insert_fills(
-    conn: &mut PgConnection,
-    order_id: Uuid,
-    user_id: i32,
-    execution: &Execution,
-    at: DateTime<Utc>,
-) -> ApiResult<()> {
-    for fill in &execution.fills {
-        sqlx::query(
-            "insert into paper_fills
-                (order_id, user_id, leg_index, symbol, side, qty, price, multiplier, realized_pnl,
-                 filled_at)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-        )
-        .bind(order_id)
-        .bind(user_id)
-        .bind(i16::try_from(fill.leg_index).unwrap_or(i16::MAX))
-        .bind(&fill.symbol)
-        .bind(fill.side.as_str())
-        .bind(fill.qty)
-        .bind(fill.price)
-        .bind(i32::try_from(fill.multiplier.mantissa()).unwrap_or(i32::MAX))
-        .bind(fill.realized_pnl)
-        .bind(at)
-        .execute(&mut *conn)
-        .await
-        .context("insert fill")?;
-    }
-    Ok(())
-}
-
-/// Marks a resting order filled by `execution` (guarded on `status = 'new'`); false if it was
-/// no longer open.
+/// Fills a resting order: the order and its legs, its fills, the positions and the cash, in one
+/// statement guarded on `status = 'new'`; false if it was no longer open (nothing written).
 pub(crate) async fn fill_resting(
     conn: &mut PgConnection,
     order_id: Uuid,
@@ -401,38 +601,39 @@ pub(crate) async fn fill_resting(
     execution: &Execution,
     at: DateTime<Utc>,
 ) -> ApiResult<bool> {
-    let updated = sqlx::query(
-        "update paper_orders
-            set status = 'filled', filled_qty = qty, filled_avg_price = $2, fees = $3,
-                reserved_cash = 0, filled_at = $4, updated_at = $4
-          where id = $1 and status = 'new'",
-    )
-    .bind(order_id)
-    .bind(filled_price(spec, execution))
-    .bind(execution.fees)
-    .bind(at)
-    .execute(&mut *conn)
-    .await
-    .context("fill resting order")?
-    .rows_affected();
-    if updated == 0 {
-        return Ok(false);
-    }
-    for fill in &execution.fills {
-        sqlx::query(
-            "update paper_order_legs set filled_qty = $3, filled_avg_price = $4
-              where order_id = $1 and leg_index = $2",
-        )
+    let sql = format!(
+        "with o as (
+            update paper_orders
+               set status = 'filled', filled_qty = qty, filled_avg_price = $4, fees = $5,
+                   reserved_cash = 0, filled_at = $3, updated_at = $3
+             where id = $1 and status = 'new'
+            returning id),
+        legs as (
+            update paper_order_legs l
+               set filled_qty = f.qty, filled_avg_price = f.price
+              from o, unnest($10::smallint[], $13::numeric[], $14::numeric[])
+                         as f(leg_index, qty, price)
+             where l.order_id = o.id and l.leg_index = f.leg_index),
+        {EFFECTS_SQL}
+        select count(*) from o"
+    );
+    let query = sqlx::query(&sql)
         .bind(order_id)
-        .bind(i16::try_from(fill.leg_index).unwrap_or(i16::MAX))
-        .bind(fill.qty)
-        .bind(fill.price)
-        .execute(&mut *conn)
+        .bind(user_id)
+        .bind(at)
+        .bind(filled_price(spec, execution))
+        .bind(execution.fees)
+        // $6..$9 are unused by this statement; bound so the arrays keep their numbers.
+        .bind(None::<String>)
+        .bind(None::<String>)
+        .bind(None::<String>)
+        .bind(None::<String>);
+    let filled = ExecutionArrays::new(Some(execution))
+        .bind(query)
+        .fetch_one(conn)
         .await
-        .context("fill resting leg")?;
-    }
-    insert_fills(conn, order_id, user_id, execution, at).await?;
-    Ok(true)
+        .context("fill resting order")?;
+    Ok(filled.try_get::<i64, _>(0).context("fill resting order")? == 1)
 }
 
 /// Ends an open order as `canceled` or `expired`, releasing its reservation (guarded on
@@ -535,7 +736,6 @@ struct OrderRow {
     status: String,
     filled_qty: Decimal,
     filled_avg_price: Option<Decimal>,
-    reserved_cash: Decimal,
     fees: Decimal,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
@@ -557,7 +757,7 @@ struct LegRow {
 
 const ORDER_COLUMNS: &str = "id, client_order_id, purpose, order_class, order_type, time_in_force,
     symbol, side, position_intent, qty, limit_price, status, filled_qty, filled_avg_price,
-    reserved_cash, fees, created_at, updated_at, filled_at, canceled_at";
+    fees, created_at, updated_at, filled_at, canceled_at";
 
 /// An order that is still open, as the engine needs it.
 #[derive(Debug, Clone)]
@@ -565,6 +765,8 @@ pub(crate) struct StoredOrder {
     pub(crate) id: Uuid,
     pub(crate) spec: OrderSpec,
     pub(crate) reserved_cash: Decimal,
+    /// The verdict of its last re-evaluation (an engine rejection code), if any.
+    pub(crate) last_evaluation_code: Option<String>,
 }
 
 impl StoredOrder {
@@ -581,30 +783,6 @@ fn parse<T: FromStr>(text: &str, what: &str) -> ApiResult<T> {
         .map_err(|_| ApiError::Internal(anyhow::anyhow!("stored {what} {text:?} does not parse")))
 }
 
-fn to_spec(order: &OrderRow, legs: &[&LegRow]) -> ApiResult<OrderSpec> {
-    let legs = legs
-        .iter()
-        .map(|leg| {
-            Ok(LegSpec {
-                instrument: Instrument::parse(&leg.symbol).map_err(|e| {
-                    ApiError::Internal(anyhow::anyhow!("stored symbol {}: {e}", leg.symbol))
-                })?,
-                side: parse::<Side>(&leg.side, "side")?,
-                ratio_qty: u32::try_from(leg.ratio_qty).unwrap_or(1),
-                position_intent: parse::<PositionIntent>(&leg.position_intent, "intent")?,
-            })
-        })
-        .collect::<ApiResult<Vec<_>>>()?;
-    Ok(OrderSpec {
-        class: parse::<OrderClass>(&order.order_class, "class")?,
-        order_type: parse::<OrderType>(&order.order_type, "type")?,
-        time_in_force: parse::<TimeInForce>(&order.time_in_force, "tif")?,
-        qty: order.qty,
-        limit_price: order.limit_price,
-        legs,
-    })
-}
-
 async fn load_legs(conn: &mut PgConnection, ids: &[Uuid]) -> ApiResult<Vec<LegRow>> {
     sqlx::query_as(
         "select order_id, symbol, side, position_intent, ratio_qty, qty, filled_qty, filled_avg_price
@@ -614,33 +792,6 @@ async fn load_legs(conn: &mut PgConnection, ids: &[Uuid]) -> ApiResult<Vec<LegRo
     .fetch_all(conn)
     .await
     .context("load legs")
-}
-
-/// The account's open orders, oldest first (call after [`lock_account`]).
-pub(crate) async fn open_orders(
-    conn: &mut PgConnection,
-    user_id: i32,
-) -> ApiResult<Vec<StoredOrder>> {
-    let rows: Vec<OrderRow> = sqlx::query_as(&format!(
-        "select {ORDER_COLUMNS} from paper_orders where user_id = $1 and status = 'new'
-          order by created_at, id"
-    ))
-    .bind(user_id)
-    .fetch_all(&mut *conn)
-    .await
-    .context("open orders")?;
-    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
-    let legs = load_legs(conn, &ids).await?;
-    rows.iter()
-        .map(|row| {
-            let own: Vec<&LegRow> = legs.iter().filter(|l| l.order_id == row.id).collect();
-            Ok(StoredOrder {
-                id: row.id,
-                spec: to_spec(row, &own)?,
-                reserved_cash: row.reserved_cash,
-            })
-        })
-        .collect()
 }
 
 /// One order of the account, for the response or for a cancel (`lock` takes its row lock).
