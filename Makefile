@@ -33,7 +33,8 @@ openapi:
 
 ## bench: latency and throughput of the write path against a real server and Postgres
 bench:
-	@$(DB) && cargo run --locked --release -p raptor-integration-tests --bin raptor-bench
+	@$(DB) && cargo build --locked --release -p raptor-server --bin raptor \
+	  && cargo run --locked --release -p raptor-integration-tests --bin raptor-bench
 
 build:
 	cargo build --workspace --locked

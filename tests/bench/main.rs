@@ -1,39 +1,39 @@
-//! `raptor-bench`: latency and throughput of the order write path, end to end.
+//! `raptor-bench` (`make bench`): the order path end to end, next to the ceiling of what
+//! Postgres itself can do with the same writes.
 //!
-//! What runs: the real router (`raptor_api::app`) on a fresh, migrated database
-//! `raptor_bench_<pid>` (dropped at the end, also on error or Ctrl-C), served by
-//! `raptor_server::serve` on 127.0.0.1:0 in this process, with the server's default pool size and
-//! the system clock. A keep-alive `reqwest` client drives it over real HTTP, so every figure
-//! includes HTTP parsing, every middleware layer, authentication, the gates, the idempotency claim,
-//! the paper engine, sealing and opening the stored response (a response key is configured) and
-//! the Postgres commits. No tracing subscriber is installed (logging off); the
-//! Prometheus recorder is, as in a scraped production process.
+//! What runs: `raptor serve` (the release binary, as deployed; logs at WARN) on a fresh database
+//! `raptor_bench_<pid>` (dropped at the end, also on error or Ctrl-C), connected to Postgres
+//! through a counting proxy (`proxy.rs`) so that every round trip the server makes is counted.
+//! A keep-alive `reqwest` client drives it over real HTTP; 40 users share the load; every
+//! market order buys 1 AAPL at 190.10. Each measured run lasts `RAPTOR_BENCH_SECS` (default 5)
+//! and is preceded by a short warm-up.
 //!
-//! Every request is `POST /api/trading/orders`, a market buy of 1 AAPL (quote 189.90 / 190.10)
-//! by a user with enough cash never to run out. Each scenario is preceded by an unmeasured
-//! warm-up.
+//! Scenarios, at 1 and 32 closed-loop clients unless said otherwise:
+//! 1. market order without a key;
+//! 2. with a fresh `Idempotency-Key`;
+//! 3. replay of a completed key;
+//! 4. 16 concurrent copies of each key (16 and 32 requests in flight): exactly one execution
+//!    per key, no 5xx;
+//! 5. an LCC roll with a fresh key (each user rolls its short call back and forth);
+//! 6. open loop (fixed arrival rate) at half of scenario 2's 32-client throughput;
+//! 7. scenario 2 (1 client) for an account holding 500 resting orders (the per-account cap);
+//! 8. one quote update that fills 1,000 resting orders across 100 accounts;
+//! 9. scenario 2 with `RAPTOR_BENCH_KEY_ROWS` (default 5,000,000) rows in `idempotency_keys`.
 //!
-//! - (a) `keyed`: a fresh `Idempotency-Key` each time, one client, back to back.
-//! - (b) `unkeyed`: no key (the untracked path). (a) and (b) are interleaved, alternating which
-//!   goes first, so both see the same account and table sizes; their difference at p50 is the
-//!   cost of the idempotency claim and completion.
-//! - (c) `replay`: one key re-sent with the same body; each answer is the stored response.
-//! - (d) `throughput`: 16 concurrent clients, each its own user, fresh keys, for 5 s.
-//! - (e) `duplicates`: 64 clients released together with one key, 10 rounds. Exactly one of them
-//!   may execute (checked against the rows in `paper_orders`); the others get the replay or
-//!   `409 idempotency_in_flight`, and their latency is the `losers` row.
-//! - (f) `resting`: one account with 500 resting limit buys (the per-account cap) on MSFT; one
-//!   quote update that re-evaluates all 500 without filling any, then one that fills all 500.
-//!   Each is one `set_quote` call (one transaction), timed in-process.
+//! The ceiling: `pgbench -f tests/bench/ceiling.sql` on the same database at 1 and 32 clients
+//! (the claim, then one transaction that locks quote and account, inserts order, leg and fill,
+//! upserts the position, updates cash, writes one audit row and completes the key).
 //!
-//! How to read it: latencies are per request, measured by the client, in milliseconds (p50, p95,
-//! p99 by nearest rank, and the maximum). `req/s` is completed requests over wall time; for the
-//! one-client scenarios it is simply 1 / mean latency. The same figures go to
-//! `target/bench/results.json`. Targets are checked at the end: a missed one prints FAIL and the
-//! process exits with status 1 (2 when the benchmark itself could not run).
+//! Output: a table, `target/bench/results.json`, and the targets with PASS/FAIL; the process
+//! exits 1 when a target is missed (2 when the benchmark could not run). `BENCHMARKS.md`
+//! records a run with the machine, the date and what the profile showed.
 
+mod proxy;
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::process::{ExitCode, Stdio};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,56 +41,49 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use raptor_api::accounts::store as accounts;
 use raptor_api::auth::Role;
-use raptor_api::{ApiConfig, ApiState, SystemClock, MIGRATOR};
-use raptor_idempotency::{IdempotencyConfig, ResponseKeys};
+use raptor_api::MIGRATOR;
 use rust_decimal::Decimal;
 use serde::Serialize;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
 use sqlx::{Connection, PgConnection, PgPool};
-use tokio::sync::{oneshot, Barrier};
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
 const ORDERS: &str = "/api/trading/orders";
 const ORDER_BODY: &str =
     r#"{"symbol":"AAPL","qty":"1","side":"buy","type":"market","time_in_force":"day"}"#;
-
-/// `RAPTOR_RESPONSE_KEYS` of the bench (a throwaway key: the bench database is dropped).
-const BENCH_RESPONSE_KEYS: &str = "bench:cmFwdG9yLWJlbmNoLW9ubHkta2V5LTMyLWJ5dGVzISE=";
-/// Requests per one-client scenario.
-const SEQUENTIAL_N: usize = 400;
-/// Unmeasured requests before each one-client scenario.
-const WARM_UP_N: usize = 50;
-/// Concurrent clients (and users) of the throughput scenario.
-const CLIENTS: usize = 16;
-/// How long the throughput scenario sends new requests.
-const THROUGHPUT_WINDOW: Duration = Duration::from_secs(5);
-/// Upper bound on one throughput client's requests, whatever the window.
-const THROUGHPUT_CAP_PER_CLIENT: usize = 20_000;
-/// Concurrent duplicates of one key per round.
-const DUPLICATES: usize = 64;
-/// Measured rounds of duplicates (after one warm-up round).
-const ROUNDS: usize = 10;
-/// The server's default `RAPTOR_DB_POOL_SIZE`, so the bench sees what production sees.
+const LEAPS: &str = "XYZ280121C00050000";
+const NEAR: &str = "XYZ261218C00065000";
+const NEXT: &str = "XYZ270115C00067500";
+/// Users sharing the load (each client uses one, round robin).
+const USERS: usize = 40;
+/// The concurrency levels.
+const LEVELS: [usize; 2] = [1, 32];
+/// Copies of one key in flight together (scenario 4).
+const COPIES: usize = 16;
+/// Accounts and resting orders of scenario 8.
+const FILL_ACCOUNTS: usize = 100;
+const FILL_PER_ACCOUNT: usize = 10;
+/// Resting orders of scenario 7 (`RAPTOR_MAX_OPEN_ORDERS`' default).
+const CAPPED: usize = 500;
+/// Server pool size (`RAPTOR_DB_POOL_SIZE`' default).
 const POOL_SIZE: u32 = 20;
-/// One request's deadline.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The whole run's deadline.
-const RUN_TIMEOUT: Duration = Duration::from_secs(300);
+const RUN_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
-// Speed targets for a 2-core machine with logging off, Postgres on the same machine with fsync on.
-/// Keyed order p99, ms.
-const TARGET_KEYED_P99_MS: f64 = 50.0;
-/// Replay p99, ms.
-const TARGET_REPLAY_P99_MS: f64 = 20.0;
-/// Keyed minus unkeyed p50, ms.
-const TARGET_OVERHEAD_P50_MS: f64 = 5.0;
-/// Orders per second with 16 clients.
-const TARGET_THROUGHPUT: f64 = 150.0;
-/// Resting orders of scenario (f): `RAPTOR_MAX_OPEN_ORDERS`' default.
-const RESTING: usize = 500;
-/// One quote update over scenario (f)'s resting orders, ms.
-const TARGET_QUOTE_UPDATE_MS: f64 = 1000.0;
+// Targets (ratios within one run; absolute times on a shared 2-core machine are indicative).
+const TARGET_RT_KEYED: f64 = 10.0;
+const TARGET_RT_UNKEYED: f64 = 8.0;
+const TARGET_VS_CEILING_32: f64 = 0.8;
+const TARGET_KEYED_VS_UNKEYED: f64 = 0.8;
+const TARGET_P50_VS_CEILING_1: f64 = 1.5;
+const TARGET_P99_1_MS: f64 = 2.0;
+const TARGET_OPEN_LOOP_P99_MS: f64 = 5.0;
+const TARGET_REPLAY_VS_KEYED: f64 = 3.0;
+const TARGET_BOOK_VS_KEYED: f64 = 1.2;
+const TARGET_FILL_MS: f64 = 1000.0;
+const TARGET_KEYS_VS_KEYED: f64 = 1.2;
+const TARGET_RSS_MIB: f64 = 64.0;
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> ExitCode {
@@ -107,13 +100,23 @@ async fn main() -> ExitCode {
     }
 }
 
-/// Creates the database, runs the scenarios, always drops the database, then reports.
-/// `Ok(false)` means the run completed but missed a target.
+fn env_number(name: &str, default: u64) -> anyhow::Result<u64> {
+    match std::env::var(name) {
+        Ok(text) => text
+            .trim()
+            .parse()
+            .with_context(|| format!("{name} must be a whole number")),
+        Err(_) => Ok(default),
+    }
+}
+
+/// Creates the database, runs everything, always stops the server and drops the database.
 async fn run() -> anyhow::Result<bool> {
     let url = std::env::var("DATABASE_URL")
         .context("DATABASE_URL is not set (run `make bench`, which sets it)")?;
-    let admin_options =
-        PgConnectOptions::from_str(&url).context("DATABASE_URL is not a valid Postgres URL")?;
+    let admin_options = PgConnectOptions::from_str(&url)
+        .context("DATABASE_URL is not a valid Postgres URL")?
+        .ssl_mode(PgSslMode::Disable);
     let mut admin = PgConnection::connect_with(&admin_options)
         .await
         .context("could not connect to DATABASE_URL")?;
@@ -123,19 +126,22 @@ async fn run() -> anyhow::Result<bool> {
         .await
         .with_context(|| format!("could not create database {name}"))?;
     println!("raptor-bench: database {name}");
-
-    let options = admin_options
-        .clone()
-        .database(&name)
-        .application_name("raptor-bench");
+    let settings = Settings {
+        secs: Duration::from_secs(env_number("RAPTOR_BENCH_SECS", 5)?),
+        key_rows: env_number("RAPTOR_BENCH_KEY_ROWS", 5_000_000)?,
+        options: admin_options.clone().database(&name),
+        database: name.clone(),
+    };
+    let mut server = None;
     let outcome = tokio::select! {
-        outcome = tokio::time::timeout(RUN_TIMEOUT, bench(options)) => {
+        outcome = tokio::time::timeout(RUN_TIMEOUT, bench(&settings, &mut server)) => {
             outcome.unwrap_or_else(|_| Err(anyhow!("the run exceeded {RUN_TIMEOUT:?}")))
         }
         _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
     };
-
-    // FORCE ends connections an aborted run may have left behind (Postgres 13+).
+    if let Some(mut child) = server {
+        let _ = child.kill().await;
+    }
     let dropped = sqlx::query(&format!("drop database if exists {name} with (force)"))
         .execute(&mut admin)
         .await;
@@ -151,355 +157,690 @@ async fn run() -> anyhow::Result<bool> {
     Ok(report.checks.iter().all(|c| c.pass))
 }
 
-/// Sets up the app and runs every scenario.
-async fn bench(options: PgConnectOptions) -> anyhow::Result<Report> {
+struct Settings {
+    secs: Duration,
+    key_rows: u64,
+    options: PgConnectOptions,
+    database: String,
+}
+
+/// Everything a scenario needs.
+struct Bench {
+    pool: PgPool,
+    http: Http,
+    users: Vec<BenchUser>,
+    operator: String,
+    counts: Arc<proxy::Counts>,
+    secs: Duration,
+}
+
+async fn bench(
+    settings: &Settings,
+    server: &mut Option<tokio::process::Child>,
+) -> anyhow::Result<Report> {
     let pool = PgPoolOptions::new()
-        .max_connections(POOL_SIZE)
-        .acquire_timeout(Duration::from_secs(3))
-        .connect_with(options)
+        .max_connections(8)
+        .connect_with(settings.options.clone())
         .await
         .context("could not connect to the bench database")?;
     MIGRATOR.run(&pool).await.context("migration failed")?;
-    // Stored responses are encrypted, as `make run` and a production deployment configure
-    // them, so sealing each completion and opening each replay is part of every figure.
-    let idempotency = IdempotencyConfig {
-        response_keys: ResponseKeys::parse(BENCH_RESPONSE_KEYS)
-            .context("the bench's response key")?,
-        ..IdempotencyConfig::default()
-    };
-    let state = ApiState::new(
-        pool.clone(),
-        ApiConfig::default(),
-        idempotency,
-        Arc::new(SystemClock),
+    let postgres = postgres_info(&pool).await?;
+
+    let counts = Arc::new(proxy::Counts::default());
+    let upstream = format!(
+        "{}:{}",
+        settings.options.get_host(),
+        settings.options.get_port()
     );
-    // Production installs the recorder on the first scrape of /metrics; do it up front so the
-    // per-request metrics cost is part of every figure.
-    let _ = raptor_api::telemetry::prometheus();
-    let server = Server::start(raptor_api::app(state.clone())).await?;
-    let result = scenarios(&state, &pool, &server).await;
-    server.stop().await;
-    pool.close().await;
-    result
-}
+    let proxy_port = proxy::start(upstream, counts.clone()).await?;
+    let port = free_port()?;
+    let database_url = format!(
+        "postgres://{}@127.0.0.1:{proxy_port}/{}?sslmode=disable",
+        settings.options.get_username(),
+        settings.database
+    );
+    let (child, pid) = start_server(&database_url, port).await?;
+    *server = Some(child);
+    let http = Http::new(format!("http://127.0.0.1:{port}"))?;
+    http.wait_ready().await?;
 
-async fn scenarios(state: &ApiState, pool: &PgPool, server: &Server) -> anyhow::Result<Report> {
-    let http = Http::new(server.url(ORDERS))?;
-    // AAPL 189.90 / 190.10: every market buy fills at 190.10.
-    let (bid, ask) = (Decimal::new(18_990, 2), Decimal::new(19_010, 2));
-    raptor_api::trading::set_quote(state, None, "AAPL", bid, ask)
-        .await
-        .map_err(|err| anyhow!("set_quote: {err}"))?;
-    let postgres = postgres_info(pool).await?;
+    let operator = user(&pool, "bench-operator@example.com", Role::Operator).await?;
+    let mut users = Vec::with_capacity(USERS);
+    for i in 0..USERS {
+        users.push(user(&pool, &format!("bench-{i}@example.com"), Role::User).await?);
+    }
+    let b = Bench {
+        pool,
+        http,
+        users,
+        operator: operator.token,
+        counts,
+        secs: settings.secs,
+    };
+    for (symbol, bid, ask) in [
+        ("AAPL", "189.90", "190.10"),
+        (LEAPS, "12.30", "12.40"),
+        (NEAR, "1.20", "1.25"),
+        (NEXT, "1.30", "1.35"),
+        ("MSFT", "400.00", "400.10"),
+        ("NFLX", "400.00", "400.10"),
+    ] {
+        b.quote(symbol, bid, ask).await?;
+    }
 
-    println!("(a)+(b) keyed and unkeyed orders, {SEQUENTIAL_N} each, interleaved ...");
-    let (keyed, unkeyed) = keyed_and_unkeyed(pool, &http).await?;
-    println!("(c) replays, {SEQUENTIAL_N} ...");
-    let replay = replay(pool, &http).await?;
-    println!("(d) throughput, {CLIENTS} clients for {THROUGHPUT_WINDOW:?} ...");
-    let throughput = throughput(pool, &http).await?;
-    println!("(e) {DUPLICATES} duplicates of one key, {ROUNDS} rounds ...");
-    let duplicates = duplicates(pool, &http).await?;
-    println!("(f) quote updates over {RESTING} resting orders ...");
-    let resting = resting(state, pool, &http).await?;
+    let mut runs = Vec::new();
+    let mut round_trips = BTreeMap::new();
+    for &clients in &LEVELS {
+        println!("(1) no key, {clients} clients ...");
+        let run = b.closed("1 no key", clients, |user, _| b.order(user, None)).await?;
+        if clients == 1 {
+            round_trips.insert("unkeyed", run.round_trips);
+        }
+        runs.push(run);
+        println!("(2) fresh key, {clients} clients ...");
+        let run = b
+            .closed("2 fresh key", clients, |user, _| b.order(user, Some(new_key())))
+            .await?;
+        if clients == 1 {
+            round_trips.insert("keyed", run.round_trips);
+        }
+        runs.push(run);
+        println!("(3) replay, {clients} clients ...");
+        let keys = b.completed_keys().await?;
+        let run = b
+            .closed("3 replay", clients, |user, _| {
+                b.order(user, Some(keys[user].clone()))
+            })
+            .await?;
+        runs.push(run);
+    }
 
+    println!("(4) {COPIES} copies of each key ...");
+    let mut duplicates = Vec::new();
+    for groups in [1, 2] {
+        duplicates.push(b.duplicates(groups).await?);
+    }
+
+    println!("(5) LCC rolls ...");
+    for &clients in &LEVELS {
+        // Every user starts short the near call (its client's first roll goes near -> next).
+        b.lcc_positions().await?;
+        let run = b
+            .closed("5 roll", clients, |user, i| b.roll(user, i))
+            .await?;
+        runs.push(run);
+    }
+
+    let max_rps = find(&runs, "2 fresh key", 32)?.rps;
+    let rate = (max_rps / 2.0).max(1.0);
+    println!("(6) open loop at {rate:.0} req/s ...");
+    runs.push(b.open_loop(rate).await?);
+
+    println!("(7) fresh key on an account with {CAPPED} resting orders ...");
+    let capped = user(&b.pool, "bench-capped@example.com", Role::User).await?;
+    seed_resting(&b.pool, capped.id, "NFLX", "300.00", CAPPED).await?;
+    let capped_token = capped.token.clone();
+    let run = b
+        .closed("7 fresh key, 500 resting", 1, |_, _| Req {
+            method: reqwest::Method::POST,
+            path: ORDERS.to_owned(),
+            token: capped_token.clone(),
+            key: Some(new_key()),
+            body: Some(Cow::Borrowed(ORDER_BODY)),
+        })
+        .await?;
+    runs.push(run);
+
+    println!("(8) a quote update filling {} resting orders ...", FILL_ACCOUNTS * FILL_PER_ACCOUNT);
+    let fill = b.fill_scenario().await?;
+
+    println!("(9) fresh key with {} rows in idempotency_keys ...", settings.key_rows);
+    fill_keys(&b.pool, settings.key_rows).await?;
+    for &clients in &LEVELS {
+        let run = b
+            .closed("9 fresh key, big key table", clients, |user, _| {
+                b.order(user, Some(new_key()))
+            })
+            .await?;
+        runs.push(run);
+    }
+
+    println!("ceiling: pgbench tests/bench/ceiling.sql ...");
+    let (umin, umax) = (b.users[0].id, b.users[USERS - 1].id);
+    let mut ceiling = Vec::new();
+    for &clients in &LEVELS {
+        ceiling.push(pgbench(settings, clients, umin, umax)?);
+    }
+
+    let rss = rss_mib(pid)?;
     let mut report = Report {
+        date: chrono::Utc::now().to_rfc3339(),
         machine: Machine {
             cpus: std::thread::available_parallelism().map_or(0, usize::from),
             postgres,
         },
-        overhead_p50_ms: keyed.p50_ms - unkeyed.p50_ms,
-        overhead_mean_ms: keyed.mean_ms - unkeyed.mean_ms,
-        keyed,
-        unkeyed,
-        replay,
-        throughput,
+        seconds_per_run: settings.secs.as_secs(),
+        runs,
         duplicates,
-        resting,
+        fill,
+        ceiling,
+        round_trips,
+        server_peak_rss_mib: rss.0,
+        server_rss_mib: rss.1,
         checks: Vec::new(),
     };
-    report.checks = report.evaluate();
+    report.checks = report.evaluate()?;
+    b.pool.close().await;
     Ok(report)
+}
+
+fn find<'a>(runs: &'a [Run], name: &str, clients: usize) -> anyhow::Result<&'a Run> {
+    runs.iter()
+        .find(|r| r.name == name && r.clients == clients)
+        .with_context(|| format!("no run {name} at {clients}"))
 }
 
 // ---------------------------------------------------------------------------------------------
 // Scenarios
 
-/// (a) and (b), interleaved on one user.
-async fn keyed_and_unkeyed(pool: &PgPool, http: &Http) -> anyhow::Result<(Stats, Stats)> {
-    let token = user(pool, "bench-sequential@example.com").await?.token;
-    for _ in 0..WARM_UP_N {
-        http.order(&token, Some(&new_key()))
-            .await?
-            .expect(201, false)?;
-        http.order(&token, None).await?.expect(201, false)?;
-    }
-    let mut keyed = Vec::with_capacity(SEQUENTIAL_N);
-    let mut unkeyed = Vec::with_capacity(SEQUENTIAL_N);
-    for i in 0..SEQUENTIAL_N {
-        let key = new_key();
-        if i % 2 == 0 {
-            keyed.push(http.order(&token, Some(&key)).await?.expect(201, false)?);
-            unkeyed.push(http.order(&token, None).await?.expect(201, false)?);
-        } else {
-            unkeyed.push(http.order(&token, None).await?.expect(201, false)?);
-            keyed.push(http.order(&token, Some(&key)).await?.expect(201, false)?);
+impl Bench {
+    fn order(&self, user: usize, key: Option<String>) -> Req {
+        Req {
+            method: reqwest::Method::POST,
+            path: ORDERS.to_owned(),
+            token: self.users[user % USERS].token.clone(),
+            key,
+            body: Some(Cow::Borrowed(ORDER_BODY)),
         }
     }
-    let keyed_busy = keyed.iter().sum();
-    let unkeyed_busy = unkeyed.iter().sum();
-    Ok((
-        Stats::new(&mut keyed, Some(keyed_busy)),
-        Stats::new(&mut unkeyed, Some(unkeyed_busy)),
-    ))
-}
 
-/// (c): one key, executed once, then re-sent.
-async fn replay(pool: &PgPool, http: &Http) -> anyhow::Result<Stats> {
-    let bench_user = user(pool, "bench-replay@example.com").await?;
-    let token = bench_user.token;
-    let key = new_key();
-    http.order(&token, Some(&key)).await?.expect(201, false)?;
-    for _ in 0..WARM_UP_N {
-        http.order(&token, Some(&key)).await?.expect(201, true)?;
-    }
-    let started = Instant::now();
-    let mut samples = Vec::with_capacity(SEQUENTIAL_N);
-    for _ in 0..SEQUENTIAL_N {
-        samples.push(http.order(&token, Some(&key)).await?.expect(201, true)?);
-    }
-    let wall = started.elapsed();
-    let executed = orders_of(pool, &[bench_user.id]).await?;
-    if executed != 1 {
-        bail!("replays executed the order: {executed} rows in paper_orders, expected 1");
-    }
-    Ok(Stats::new(&mut samples, Some(wall)))
-}
-
-/// (f): one account at the open-order cap; a quote update that evaluates every resting order,
-/// then one that fills them all.
-async fn resting(state: &ApiState, pool: &PgPool, http: &Http) -> anyhow::Result<Resting> {
-    let token = user(pool, "bench-resting@example.com").await?.token;
-    let quote = |bid: i64, ask: i64| {
-        raptor_api::trading::set_quote(
-            state,
-            None,
-            "MSFT",
-            Decimal::new(bid, 2),
-            Decimal::new(ask, 2),
-        )
-    };
-    quote(40_000, 40_010)
-        .await
-        .map_err(|err| anyhow!("set_quote: {err}"))?;
-    let body = r#"{"symbol":"MSFT","qty":"1","side":"buy","type":"limit","limit_price":"300.00","time_in_force":"gtc"}"#;
-    for _ in 0..RESTING {
-        http.post(&token, body).await?.expect(201, false)?;
-    }
-    let started = Instant::now();
-    let evaluated = quote(39_000, 39_010)
-        .await
-        .map_err(|err| anyhow!("set_quote: {err}"))?;
-    let evaluate_ms = started.elapsed().as_secs_f64() * 1000.0;
-    if !evaluated.filled_order_ids.is_empty() {
-        bail!("the evaluation-only update filled orders");
-    }
-    let started = Instant::now();
-    let filled = quote(29_000, 29_010)
-        .await
-        .map_err(|err| anyhow!("set_quote: {err}"))?;
-    let fill_ms = started.elapsed().as_secs_f64() * 1000.0;
-    Ok(Resting {
-        orders: RESTING,
-        evaluate_ms,
-        fill_ms,
-        filled: filled.filled_order_ids.len(),
-    })
-}
-
-/// What one throughput client did.
-struct ClientRun {
-    latencies: Vec<Duration>,
-    errors: usize,
-    first_error: Option<String>,
-}
-
-/// (d): `CLIENTS` users, each with its own client task, fresh keys, for `THROUGHPUT_WINDOW`.
-async fn throughput(pool: &PgPool, http: &Http) -> anyhow::Result<Throughput> {
-    let mut users = Vec::with_capacity(CLIENTS);
-    for i in 0..CLIENTS {
-        users.push(user(pool, &format!("bench-throughput-{i}@example.com")).await?);
-    }
-    let user_ids: Vec<i32> = users.iter().map(|u| u.id).collect();
-    let tokens: Vec<String> = users.into_iter().map(|u| u.token).collect();
-    // Warm-up: a few concurrent orders per client, which also opens the keep-alive connections.
-    let mut warm = JoinSet::new();
-    for token in &tokens {
-        let (http, token) = (http.clone(), token.clone());
-        warm.spawn(async move {
-            for _ in 0..5 {
-                http.order(&token, Some(&new_key()))
-                    .await?
-                    .expect(201, false)?;
-            }
-            anyhow::Ok(())
-        });
-    }
-    while let Some(done) = warm.join_next().await {
-        done.context("warm-up task")??;
+    async fn quote(&self, symbol: &str, bid: &str, ask: &str) -> anyhow::Result<Answer> {
+        let body = format!(r#"{{"bid":"{bid}","ask":"{ask}"}}"#);
+        let answer = self
+            .http
+            .send(Req {
+                method: reqwest::Method::PUT,
+                path: format!("/api/admin/quotes/{symbol}"),
+                token: self.operator.clone(),
+                key: None,
+                body: Some(Cow::Owned(body)),
+            })
+            .await?;
+        if answer.status != 200 {
+            bail!("quote {symbol}: {} {}", answer.status, answer.body);
+        }
+        Ok(answer)
     }
 
-    let before = orders_of(pool, &user_ids).await?;
-    let started = Instant::now();
-    let deadline = started + THROUGHPUT_WINDOW;
-    let mut clients = JoinSet::new();
-    for token in tokens {
-        let http = http.clone();
-        clients.spawn(async move {
-            let mut run = ClientRun {
-                latencies: Vec::new(),
-                errors: 0,
-                first_error: None,
-            };
-            for _ in 0..THROUGHPUT_CAP_PER_CLIENT {
-                if Instant::now() >= deadline {
-                    break;
-                }
-                let outcome = match http.order(&token, Some(&new_key())).await {
-                    Ok(answer) => answer.expect(201, false),
-                    Err(err) => Err(err),
-                };
-                match outcome {
-                    Ok(latency) => run.latencies.push(latency),
-                    Err(err) => {
-                        run.errors += 1;
-                        run.first_error.get_or_insert_with(|| format!("{err:#}"));
+    /// `clients` closed-loop clients for the run's duration; `make(user, i)` builds the i-th
+    /// request of the client of `user`. One warm-up second first.
+    async fn closed(
+        &self,
+        name: &str,
+        clients: usize,
+        make: impl Fn(usize, u64) -> Req + Send + Sync,
+    ) -> anyhow::Result<Run> {
+        let make = &make;
+        // Each client numbers its requests across the warm-up and the measured run.
+        let counters: Vec<std::sync::atomic::AtomicU64> =
+            (0..clients).map(|_| std::sync::atomic::AtomicU64::new(0)).collect();
+        let counters = &counters;
+        for (duration, measured) in [(Duration::from_secs(1), false), (self.secs, true)] {
+            let deadline = Instant::now() + duration;
+            let started = Instant::now();
+            let round_trips = self.counts.round_trips();
+            let mut tasks = Vec::new();
+            for client in 0..clients {
+                let http = &self.http;
+                tasks.push(async move {
+                    let mut samples = Vec::new();
+                    while Instant::now() < deadline {
+                        let i = counters[client].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let answer = http.send(make(client, i)).await;
+                        samples.push(answer);
                     }
+                    samples
+                });
+            }
+            let answers: Vec<anyhow::Result<Answer>> = futures_util::future::join_all(tasks)
+                .await
+                .into_iter()
+                .flatten()
+                .collect();
+            if measured {
+                let mut run = Run::new(name, clients, started.elapsed(), answers);
+                run.round_trips = (self.counts.round_trips() - round_trips) as f64
+                    / run.requests.max(1) as f64;
+                return Ok(run);
+            }
+        }
+        unreachable!("the measured run returns")
+    }
+
+    /// One completed key per user, for replays.
+    async fn completed_keys(&self) -> anyhow::Result<Vec<String>> {
+        let mut keys = Vec::with_capacity(USERS);
+        for user in 0..USERS {
+            let key = new_key();
+            let answer = self.http.send(self.order(user, Some(key.clone()))).await?;
+            if answer.status != 201 {
+                bail!("replay set-up: {} {}", answer.status, answer.body);
+            }
+            keys.push(key);
+        }
+        Ok(keys)
+    }
+
+    /// Scenario 4: rounds of `groups` keys × 16 copies in flight together, for the duration.
+    async fn duplicates(&self, groups: usize) -> anyhow::Result<Duplicates> {
+        let deadline = Instant::now() + self.secs;
+        let started = Instant::now();
+        let mut keys = Vec::new();
+        let mut answers = Vec::new();
+        while Instant::now() < deadline {
+            let mut tasks = JoinSet::new();
+            for group in 0..groups {
+                let key = new_key();
+                keys.push(key.clone());
+                for _ in 0..COPIES {
+                    let (http, req) = (self.http.clone(), self.order(group, Some(key.clone())));
+                    tasks.spawn(async move { http.send(req).await });
                 }
             }
-            run
-        });
+            while let Some(answer) = tasks.join_next().await {
+                answers.push(answer.context("duplicate task")?);
+            }
+        }
+        let executions: Vec<i64> = sqlx::query_scalar(
+            "select count(o.id) from unnest($1::text[]) k(key)
+               left join paper_orders o on o.idempotency_key = k.key
+              group by k.key",
+        )
+        .bind(&keys)
+        .fetch_all(&self.pool)
+        .await
+        .context("count executions")?;
+        let run = Run::new("4 copies of each key", groups * COPIES, started.elapsed(), answers);
+        Ok(Duplicates {
+            in_flight: groups * COPIES,
+            keys: keys.len(),
+            exactly_once: executions.iter().all(|&n| n == 1) && executions.len() == keys.len(),
+            server_errors: run.statuses.iter().filter(|(s, _)| **s >= 500).map(|(_, n)| n).sum(),
+            run,
+        })
     }
-    let mut latencies = Vec::new();
-    let mut errors = 0;
-    let mut first_error = None;
-    while let Some(done) = clients.join_next().await {
-        let run = done.context("throughput client task")?;
-        latencies.extend(run.latencies);
-        errors += run.errors;
-        first_error = first_error.or(run.first_error);
+
+    /// Every user's account reset, then 1 LEAPS long and 1 near call short.
+    async fn lcc_positions(&self) -> anyhow::Result<()> {
+        for user in 0..USERS {
+            let reset = self
+                .http
+                .send(Req {
+                    method: reqwest::Method::POST,
+                    path: "/api/trading/account/reset".to_owned(),
+                    token: self.users[user].token.clone(),
+                    key: None,
+                    body: Some(Cow::Borrowed("{}")),
+                })
+                .await?;
+            if reset.status != 200 {
+                bail!("reset: {} {}", reset.status, reset.body);
+            }
+            for body in [
+                format!(r#"{{"symbol":"{LEAPS}","qty":"1","side":"buy","type":"market","position_intent":"buy_to_open"}}"#),
+                format!(r#"{{"symbol":"{NEAR}","qty":"1","side":"sell","type":"market","position_intent":"sell_to_open"}}"#),
+            ] {
+                let answer = self
+                    .http
+                    .send(Req {
+                        method: reqwest::Method::POST,
+                        path: ORDERS.to_owned(),
+                        token: self.users[user].token.clone(),
+                        key: None,
+                        body: Some(Cow::Owned(body)),
+                    })
+                    .await?;
+                if answer.status != 201 {
+                    bail!("LCC set-up: {} {}", answer.status, answer.body);
+                }
+            }
+        }
+        Ok(())
     }
-    let wall = started.elapsed();
-    let rows = orders_of(pool, &user_ids).await? - before;
-    let orders = latencies.len();
-    if let Some(err) = &first_error {
-        eprintln!("throughput: {errors} failed requests, the first: {err}");
+
+    /// The i-th roll of `user`: near to next, then back (each user's client alternates).
+    fn roll(&self, user: usize, i: u64) -> Req {
+        let (from, to) = if i % 2 == 0 { (NEAR, NEXT) } else { (NEXT, NEAR) };
+        let body = if to == NEXT {
+            r#"{"to_symbol":"XYZ270115C00067500","qty":"1"}"#
+        } else {
+            r#"{"to_symbol":"XYZ261218C00065000","qty":"1"}"#
+        };
+        Req {
+            method: reqwest::Method::POST,
+            path: format!("/api/trading/positions/{from}/roll"),
+            token: self.users[user % USERS].token.clone(),
+            key: Some(new_key()),
+            body: Some(Cow::Borrowed(body)),
+        }
     }
-    Ok(Throughput {
-        clients: CLIENTS,
-        window_s: THROUGHPUT_WINDOW.as_secs_f64(),
-        wall_s: wall.as_secs_f64(),
-        orders,
-        rows_in_paper_orders: rows,
-        errors,
-        orders_per_s: orders as f64 / wall.as_secs_f64(),
-        latency: Stats::new(&mut latencies, Some(wall)),
+
+    /// Scenario 6: requests at a fixed rate, each on its own task, whatever the answers do.
+    async fn open_loop(&self, rate: f64) -> anyhow::Result<Run> {
+        let interval = Duration::from_secs_f64(1.0 / rate);
+        let count = (rate * self.secs.as_secs_f64()) as u64;
+        let started = Instant::now();
+        let mut tasks = JoinSet::new();
+        for i in 0..count {
+            tokio::time::sleep_until((started + interval.mul_f64(i as f64)).into()).await;
+            let (http, req) = (self.http.clone(), self.order(i as usize, Some(new_key())));
+            tasks.spawn(async move { http.send(req).await });
+        }
+        let mut answers = Vec::new();
+        while let Some(answer) = tasks.join_next().await {
+            answers.push(answer.context("open-loop task")?);
+        }
+        Ok(Run::new("6 open loop, half of max", 0, started.elapsed(), answers))
+    }
+
+    /// Scenario 8: 100 accounts × 10 resting buys of MSFT at 300; one quote update to 290.
+    async fn fill_scenario(&self) -> anyhow::Result<Fill> {
+        let mut ids = Vec::new();
+        for i in 0..FILL_ACCOUNTS {
+            let owner = user(&self.pool, &format!("bench-resting-{i}@example.com"), Role::User).await?;
+            seed_resting(&self.pool, owner.id, "MSFT", "300.00", FILL_PER_ACCOUNT).await?;
+            ids.push(owner.id);
+        }
+        let started = Instant::now();
+        let answer = self.quote("MSFT", "290.00", "290.10").await?;
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        let body: serde_json::Value = serde_json::from_str(&answer.body)?;
+        let filled = body["filled_order_ids"].as_array().map_or(0, Vec::len);
+        Ok(Fill {
+            accounts: FILL_ACCOUNTS,
+            resting: FILL_ACCOUNTS * FILL_PER_ACCOUNT,
+            filled,
+            ms,
+        })
+    }
+}
+
+/// Inserts `n` resting limit buys (gtc, 1 share at `limit`) for `user_id` directly in SQL; the
+/// account's reservation totals follow through the trigger, as for orders placed over HTTP.
+async fn seed_resting(
+    pool: &PgPool,
+    user_id: i32,
+    symbol: &str,
+    limit: &str,
+    n: usize,
+) -> anyhow::Result<()> {
+    let mut tx = pool.begin().await?;
+    sqlx::query(
+        "insert into paper_orders (id, user_id, client_order_id, order_class, order_type,
+                                   time_in_force, symbol, side, position_intent, qty,
+                                   limit_price, status, reserved_cash)
+         select gen_random_uuid(), $1, 'seed-' || g, 'simple', 'limit', 'gtc', $2, 'buy',
+                'buy_to_open', 1, $3::numeric, 'new', $3::numeric
+           from generate_series(1, $4) g",
+    )
+    .bind(user_id)
+    .bind(symbol)
+    .bind(limit)
+    .bind(i32::try_from(n)?)
+    .execute(&mut *tx)
+    .await
+    .context("seed resting orders")?;
+    sqlx::query(
+        "insert into paper_order_legs (order_id, leg_index, symbol, side, position_intent,
+                                       ratio_qty, qty)
+         select id, 0, symbol, side, position_intent, 1, qty
+           from paper_orders where user_id = $1 and client_order_id like 'seed-%'",
+    )
+    .bind(user_id)
+    .execute(&mut *tx)
+    .await
+    .context("seed legs")?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Scenario 9's table: `rows` completed keys of another endpoint, as a long-running service
+/// accumulates them within the retention.
+async fn fill_keys(pool: &PgPool, rows: u64) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let batch: i64 = 500_000;
+    let mut done: i64 = 0;
+    let rows = i64::try_from(rows)?;
+    while done < rows {
+        let n = batch.min(rows - done);
+        sqlx::query(
+            "insert into idempotency_keys
+                (idem_key, scope_user_id, scope_endpoint, request_hash, status, attempt,
+                 response_code, response_body, expires_at, completed_at)
+             select gen_random_uuid()::text, null, 'POST /bench/filler', md5(g::text),
+                    'completed', gen_random_uuid(), 201, '{\"filler\": true}',
+                    now() + interval '1 day', now()
+               from generate_series(1, $1) g",
+        )
+        .bind(n)
+        .execute(pool)
+        .await
+        .context("fill idempotency_keys")?;
+        done += n;
+    }
+    sqlx::query("vacuum analyze idempotency_keys")
+        .execute(pool)
+        .await
+        .context("vacuum")?;
+    println!("    {rows} rows in {:.0} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// pgbench with the ceiling script; its tps and average latency.
+fn pgbench(settings: &Settings, clients: usize, umin: i32, umax: i32) -> anyhow::Result<Ceiling> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/ceiling.sql");
+    let output = std::process::Command::new("pgbench")
+        .env("PGOPTIONS", "-c synchronous_commit=off")
+        .args([
+            "-n",
+            "-f",
+            &script.display().to_string(),
+            "-c",
+            &clients.to_string(),
+            "-j",
+            &clients.min(2).to_string(),
+            "-T",
+            &settings.secs.as_secs().to_string(),
+            "-D",
+            &format!("umin={umin}"),
+            "-D",
+            &format!("umax={umax}"),
+            "-h",
+            settings.options.get_host(),
+            "-p",
+            &settings.options.get_port().to_string(),
+            "-U",
+            settings.options.get_username(),
+            &settings.database,
+        ])
+        .output()
+        .context("could not run pgbench (Debian: postgresql-client)")?;
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    if !output.status.success() {
+        bail!(
+            "pgbench failed: {}{}",
+            text,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let field = |prefix: &str| {
+        text.lines()
+            .find_map(|line| line.trim().strip_prefix(prefix))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse::<f64>().ok())
+            .with_context(|| format!("pgbench printed no {prefix:?}: {text}"))
+    };
+    Ok(Ceiling {
+        clients,
+        tps: field("tps = ")?,
+        latency_ms: field("latency average = ")?,
     })
 }
 
-/// (e): `DUPLICATES` requests with one key, released together by a barrier.
-async fn duplicates(pool: &PgPool, http: &Http) -> anyhow::Result<Duplicates> {
-    let BenchUser { id, token } = user(pool, "bench-duplicates@example.com").await?;
-    let user_id = [id];
-    // Round 0 is the warm-up: it opens the client's 64 keep-alive connections.
-    let mut rounds = Vec::with_capacity(ROUNDS);
-    let mut winners = Vec::new();
-    let mut losers = Vec::new();
-    for round in 0..=ROUNDS {
-        let before = orders_of(pool, &user_id).await?;
-        let key = new_key();
-        // The extra party is this task, which starts the clock when it passes the barrier too.
-        let barrier = Arc::new(Barrier::new(DUPLICATES + 1));
-        let mut tasks = JoinSet::new();
-        for _ in 0..DUPLICATES {
-            let (http, token, key, barrier) =
-                (http.clone(), token.clone(), key.clone(), barrier.clone());
-            tasks.spawn(async move {
-                barrier.wait().await;
-                http.order(&token, Some(&key)).await
-            });
-        }
-        barrier.wait().await;
-        let released = Instant::now();
-        let mut summary = Round {
-            round,
-            executions: 0,
-            fresh: 0,
-            replayed: 0,
-            in_flight: 0,
-            other: 0,
-            wall_ms: 0.0,
-        };
-        let mut round_winners = Vec::new();
-        let mut round_losers = Vec::new();
-        while let Some(done) = tasks.join_next().await {
-            let answer = done.context("duplicate task")??;
-            match (answer.status, answer.replayed) {
-                (201, Some(false)) => {
-                    summary.fresh += 1;
-                    round_winners.push(answer.elapsed);
-                }
-                (201, Some(true)) => {
-                    summary.replayed += 1;
-                    round_losers.push(answer.elapsed);
-                }
-                (409, _) if answer.body.contains("idempotency_in_flight") => {
-                    summary.in_flight += 1;
-                    round_losers.push(answer.elapsed);
-                }
-                _ => {
-                    summary.other += 1;
-                    eprintln!(
-                        "duplicates round {round}: unexpected answer {} {}",
-                        answer.status, answer.body
-                    );
-                    round_losers.push(answer.elapsed);
+// ---------------------------------------------------------------------------------------------
+// The server
+
+fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+fn raptor_binary() -> anyhow::Result<PathBuf> {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .context("the tests package has no parent directory")?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace.join("target"), PathBuf::from);
+    let binary = target.join("release/raptor");
+    if !binary.exists() {
+        bail!(
+            "{} is missing: `make bench` builds it (cargo build --release -p raptor-server)",
+            binary.display()
+        );
+    }
+    Ok(binary)
+}
+
+async fn start_server(
+    database_url: &str,
+    port: u16,
+) -> anyhow::Result<(tokio::process::Child, u32)> {
+    let child = tokio::process::Command::new(raptor_binary()?)
+        .arg("serve")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("DATABASE_URL", database_url)
+        .env("RAPTOR_ADDR", format!("127.0.0.1:{port}"))
+        .env("RAPTOR_LOG_FORMAT", "json")
+        .env("RUST_LOG", "warn")
+        .env("RAPTOR_DB_POOL_SIZE", POOL_SIZE.to_string())
+        .env("RAPTOR_PAPER_STARTING_CASH", "100000000.00")
+        .env("RAPTOR_ORDER_EXPIRY_INTERVAL_SECS", "0")
+        .env("RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS", "0")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .context("could not start raptor serve")?;
+    let pid = child.id().context("raptor exited at once")?;
+    Ok((child, pid))
+}
+
+/// (peak, current) resident set of `pid` in MiB.
+fn rss_mib(pid: u32) -> anyhow::Result<(f64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib = |field: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(field))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    Ok((kib("VmHWM:") / 1024.0, kib("VmRSS:") / 1024.0))
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+#[derive(Clone)]
+struct Req {
+    method: reqwest::Method,
+    path: String,
+    token: String,
+    key: Option<String>,
+    body: Option<Cow<'static, str>>,
+}
+
+#[derive(Clone)]
+struct Http {
+    client: reqwest::Client,
+    base: Arc<str>,
+}
+
+struct Answer {
+    status: u16,
+    body: String,
+    elapsed: Duration,
+}
+
+impl Http {
+    fn new(base: String) -> anyhow::Result<Self> {
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(256)
+            .timeout(Duration::from_secs(30))
+            .build()
+            .context("reqwest client")?;
+        Ok(Self {
+            client,
+            base: base.into(),
+        })
+    }
+
+    async fn wait_ready(&self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(response) = self.client.get(format!("{}/readyz", self.base)).send().await {
+                if response.status().is_success() {
+                    return Ok(());
                 }
             }
-        }
-        summary.wall_ms = released.elapsed().as_secs_f64() * 1000.0;
-        summary.executions = orders_of(pool, &user_id).await? - before;
-        if round > 0 {
-            rounds.push(summary);
-            winners.extend(round_winners);
-            losers.extend(round_losers);
+            if Instant::now() > deadline {
+                bail!("raptor did not become ready");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    let exactly_once = rounds
-        .iter()
-        .all(|r| r.executions == 1 && r.fresh == 1 && r.other == 0);
-    Ok(Duplicates {
-        clients: DUPLICATES,
-        exactly_once,
-        winners: Stats::new(&mut winners, None),
-        losers: Stats::new(&mut losers, None),
-        rounds,
-    })
+
+    async fn send(&self, req: Req) -> anyhow::Result<Answer> {
+        let started = Instant::now();
+        let mut request = self
+            .client
+            .request(req.method, format!("{}{}", self.base, req.path))
+            .bearer_auth(&req.token);
+        if let Some(body) = req.body {
+            let body: reqwest::Body = match body {
+                Cow::Borrowed(text) => text.into(),
+                Cow::Owned(text) => text.into(),
+            };
+            request = request.header("content-type", "application/json").body(body);
+        }
+        if let Some(key) = &req.key {
+            request = request.header("idempotency-key", key);
+        }
+        let response = request.send().await.context("request")?;
+        let status = response.status().as_u16();
+        let body = response.text().await.context("response body")?;
+        Ok(Answer {
+            status,
+            body,
+            elapsed: started.elapsed(),
+        })
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Setup helpers
 
-/// A bench user: its id (to count its orders) and bearer token.
 struct BenchUser {
     id: i32,
     token: String,
 }
 
 /// A user with cash enough never to run out.
-async fn user(pool: &PgPool, email: &str) -> anyhow::Result<BenchUser> {
+async fn user(pool: &PgPool, email: &str, role: Role) -> anyhow::Result<BenchUser> {
     let mut tx = pool.begin().await?;
-    let created = accounts::create_user(&mut tx, email, Role::User, Decimal::from(100_000_000))
+    let created = accounts::create_user(&mut tx, email, role, Decimal::from(100_000_000))
         .await
         .map_err(|err| anyhow!("create_user {email}: {err}"))?;
     tx.commit().await?;
@@ -507,17 +848,6 @@ async fn user(pool: &PgPool, email: &str) -> anyhow::Result<BenchUser> {
         id: created.user_id,
         token: created.token,
     })
-}
-
-/// Rows in `paper_orders` owned by `user_ids`.
-async fn orders_of(pool: &PgPool, user_ids: &[i32]) -> anyhow::Result<usize> {
-    let count: i64 =
-        sqlx::query_scalar("select count(*) from paper_orders where user_id = any($1)")
-            .bind(user_ids)
-            .fetch_one(pool)
-            .await
-            .context("count paper_orders")?;
-    usize::try_from(count).context("negative count")
 }
 
 async fn postgres_info(pool: &PgPool) -> anyhow::Result<PostgresInfo> {
@@ -538,249 +868,109 @@ fn new_key() -> String {
     Uuid::new_v4().to_string()
 }
 
-/// The server under test, on 127.0.0.1:0.
-struct Server {
-    addr: std::net::SocketAddr,
-    shutdown: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-impl Server {
-    async fn start(app: axum::Router) -> anyhow::Result<Self> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .context("bind 127.0.0.1:0")?;
-        let addr = listener.local_addr()?;
-        let (shutdown, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(raptor_server::serve(listener, app, async {
-            let _ = rx.await;
-        }));
-        Ok(Self {
-            addr,
-            shutdown,
-            task,
-        })
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    /// Graceful shutdown, bounded: a server that does not stop in 10 s is abandoned.
-    async fn stop(self) {
-        let _ = self.shutdown.send(());
-        match tokio::time::timeout(Duration::from_secs(10), self.task).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(err))) => eprintln!("raptor-bench: server error: {err}"),
-            Ok(Err(err)) => eprintln!("raptor-bench: server task: {err}"),
-            Err(_) => eprintln!("raptor-bench: the server did not stop within 10 s"),
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// HTTP
-
-/// A keep-alive client posting the benchmark order.
-#[derive(Clone)]
-struct Http {
-    client: reqwest::Client,
-    url: Arc<str>,
-}
-
-/// One response, timed from just before the request was built to the last body byte.
-struct Answer {
-    status: u16,
-    /// `Idempotent-Replayed`, when present.
-    replayed: Option<bool>,
-    body: String,
-    elapsed: Duration,
-}
-
-impl Answer {
-    /// The latency, if the answer is the expected one.
-    fn expect(self, status: u16, replayed: bool) -> anyhow::Result<Duration> {
-        if self.status != status || self.replayed != Some(replayed) {
-            bail!(
-                "expected {status} with Idempotent-Replayed: {replayed}, got {} ({:?}): {}",
-                self.status,
-                self.replayed,
-                self.body
-            );
-        }
-        Ok(self.elapsed)
-    }
-}
-
-impl Http {
-    fn new(url: String) -> anyhow::Result<Self> {
-        let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(128)
-            .timeout(REQUEST_TIMEOUT)
-            .build()
-            .context("reqwest client")?;
-        Ok(Self {
-            client,
-            url: url.into(),
-        })
-    }
-
-    /// POSTs `body` to the orders URL without a key.
-    async fn post(&self, token: &str, body: &'static str) -> anyhow::Result<Answer> {
-        let started = Instant::now();
-        let response = self
-            .client
-            .post(&*self.url)
-            .bearer_auth(token)
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await
-            .context("POST /api/trading/orders")?;
-        let status = response.status().as_u16();
-        let replayed = response
-            .headers()
-            .get("idempotent-replayed")
-            .and_then(|v| v.to_str().ok())
-            .map(|v| v == "true");
-        let body = response.text().await.context("read the response body")?;
-        Ok(Answer {
-            status,
-            replayed,
-            body,
-            elapsed: started.elapsed(),
-        })
-    }
-
-    async fn order(&self, token: &str, key: Option<&str>) -> anyhow::Result<Answer> {
-        let started = Instant::now();
-        let mut request = self
-            .client
-            .post(&*self.url)
-            .bearer_auth(token)
-            .header("content-type", "application/json")
-            .body(ORDER_BODY);
-        if let Some(key) = key {
-            request = request.header("idempotency-key", key);
-        }
-        let response = request.send().await.context("POST /api/trading/orders")?;
-        let status = response.status().as_u16();
-        let replayed = response
-            .headers()
-            .get("idempotent-replayed")
-            .and_then(|v| v.to_str().ok())
-            .map(|v| v == "true");
-        let body = response.text().await.context("read the response body")?;
-        Ok(Answer {
-            status,
-            replayed,
-            body,
-            elapsed: started.elapsed(),
-        })
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Figures
 
-/// Latency percentiles of one scenario.
+/// One measured run.
 #[derive(Debug, Clone, Serialize)]
-struct Stats {
-    n: usize,
+struct Run {
+    name: String,
+    /// Closed-loop clients (0: open loop).
+    clients: usize,
+    requests: usize,
+    rps: f64,
     p50_ms: f64,
-    p95_ms: f64,
     p99_ms: f64,
+    p999_ms: f64,
     max_ms: f64,
-    mean_ms: f64,
-    /// Requests over wall time (for one client: 1 / mean); `None` where it means nothing (the
-    /// duplicate rounds, whose requests are all released at once).
-    rps: Option<f64>,
+    /// Answers by status code (a client error is `0`).
+    statuses: BTreeMap<u16, usize>,
+    /// Round trips to Postgres per request (counted by the proxy; closed-loop runs).
+    round_trips: f64,
 }
 
-impl Stats {
-    /// `wall`: the time the requests took together, `None` when a rate would mean nothing.
-    fn new(samples: &mut [Duration], wall: Option<Duration>) -> Self {
-        samples.sort_unstable();
-        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-        // Nearest rank: the smallest sample with at least p% of the samples at or below it.
-        let rank = |p: f64| {
-            let n = samples.len();
-            let index = ((p / 100.0) * n as f64).ceil() as usize;
-            samples
-                .get(index.clamp(1, n.max(1)) - 1)
-                .map_or(0.0, |d| ms(*d))
-        };
-        let n = samples.len();
-        let total: Duration = samples.iter().sum();
-        Self {
-            n,
-            p50_ms: rank(50.0),
-            p95_ms: rank(95.0),
-            p99_ms: rank(99.0),
-            max_ms: samples.last().map_or(0.0, |d| ms(*d)),
-            mean_ms: if n == 0 { 0.0 } else { ms(total) / n as f64 },
-            rps: wall
-                .filter(|w| !w.is_zero())
-                .map(|w| n as f64 / w.as_secs_f64()),
+impl Run {
+    fn new(name: &str, clients: usize, wall: Duration, answers: Vec<anyhow::Result<Answer>>) -> Self {
+        let mut statuses = BTreeMap::new();
+        let mut latencies: Vec<f64> = Vec::with_capacity(answers.len());
+        for answer in &answers {
+            match answer {
+                Ok(a) => {
+                    *statuses.entry(a.status).or_insert(0) += 1;
+                    latencies.push(a.elapsed.as_secs_f64() * 1000.0);
+                }
+                Err(_) => *statuses.entry(0).or_insert(0) += 1,
+            }
         }
+        latencies.sort_by(f64::total_cmp);
+        let pct = |p: f64| {
+            if latencies.is_empty() {
+                return 0.0;
+            }
+            let rank = ((p * latencies.len() as f64).ceil() as usize).clamp(1, latencies.len());
+            latencies[rank - 1]
+        };
+        Self {
+            name: name.to_owned(),
+            clients,
+            requests: answers.len(),
+            rps: answers.len() as f64 / wall.as_secs_f64().max(1e-9),
+            p50_ms: pct(0.50),
+            p99_ms: pct(0.99),
+            p999_ms: pct(0.999),
+            max_ms: latencies.last().copied().unwrap_or(0.0),
+            statuses,
+            round_trips: 0.0,
+        }
+    }
+
+    fn errors(&self) -> usize {
+        self.statuses
+            .iter()
+            .filter(|(s, _)| !(200..300).contains(*s))
+            .map(|(_, n)| n)
+            .sum()
     }
 }
 
-#[derive(Debug, Serialize)]
-struct Throughput {
-    clients: usize,
-    window_s: f64,
-    /// From the start until the last in-flight request answered.
-    wall_s: f64,
-    /// Successful (201) orders.
-    orders: usize,
-    /// Orders the clients' users own in `paper_orders` afterwards: must equal `orders`.
-    rows_in_paper_orders: usize,
-    errors: usize,
-    orders_per_s: f64,
-    latency: Stats,
-}
-
-#[derive(Debug, Serialize)]
-struct Round {
-    round: usize,
-    /// New rows in `paper_orders`.
-    executions: usize,
-    /// 201 with `Idempotent-Replayed: false`.
-    fresh: usize,
-    /// 201 with `Idempotent-Replayed: true`.
-    replayed: usize,
-    /// 409 `idempotency_in_flight`.
-    in_flight: usize,
-    /// Anything else.
-    other: usize,
-    /// From the barrier's release to the last answer.
-    wall_ms: f64,
-}
-
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 struct Duplicates {
-    clients: usize,
+    in_flight: usize,
+    keys: usize,
     exactly_once: bool,
-    winners: Stats,
-    losers: Stats,
-    rounds: Vec<Round>,
+    server_errors: usize,
+    run: Run,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
+struct Fill {
+    accounts: usize,
+    resting: usize,
+    filled: usize,
+    ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Ceiling {
+    clients: usize,
+    tps: f64,
+    latency_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
 struct PostgresInfo {
     version: String,
     fsync: String,
     synchronous_commit: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 struct Machine {
     cpus: usize,
     postgres: PostgresInfo,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 struct Check {
     name: &'static str,
     target: String,
@@ -789,187 +979,177 @@ struct Check {
 }
 
 impl Check {
-    fn below(name: &'static str, measured: f64, limit: f64, unit: &str) -> Self {
+    fn at_most(name: &'static str, measured: f64, limit: f64, unit: &str) -> Self {
         Self {
             name,
-            target: format!("< {limit} {unit}"),
+            target: format!("<= {limit} {unit}"),
             measured: format!("{measured:.2} {unit}"),
-            pass: measured < limit,
+            pass: measured <= limit,
         }
     }
 
-    fn above(name: &'static str, measured: f64, limit: f64, unit: &str) -> Self {
+    fn at_least(name: &'static str, measured: f64, limit: f64, unit: &str) -> Self {
         Self {
             name,
-            target: format!("> {limit} {unit}"),
-            measured: format!("{measured:.1} {unit}"),
-            pass: measured > limit,
+            target: format!(">= {limit} {unit}"),
+            measured: format!("{measured:.2} {unit}"),
+            pass: measured >= limit,
         }
     }
-
-    fn holds(name: &'static str, target: &str, measured: String, pass: bool) -> Self {
-        Self {
-            name,
-            target: target.to_owned(),
-            measured,
-            pass,
-        }
-    }
-}
-
-/// Scenario (f).
-#[derive(Debug, Clone, Serialize)]
-struct Resting {
-    orders: usize,
-    evaluate_ms: f64,
-    fill_ms: f64,
-    filled: usize,
 }
 
 #[derive(Debug, Serialize)]
 struct Report {
+    date: String,
     machine: Machine,
-    keyed: Stats,
-    unkeyed: Stats,
-    replay: Stats,
-    /// keyed p50 - unkeyed p50.
-    overhead_p50_ms: f64,
-    overhead_mean_ms: f64,
-    throughput: Throughput,
-    duplicates: Duplicates,
-    resting: Resting,
+    seconds_per_run: u64,
+    runs: Vec<Run>,
+    duplicates: Vec<Duplicates>,
+    fill: Fill,
+    ceiling: Vec<Ceiling>,
+    /// Round trips per request, counted by the proxy (scenarios 1 and 2, one client).
+    round_trips: BTreeMap<&'static str, f64>,
+    server_peak_rss_mib: f64,
+    server_rss_mib: f64,
     checks: Vec<Check>,
 }
 
 impl Report {
-    fn evaluate(&self) -> Vec<Check> {
-        let t = &self.throughput;
-        let executions: Vec<usize> = self
-            .duplicates
-            .rounds
-            .iter()
-            .map(|r| r.executions)
-            .collect();
-        vec![
-            Check::below(
-                "keyed order p99",
-                self.keyed.p99_ms,
-                TARGET_KEYED_P99_MS,
-                "ms",
+    fn evaluate(&self) -> anyhow::Result<Vec<Check>> {
+        let run = |name, clients| find(&self.runs, name, clients);
+        let ceiling = |clients: usize| {
+            self.ceiling
+                .iter()
+                .find(|c| c.clients == clients)
+                .context("no ceiling run")
+        };
+        let keyed_1 = run("2 fresh key", 1)?;
+        let keyed_32 = run("2 fresh key", 32)?;
+        let unkeyed_32 = run("1 no key", 32)?;
+        let replay_32 = run("3 replay", 32)?;
+        let open = run("6 open loop, half of max", 0)?;
+        let book = run("7 fresh key, 500 resting", 1)?;
+        let keys = run("9 fresh key, big key table", 1)?;
+        let rt = |name| self.round_trips.get(name).copied().unwrap_or(f64::MAX);
+        Ok(vec![
+            Check::at_most("round trips per keyed order", rt("keyed"), TARGET_RT_KEYED, ""),
+            Check::at_most("round trips per unkeyed order", rt("unkeyed"), TARGET_RT_UNKEYED, ""),
+            Check::at_least(
+                "(2) at 32 clients / ceiling at 32",
+                keyed_32.rps / ceiling(32)?.tps,
+                TARGET_VS_CEILING_32,
+                "x",
             ),
-            Check::below("replay p99", self.replay.p99_ms, TARGET_REPLAY_P99_MS, "ms"),
-            Check::below(
-                "idempotency overhead at p50",
-                self.overhead_p50_ms,
-                TARGET_OVERHEAD_P50_MS,
-                "ms",
+            Check::at_least(
+                "(2) / (1) throughput at 32 clients",
+                keyed_32.rps / unkeyed_32.rps,
+                TARGET_KEYED_VS_UNKEYED,
+                "x",
             ),
-            Check::above("throughput", t.orders_per_s, TARGET_THROUGHPUT, "orders/s"),
-            Check::holds(
-                "throughput: no errors, one row per order",
-                "0 errors, rows = orders",
-                format!(
-                    "{} errors, {} rows for {} orders",
-                    t.errors, t.rows_in_paper_orders, t.orders
-                ),
-                t.errors == 0 && t.rows_in_paper_orders == t.orders,
+            Check::at_most(
+                "(2) p50 at 1 client / ceiling latency",
+                keyed_1.p50_ms / ceiling(1)?.latency_ms,
+                TARGET_P50_VS_CEILING_1,
+                "x",
             ),
-            Check::holds(
-                "duplicates: exactly one execution per round",
-                "1 per round",
-                format!("{executions:?}"),
-                self.duplicates.exactly_once,
+            Check::at_most("(2) p99 at 1 client", keyed_1.p99_ms, TARGET_P99_1_MS, "ms"),
+            Check::at_most("(6) open loop p99", open.p99_ms, TARGET_OPEN_LOOP_P99_MS, "ms"),
+            Check::at_least(
+                "(3) / (2) throughput at 32 clients",
+                replay_32.rps / keyed_32.rps,
+                TARGET_REPLAY_VS_KEYED,
+                "x",
             ),
-            Check::below(
-                "quote update evaluating 500 resting orders",
-                self.resting.evaluate_ms,
-                TARGET_QUOTE_UPDATE_MS,
-                "ms",
+            Check::at_most(
+                "(7) p50 / (2) p50",
+                book.p50_ms / keyed_1.p50_ms,
+                TARGET_BOOK_VS_KEYED,
+                "x",
             ),
-            Check::below(
-                "quote update filling 500 resting orders",
-                self.resting.fill_ms,
-                TARGET_QUOTE_UPDATE_MS,
-                "ms",
+            Check::at_most("(8) quote update filling 1,000", self.fill.ms, TARGET_FILL_MS, "ms"),
+            Check {
+                name: "(8) every resting order filled once",
+                target: format!("{} filled", self.fill.resting),
+                measured: format!("{} filled", self.fill.filled),
+                pass: self.fill.filled == self.fill.resting,
+            },
+            Check::at_most(
+                "(9) p50 / (2) p50",
+                keys.p50_ms / keyed_1.p50_ms,
+                TARGET_KEYS_VS_KEYED,
+                "x",
             ),
-            Check::holds(
-                "quote update fills every resting order once",
-                "500 filled",
-                format!("{} filled", self.resting.filled),
-                self.resting.filled == self.resting.orders,
-            ),
-        ]
+            Check {
+                name: "(4) one execution per key, no 5xx",
+                target: "exactly once, 0 5xx".to_owned(),
+                measured: self
+                    .duplicates
+                    .iter()
+                    .map(|d| format!("{} keys once: {}, {} 5xx", d.keys, d.exactly_once, d.server_errors))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                pass: self.duplicates.iter().all(|d| d.exactly_once && d.server_errors == 0),
+            },
+            Check {
+                name: "no errors in scenarios 1-3, 5-7, 9",
+                target: "0".to_owned(),
+                measured: self.runs.iter().map(Run::errors).sum::<usize>().to_string(),
+                pass: self.runs.iter().all(|r| r.errors() == 0),
+            },
+            Check::at_most("server peak RSS", self.server_peak_rss_mib, TARGET_RSS_MIB, "MiB"),
+        ])
     }
 
     fn print(&self) {
         let m = &self.machine;
         println!(
-            "\nraptor-bench: {} CPUs, Postgres {} (fsync {}, synchronous_commit {})\n",
-            m.cpus, m.postgres.version, m.postgres.fsync, m.postgres.synchronous_commit
+            "\nraptor-bench {}: {} CPUs, Postgres {} (fsync {}, synchronous_commit {}), {} s per run\n",
+            self.date, m.cpus, m.postgres.version, m.postgres.fsync, m.postgres.synchronous_commit,
+            self.seconds_per_run
         );
         println!(
-            "{:<36} {:>6} {:>8} {:>8} {:>8} {:>8} {:>9}",
-            "scenario (POST /api/trading/orders)",
-            "n",
-            "p50 ms",
-            "p95 ms",
-            "p99 ms",
-            "max ms",
-            "req/s"
+            "{:<32} {:>7} {:>8} {:>9} {:>8} {:>8} {:>9} {:>8} {:>7}",
+            "scenario", "clients", "n", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "errors"
         );
-        let row = |name: &str, s: &Stats| {
-            let rps = s.rps.map_or_else(|| "-".to_owned(), |r| format!("{r:.1}"));
+        let row = |r: &Run| {
             println!(
-                "{name:<36} {:>6} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {rps:>9}",
-                s.n, s.p50_ms, s.p95_ms, s.p99_ms, s.max_ms
+                "{:<32} {:>7} {:>8} {:>9.1} {:>8.2} {:>8.2} {:>9.2} {:>8.2} {:>7}",
+                r.name,
+                if r.clients == 0 { "open".to_owned() } else { r.clients.to_string() },
+                r.requests,
+                r.rps,
+                r.p50_ms,
+                r.p99_ms,
+                r.p999_ms,
+                r.max_ms,
+                r.errors()
             );
         };
-        row("(a) fresh key, 1 client", &self.keyed);
-        row("(b) no key, 1 client", &self.unkeyed);
-        row("(c) replay of one key, 1 client", &self.replay);
-        row(
-            &format!("(d) fresh keys, {} clients", self.throughput.clients),
-            &self.throughput.latency,
-        );
-        row(
-            &format!("(e) {} duplicates: winners", self.duplicates.clients),
-            &self.duplicates.winners,
-        );
-        row(
-            &format!("(e) {} duplicates: losers", self.duplicates.clients),
-            &self.duplicates.losers,
-        );
-
-        println!(
-            "\nidempotency overhead (a - b): {:.2} ms at p50, {:.2} ms mean",
-            self.overhead_p50_ms, self.overhead_mean_ms
-        );
-        let t = &self.throughput;
-        println!(
-            "throughput: {} orders in {:.2} s = {:.1} orders/s ({} errors, {} rows)",
-            t.orders, t.wall_s, t.orders_per_s, t.errors, t.rows_in_paper_orders
-        );
-        println!(
-            "duplicates, per round: executions / fresh 201 / replayed 201 / 409 in_flight / other, \
-             and the time until the last answer"
-        );
-        for r in &self.duplicates.rounds {
+        for r in &self.runs {
+            row(r);
+        }
+        for d in &self.duplicates {
+            row(&d.run);
+        }
+        for c in &self.ceiling {
             println!(
-                "  round {:>2}: {} / {} / {:>2} / {:>2} / {}   {:>6.1} ms",
-                r.round, r.executions, r.fresh, r.replayed, r.in_flight, r.other, r.wall_ms
+                "{:<32} {:>7} {:>8} {:>9.1} {:>8.2} (pgbench average latency)",
+                "ceiling (pgbench)", c.clients, "-", c.tps, c.latency_ms
             );
         }
-        let r = &self.resting;
         println!(
-            "resting: {} orders; quote update evaluating them {:.1} ms, filling them {:.1} ms \
-             ({} filled)",
-            r.orders, r.evaluate_ms, r.fill_ms, r.filled
+            "\n(8) quote update: {} resting orders on {} accounts, {} filled in {:.1} ms",
+            self.fill.resting, self.fill.accounts, self.fill.filled, self.fill.ms
         );
-
+        println!("round trips per request: {:?}", self.round_trips);
+        println!(
+            "server RSS: peak {:.1} MiB, now {:.1} MiB",
+            self.server_peak_rss_mib, self.server_rss_mib
+        );
         println!("\ntargets:");
         for c in &self.checks {
             println!(
-                "  {}  {:<44} target {:<24} measured {}",
+                "  {}  {:<40} target {:<22} measured {}",
                 if c.pass { "PASS" } else { "FAIL" },
                 c.name,
                 c.target,
@@ -978,8 +1158,7 @@ impl Report {
         }
     }
 
-    /// Writes the report as JSON to `$CARGO_TARGET_DIR/bench/results.json` (default
-    /// `<workspace>/target`).
+    /// Writes the report as JSON to `$CARGO_TARGET_DIR/bench/results.json`.
     fn write(&self) -> anyhow::Result<PathBuf> {
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()

@@ -130,7 +130,13 @@ struct TokenRow {
     user_id: Option<i32>,
     role: Option<String>,
     service_name: Option<String>,
+    account_mode: Option<String>,
 }
+
+/// The caller's paper account mode (`paper` or `live`), read with the token in the same
+/// statement and kept in the request extensions for the gates; `None` without an account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountMode(pub Option<String>);
 
 fn bearer(parts: &Parts) -> Option<&str> {
     let value = parts.headers.get(AUTHORIZATION)?.to_str().ok()?;
@@ -152,9 +158,12 @@ where
         }
         let token = bearer(parts).ok_or(ApiError::Unauthenticated)?;
         let state = ApiState::from_ref(state);
+        // The account's mode comes along, so the order gates need no query of their own.
         let row: Option<TokenRow> = sqlx::query_as(
-            "select t.user_id, u.role, t.service_name
-               from api_tokens t left join users u on u.id = t.user_id
+            "select t.user_id, u.role, t.service_name, a.mode as account_mode
+               from api_tokens t
+               left join users u on u.id = t.user_id
+               left join paper_accounts a on a.user_id = t.user_id
               where t.token_hash = $1 and (t.expires_at is null or t.expires_at > now())",
         )
         .bind(hash_token(token))
@@ -174,6 +183,7 @@ where
         parts.extensions.insert(Scope {
             user_id: principal.user_id(),
         });
+        parts.extensions.insert(AccountMode(row.account_mode));
         parts.extensions.insert(principal.clone());
         Ok(principal)
     }

@@ -507,6 +507,10 @@ impl Config {
             ),
         ]);
         PgPoolOptions::new()
+            // No ping before every acquire (a round trip on every request): a connection that
+            // died is found by its first statement, which fails like any database error
+            // (503 database_unavailable, or the claim's store-unavailable path).
+            .test_before_acquire(false)
             .max_connections(self.db_pool_size)
             .acquire_timeout(Duration::from_secs(3))
             .connect_with(options)

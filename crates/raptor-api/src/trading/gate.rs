@@ -9,7 +9,7 @@ use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::auth::AuthUser;
+use crate::auth::{AccountMode, AuthUser};
 use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::state::ApiState;
 
@@ -35,12 +35,16 @@ where
     if new_order && state.config.new_orders_disabled {
         return Err(ApiError::NewOrdersDisabled);
     }
-    let mode: Option<String> =
-        sqlx::query_scalar("select mode from paper_accounts where user_id = $1")
+    // Read with the token (one lookup for both); the order transaction re-checks it under the
+    // account lock.
+    let mode = match parts.extensions.get::<AccountMode>() {
+        Some(AccountMode(mode)) => mode.clone(),
+        None => sqlx::query_scalar("select mode from paper_accounts where user_id = $1")
             .bind(user.id)
             .fetch_optional(&state.db)
             .await
-            .context("read account mode")?;
+            .context("read account mode")?,
+    };
     match mode.as_deref() {
         Some("paper") => Ok(PaperTrader { user_id: user.id }),
         Some(_) => Err(ApiError::LiveTradingUnavailable),

@@ -1,0 +1,147 @@
+//! A counting TCP proxy between the server and Postgres: it forwards bytes both ways unchanged
+//! and counts the client's round trips, i.e. the frontend messages that make Postgres answer:
+//! `Sync` (the end of an extended-protocol query: Parse/Bind/Execute/Sync) and `Query` (a
+//! simple-protocol statement such as `BEGIN`/`COMMIT`). Needs `sslmode=disable` (it reads the
+//! protocol in clear).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The proxy's counters.
+#[derive(Debug, Default)]
+pub(crate) struct Counts {
+    round_trips: AtomicU64,
+}
+
+impl Counts {
+    pub(crate) fn round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::Relaxed)
+    }
+}
+
+/// Listens on 127.0.0.1:0 and forwards every connection to `upstream`. Returns the port.
+pub(crate) async fn start(upstream: String, counts: Arc<Counts>) -> anyhow::Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let (upstream, counts) = (upstream.clone(), counts.clone());
+            tokio::spawn(async move {
+                if let Ok(server) = TcpStream::connect(&upstream).await {
+                    let _ = client.set_nodelay(true);
+                    let _ = server.set_nodelay(true);
+                    relay(client, server, counts).await;
+                }
+            });
+        }
+    });
+    Ok(port)
+}
+
+async fn relay(client: TcpStream, server: TcpStream, counts: Arc<Counts>) {
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let upstream = async move {
+        let mut parser = Frontend::default();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match client_read.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            counts
+                .round_trips
+                .fetch_add(parser.feed(&buf[..n]), Ordering::Relaxed);
+            if server_write.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+        let _ = server_write.shutdown().await;
+    };
+    let downstream = async move {
+        let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+        let _ = client_write.shutdown().await;
+    };
+    tokio::join!(upstream, downstream);
+}
+
+/// Splits the client's byte stream into protocol messages. Before the startup message,
+/// messages have no type byte (SSLRequest, GSSENCRequest, StartupMessage).
+#[derive(Default)]
+struct Frontend {
+    started: bool,
+    pending: Vec<u8>,
+}
+
+impl Frontend {
+    /// Consumes bytes; returns how many round-trip messages completed in them.
+    fn feed(&mut self, bytes: &[u8]) -> u64 {
+        self.pending.extend_from_slice(bytes);
+        let mut count = 0;
+        loop {
+            let header = if self.started { 5 } else { 4 };
+            if self.pending.len() < header {
+                break;
+            }
+            let at = header - 4;
+            let len = u32::from_be_bytes([
+                self.pending[at],
+                self.pending[at + 1],
+                self.pending[at + 2],
+                self.pending[at + 3],
+            ]) as usize;
+            let total = at + len;
+            if len < 4 || self.pending.len() < total {
+                break;
+            }
+            if self.started {
+                if matches!(self.pending[0], b'S' | b'Q') {
+                    count += 1;
+                }
+            } else if len >= 8 {
+                let code = u32::from_be_bytes([
+                    self.pending[4],
+                    self.pending[5],
+                    self.pending[6],
+                    self.pending[7],
+                ]);
+                // 80877103 SSLRequest, 80877104 GSSENCRequest: the startup message follows.
+                if code != 80_877_103 && code != 80_877_104 {
+                    self.started = true;
+                }
+            }
+            self.pending.drain(..total);
+        }
+        count
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(kind: u8, body: &[u8]) -> Vec<u8> {
+        let mut out = vec![kind];
+        out.extend_from_slice(&u32::try_from(body.len() + 4).unwrap_or(0).to_be_bytes());
+        out.extend_from_slice(body);
+        out
+    }
+
+    #[test]
+    fn counts_syncs_and_simple_queries_across_chunks() {
+        let mut parser = Frontend::default();
+        let mut startup = 8u32.to_be_bytes().to_vec();
+        startup.extend_from_slice(&196_608u32.to_be_bytes());
+        assert_eq!(parser.feed(&startup), 0);
+        let mut stream = message(b'P', b"select 1\0\0\0");
+        stream.extend(message(b'B', b"\0\0\0\0\0\0"));
+        stream.extend(message(b'E', b"\0\0\0\0\0"));
+        stream.extend(message(b'S', b""));
+        stream.extend(message(b'Q', b"BEGIN\0"));
+        let (a, b) = stream.split_at(7);
+        assert_eq!(parser.feed(a) + parser.feed(b), 2);
+    }
+}
