@@ -232,14 +232,18 @@ async fn bench(
     let mut round_trips = BTreeMap::new();
     for &clients in &LEVELS {
         println!("(1) no key, {clients} clients ...");
-        let run = b.closed("1 no key", clients, |user, _| b.order(user, None)).await?;
+        let run = b
+            .closed("1 no key", clients, |user, _| b.order(user, None))
+            .await?;
         if clients == 1 {
             round_trips.insert("unkeyed", run.round_trips);
         }
         runs.push(run);
         println!("(2) fresh key, {clients} clients ...");
         let run = b
-            .closed("2 fresh key", clients, |user, _| b.order(user, Some(new_key())))
+            .closed("2 fresh key", clients, |user, _| {
+                b.order(user, Some(new_key()))
+            })
             .await?;
         if clients == 1 {
             round_trips.insert("keyed", run.round_trips);
@@ -291,10 +295,16 @@ async fn bench(
         .await?;
     runs.push(run);
 
-    println!("(8) a quote update filling {} resting orders ...", FILL_ACCOUNTS * FILL_PER_ACCOUNT);
+    println!(
+        "(8) a quote update filling {} resting orders ...",
+        FILL_ACCOUNTS * FILL_PER_ACCOUNT
+    );
     let fill = b.fill_scenario().await?;
 
-    println!("(9) fresh key with {} rows in idempotency_keys ...", settings.key_rows);
+    println!(
+        "(9) fresh key with {} rows in idempotency_keys ...",
+        settings.key_rows
+    );
     fill_keys(&b.pool, settings.key_rows).await?;
     for &clients in &LEVELS {
         let run = b
@@ -382,20 +392,21 @@ impl Bench {
     ) -> anyhow::Result<Run> {
         let make = &make;
         // Each client numbers its requests across the warm-up and the measured run.
-        let counters: Vec<std::sync::atomic::AtomicU64> =
-            (0..clients).map(|_| std::sync::atomic::AtomicU64::new(0)).collect();
+        let counters: Vec<std::sync::atomic::AtomicU64> = (0..clients)
+            .map(|_| std::sync::atomic::AtomicU64::new(0))
+            .collect();
         let counters = &counters;
         for (duration, measured) in [(Duration::from_secs(1), false), (self.secs, true)] {
             let deadline = Instant::now() + duration;
             let started = Instant::now();
             let round_trips = self.counts.round_trips();
             let mut tasks = Vec::new();
-            for client in 0..clients {
+            for (client, counter) in counters.iter().enumerate() {
                 let http = &self.http;
                 tasks.push(async move {
                     let mut samples = Vec::new();
                     while Instant::now() < deadline {
-                        let i = counters[client].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let i = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let answer = http.send(make(client, i)).await;
                         samples.push(answer);
                     }
@@ -409,8 +420,8 @@ impl Bench {
                 .collect();
             if measured {
                 let mut run = Run::new(name, clients, started.elapsed(), answers);
-                run.round_trips = (self.counts.round_trips() - round_trips) as f64
-                    / run.requests.max(1) as f64;
+                run.round_trips =
+                    (self.counts.round_trips() - round_trips) as f64 / run.requests.max(1) as f64;
                 return Ok(run);
             }
         }
@@ -460,12 +471,22 @@ impl Bench {
         .fetch_all(&self.pool)
         .await
         .context("count executions")?;
-        let run = Run::new("4 copies of each key", groups * COPIES, started.elapsed(), answers);
+        let run = Run::new(
+            "4 copies of each key",
+            groups * COPIES,
+            started.elapsed(),
+            answers,
+        );
         Ok(Duplicates {
             in_flight: groups * COPIES,
             keys: keys.len(),
             exactly_once: executions.iter().all(|&n| n == 1) && executions.len() == keys.len(),
-            server_errors: run.statuses.iter().filter(|(s, _)| **s >= 500).map(|(_, n)| n).sum(),
+            server_errors: run
+                .statuses
+                .iter()
+                .filter(|(s, _)| **s >= 500)
+                .map(|(_, n)| n)
+                .sum(),
             run,
         })
     }
@@ -487,8 +508,12 @@ impl Bench {
                 bail!("reset: {} {}", reset.status, reset.body);
             }
             for body in [
-                format!(r#"{{"symbol":"{LEAPS}","qty":"1","side":"buy","type":"market","position_intent":"buy_to_open"}}"#),
-                format!(r#"{{"symbol":"{NEAR}","qty":"1","side":"sell","type":"market","position_intent":"sell_to_open"}}"#),
+                format!(
+                    r#"{{"symbol":"{LEAPS}","qty":"1","side":"buy","type":"market","position_intent":"buy_to_open"}}"#
+                ),
+                format!(
+                    r#"{{"symbol":"{NEAR}","qty":"1","side":"sell","type":"market","position_intent":"sell_to_open"}}"#
+                ),
             ] {
                 let answer = self
                     .http
@@ -510,7 +535,11 @@ impl Bench {
 
     /// The i-th roll of `user`: near to next, then back (each user's client alternates).
     fn roll(&self, user: usize, i: u64) -> Req {
-        let (from, to) = if i % 2 == 0 { (NEAR, NEXT) } else { (NEXT, NEAR) };
+        let (from, to) = if i.is_multiple_of(2) {
+            (NEAR, NEXT)
+        } else {
+            (NEXT, NEAR)
+        };
         let body = if to == NEXT {
             r#"{"to_symbol":"XYZ270115C00067500","qty":"1"}"#
         } else {
@@ -540,14 +569,24 @@ impl Bench {
         while let Some(answer) = tasks.join_next().await {
             answers.push(answer.context("open-loop task")?);
         }
-        Ok(Run::new("6 open loop, half of max", 0, started.elapsed(), answers))
+        Ok(Run::new(
+            "6 open loop, half of max",
+            0,
+            started.elapsed(),
+            answers,
+        ))
     }
 
     /// Scenario 8: 100 accounts × 10 resting buys of MSFT at 300; one quote update to 290.
     async fn fill_scenario(&self) -> anyhow::Result<Fill> {
         let mut ids = Vec::new();
         for i in 0..FILL_ACCOUNTS {
-            let owner = user(&self.pool, &format!("bench-resting-{i}@example.com"), Role::User).await?;
+            let owner = user(
+                &self.pool,
+                &format!("bench-resting-{i}@example.com"),
+                Role::User,
+            )
+            .await?;
             seed_resting(&self.pool, owner.id, "MSFT", "300.00", FILL_PER_ACCOUNT).await?;
             ids.push(owner.id);
         }
@@ -632,7 +671,10 @@ async fn fill_keys(pool: &PgPool, rows: u64) -> anyhow::Result<()> {
         .execute(pool)
         .await
         .context("vacuum")?;
-    println!("    {rows} rows in {:.0} s", started.elapsed().as_secs_f64());
+    println!(
+        "    {rows} rows in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
@@ -790,7 +832,12 @@ impl Http {
     async fn wait_ready(&self) -> anyhow::Result<()> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if let Ok(response) = self.client.get(format!("{}/readyz", self.base)).send().await {
+            if let Ok(response) = self
+                .client
+                .get(format!("{}/readyz", self.base))
+                .send()
+                .await
+            {
                 if response.status().is_success() {
                     return Ok(());
                 }
@@ -813,7 +860,9 @@ impl Http {
                 Cow::Borrowed(text) => text.into(),
                 Cow::Owned(text) => text.into(),
             };
-            request = request.header("content-type", "application/json").body(body);
+            request = request
+                .header("content-type", "application/json")
+                .body(body);
         }
         if let Some(key) = &req.key {
             request = request.header("idempotency-key", key);
@@ -890,7 +939,12 @@ struct Run {
 }
 
 impl Run {
-    fn new(name: &str, clients: usize, wall: Duration, answers: Vec<anyhow::Result<Answer>>) -> Self {
+    fn new(
+        name: &str,
+        clients: usize,
+        wall: Duration,
+        answers: Vec<anyhow::Result<Answer>>,
+    ) -> Self {
         let mut statuses = BTreeMap::new();
         let mut latencies: Vec<f64> = Vec::with_capacity(answers.len());
         for answer in &answers {
@@ -1032,8 +1086,18 @@ impl Report {
         let keys = run("9 fresh key, big key table", 1)?;
         let rt = |name| self.round_trips.get(name).copied().unwrap_or(f64::MAX);
         Ok(vec![
-            Check::at_most("round trips per keyed order", rt("keyed"), TARGET_RT_KEYED, ""),
-            Check::at_most("round trips per unkeyed order", rt("unkeyed"), TARGET_RT_UNKEYED, ""),
+            Check::at_most(
+                "round trips per keyed order",
+                rt("keyed"),
+                TARGET_RT_KEYED,
+                "",
+            ),
+            Check::at_most(
+                "round trips per unkeyed order",
+                rt("unkeyed"),
+                TARGET_RT_UNKEYED,
+                "",
+            ),
             Check::at_least(
                 "(2) at 32 clients / ceiling at 32",
                 keyed_32.rps / ceiling(32)?.tps,
@@ -1053,7 +1117,12 @@ impl Report {
                 "x",
             ),
             Check::at_most("(2) p99 at 1 client", keyed_1.p99_ms, TARGET_P99_1_MS, "ms"),
-            Check::at_most("(6) open loop p99", open.p99_ms, TARGET_OPEN_LOOP_P99_MS, "ms"),
+            Check::at_most(
+                "(6) open loop p99",
+                open.p99_ms,
+                TARGET_OPEN_LOOP_P99_MS,
+                "ms",
+            ),
             Check::at_least(
                 "(3) / (2) throughput at 32 clients",
                 replay_32.rps / keyed_32.rps,
@@ -1066,7 +1135,12 @@ impl Report {
                 TARGET_BOOK_VS_KEYED,
                 "x",
             ),
-            Check::at_most("(8) quote update filling 1,000", self.fill.ms, TARGET_FILL_MS, "ms"),
+            Check::at_most(
+                "(8) quote update filling 1,000",
+                self.fill.ms,
+                TARGET_FILL_MS,
+                "ms",
+            ),
             Check {
                 name: "(8) every resting order filled once",
                 target: format!("{} filled", self.fill.resting),
@@ -1085,10 +1159,18 @@ impl Report {
                 measured: self
                     .duplicates
                     .iter()
-                    .map(|d| format!("{} keys once: {}, {} 5xx", d.keys, d.exactly_once, d.server_errors))
+                    .map(|d| {
+                        format!(
+                            "{} keys once: {}, {} 5xx",
+                            d.keys, d.exactly_once, d.server_errors
+                        )
+                    })
                     .collect::<Vec<_>>()
                     .join("; "),
-                pass: self.duplicates.iter().all(|d| d.exactly_once && d.server_errors == 0),
+                pass: self
+                    .duplicates
+                    .iter()
+                    .all(|d| d.exactly_once && d.server_errors == 0),
             },
             Check {
                 name: "no errors in scenarios 1-3, 5-7, 9",
@@ -1096,7 +1178,12 @@ impl Report {
                 measured: self.runs.iter().map(Run::errors).sum::<usize>().to_string(),
                 pass: self.runs.iter().all(|r| r.errors() == 0),
             },
-            Check::at_most("server peak RSS", self.server_peak_rss_mib, TARGET_RSS_MIB, "MiB"),
+            Check::at_most(
+                "server peak RSS",
+                self.server_peak_rss_mib,
+                TARGET_RSS_MIB,
+                "MiB",
+            ),
         ])
     }
 
@@ -1115,7 +1202,11 @@ impl Report {
             println!(
                 "{:<32} {:>7} {:>8} {:>9.1} {:>8.2} {:>8.2} {:>9.2} {:>8.2} {:>7}",
                 r.name,
-                if r.clients == 0 { "open".to_owned() } else { r.clients.to_string() },
+                if r.clients == 0 {
+                    "open".to_owned()
+                } else {
+                    r.clients.to_string()
+                },
                 r.requests,
                 r.rps,
                 r.p50_ms,

@@ -611,12 +611,12 @@ pub(crate) async fn cancel(
     let order = store::find_order(conn, user_id, order_id, true)
         .await?
         .ok_or(ApiError::NotFound("order"))?;
-    let status: OrderStatus = order
-        .status
+    let stored = order.row.status.clone();
+    let status: OrderStatus = stored
         .parse()
-        .map_err(|_| ApiError::Internal(anyhow::anyhow!("bad stored status {}", order.status)))?;
+        .map_err(|_| ApiError::Internal(anyhow::anyhow!("bad stored status {stored}")))?;
     match status.apply(OrderEvent::Cancel) {
-        Ok(Transition::NoOp) => return Ok(order),
+        Ok(Transition::NoOp) => return Ok(order.into()),
         Ok(Transition::To(_)) => {
             store::end_open_order(conn, order_id, OrderStatus::Canceled, state.clock.now()).await?;
             audit::record(
@@ -630,14 +630,11 @@ pub(crate) async fn cancel(
             .await
             .context("audit cancel")?;
         }
-        Err(_) => {
-            return Err(ApiError::OrderNotCancelable {
-                status: order.status,
-            })
-        }
+        Err(_) => return Err(ApiError::OrderNotCancelable { status: stored }),
     }
     store::find_order(conn, user_id, order_id, false)
         .await?
+        .map(OrderResponse::from)
         .ok_or(ApiError::NotFound("order"))
 }
 

@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
+use super::store::{OrderRecord, PositionRow};
+
 macro_rules! wire_enum {
     ($(#[$doc:meta])* $name:ident => $engine:ident { $($variant:ident),+ $(,)? }) => {
         $(#[$doc])*
@@ -339,5 +341,62 @@ pub(crate) fn order_response(order: &super::store::NewOrder<'_>) -> OrderRespons
         updated_at: order.at,
         filled_at: execution.map(|_| order.at),
         canceled_at: None,
+    }
+}
+
+/// A stored order, rendered.
+impl From<OrderRecord> for OrderResponse {
+    fn from(OrderRecord { row, legs }: OrderRecord) -> Self {
+        OrderResponse {
+            id: row.id,
+            client_order_id: row.client_order_id,
+            purpose: row.purpose,
+            order_class: row.order_class,
+            order_type: row.order_type,
+            time_in_force: row.time_in_force,
+            symbol: row.symbol,
+            side: row.side,
+            position_intent: row.position_intent,
+            qty: qty(row.qty),
+            filled_qty: qty(row.filled_qty),
+            filled_avg_price: row.filled_avg_price.map(price),
+            limit_price: row.limit_price.map(price),
+            fees: money(row.fees),
+            legs: legs
+                .iter()
+                .map(|leg| LegResponse {
+                    symbol: leg.symbol.clone(),
+                    side: leg.side.clone(),
+                    position_intent: leg.position_intent.clone(),
+                    ratio_qty: leg.ratio_qty,
+                    qty: qty(leg.qty),
+                    filled_qty: qty(leg.filled_qty),
+                    filled_avg_price: leg.filled_avg_price.map(price),
+                    status: row.status.clone(),
+                })
+                .collect(),
+            status: row.status,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+            filled_at: row.filled_at,
+            canceled_at: row.canceled_at,
+        }
+    }
+}
+
+/// A stored position, rendered (`side` from the sign of `qty`).
+impl From<PositionRow> for PositionResponse {
+    fn from(r: PositionRow) -> Self {
+        PositionResponse {
+            side: if r.qty.is_sign_negative() {
+                "short"
+            } else {
+                "long"
+            },
+            symbol: r.symbol,
+            qty: qty(r.qty),
+            avg_entry_price: price(r.avg_entry_price),
+            realized_pnl: money(r.realized_pnl),
+        }
     }
 }

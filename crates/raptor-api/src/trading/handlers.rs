@@ -234,7 +234,11 @@ pub(crate) async fn list_orders(
     let limit = query.limit.unwrap_or(100).clamp(1, 500);
     let mut conn = state.db.acquire().await.context("acquire")?;
     Ok(Json(
-        store::list_orders(&mut conn, user.id, statuses, limit).await?,
+        store::list_orders(&mut conn, user.id, statuses, limit)
+            .await?
+            .into_iter()
+            .map(OrderResponse::from)
+            .collect(),
     ))
 }
 
@@ -257,7 +261,7 @@ pub(crate) async fn get_order(
     let mut conn = state.db.acquire().await.context("acquire")?;
     store::find_order(&mut conn, user.id, id, false)
         .await?
-        .map(Json)
+        .map(|record| Json(record.into()))
         .ok_or(ApiError::NotFound("order"))
 }
 
@@ -273,7 +277,8 @@ pub(crate) async fn list_positions(
     user: AuthUser,
 ) -> ApiResult<Json<Vec<PositionResponse>>> {
     let mut conn = state.db.acquire().await.context("acquire")?;
-    Ok(Json(store::list_positions(&mut conn, user.id).await?))
+    let rows = store::list_positions(&mut conn, user.id).await?;
+    Ok(Json(rows.into_iter().map(PositionResponse::from).collect()))
 }
 
 /// Set a symbol's quote (operators). Resting limits it makes marketable fill in the same

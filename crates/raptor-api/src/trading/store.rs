@@ -14,7 +14,6 @@ use rust_decimal::Decimal;
 use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
-use super::dto::{self, LegResponse, OrderResponse, PositionResponse};
 use crate::error::{ApiError, ApiResult, ResultExt};
 
 /// The account row, with the totals of its open orders (kept by a trigger on `paper_orders`).
@@ -55,12 +54,13 @@ pub(crate) async fn read_account(conn: &mut PgConnection, user_id: i32) -> ApiRe
     .ok_or(ApiError::NotFound("paper account"))
 }
 
+/// A `paper_positions` row as stored.
 #[derive(sqlx::FromRow)]
-struct PositionRow {
-    symbol: String,
-    qty: Decimal,
-    avg_entry_price: Decimal,
-    realized_pnl: Decimal,
+pub(crate) struct PositionRow {
+    pub(crate) symbol: String,
+    pub(crate) qty: Decimal,
+    pub(crate) avg_entry_price: Decimal,
+    pub(crate) realized_pnl: Decimal,
 }
 
 impl From<PositionRow> for Position {
@@ -231,33 +231,19 @@ impl TryFrom<OpenOrderJson> for StoredOrder {
     }
 }
 
-/// Positions for reading (non-flat first, by symbol).
+/// Positions for reading (non-flat, by symbol).
 pub(crate) async fn list_positions(
     conn: &mut PgConnection,
     user_id: i32,
-) -> ApiResult<Vec<PositionResponse>> {
-    let rows: Vec<PositionRow> = sqlx::query_as(
+) -> ApiResult<Vec<PositionRow>> {
+    sqlx::query_as(
         "select symbol, qty, avg_entry_price, realized_pnl from paper_positions
           where user_id = $1 and qty <> 0 order by symbol",
     )
     .bind(user_id)
     .fetch_all(conn)
     .await
-    .context("list positions")?;
-    Ok(rows
-        .into_iter()
-        .map(|r| PositionResponse {
-            side: if r.qty.is_sign_negative() {
-                "short"
-            } else {
-                "long"
-            },
-            symbol: r.symbol,
-            qty: dto::qty(r.qty),
-            avg_entry_price: dto::price(r.avg_entry_price),
-            realized_pnl: dto::money(r.realized_pnl),
-        })
-        .collect())
+    .context("list positions")
 }
 
 /// Quotes for `symbols`. With `lock`, each row is share-locked (in symbol order) so that no
@@ -720,39 +706,48 @@ pub(crate) async fn reset_account(
     Ok(())
 }
 
+/// A `paper_orders` row as stored (`dto` renders it).
 #[derive(Debug, Clone, sqlx::FromRow)]
-struct OrderRow {
-    id: Uuid,
-    client_order_id: String,
-    purpose: String,
-    order_class: String,
-    order_type: String,
-    time_in_force: String,
-    symbol: Option<String>,
-    side: Option<String>,
-    position_intent: Option<String>,
-    qty: Decimal,
-    limit_price: Option<Decimal>,
-    status: String,
-    filled_qty: Decimal,
-    filled_avg_price: Option<Decimal>,
-    fees: Decimal,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-    filled_at: Option<DateTime<Utc>>,
-    canceled_at: Option<DateTime<Utc>>,
+pub(crate) struct OrderRow {
+    pub(crate) id: Uuid,
+    pub(crate) client_order_id: String,
+    pub(crate) purpose: String,
+    pub(crate) order_class: String,
+    pub(crate) order_type: String,
+    pub(crate) time_in_force: String,
+    pub(crate) symbol: Option<String>,
+    pub(crate) side: Option<String>,
+    pub(crate) position_intent: Option<String>,
+    pub(crate) qty: Decimal,
+    pub(crate) limit_price: Option<Decimal>,
+    pub(crate) status: String,
+    pub(crate) filled_qty: Decimal,
+    pub(crate) filled_avg_price: Option<Decimal>,
+    pub(crate) fees: Decimal,
+    pub(crate) created_at: DateTime<Utc>,
+    pub(crate) updated_at: DateTime<Utc>,
+    pub(crate) filled_at: Option<DateTime<Utc>>,
+    pub(crate) canceled_at: Option<DateTime<Utc>>,
 }
 
+/// A `paper_order_legs` row as stored.
 #[derive(Debug, Clone, sqlx::FromRow)]
-struct LegRow {
-    order_id: Uuid,
-    symbol: String,
-    side: String,
-    position_intent: String,
-    ratio_qty: i32,
-    qty: Decimal,
-    filled_qty: Decimal,
-    filled_avg_price: Option<Decimal>,
+pub(crate) struct LegRow {
+    pub(crate) order_id: Uuid,
+    pub(crate) symbol: String,
+    pub(crate) side: String,
+    pub(crate) position_intent: String,
+    pub(crate) ratio_qty: i32,
+    pub(crate) qty: Decimal,
+    pub(crate) filled_qty: Decimal,
+    pub(crate) filled_avg_price: Option<Decimal>,
+}
+
+/// An order with its legs, as stored.
+#[derive(Debug, Clone)]
+pub(crate) struct OrderRecord {
+    pub(crate) row: OrderRow,
+    pub(crate) legs: Vec<LegRow>,
 }
 
 const ORDER_COLUMNS: &str = "id, client_order_id, purpose, order_class, order_type, time_in_force,
@@ -800,7 +795,7 @@ pub(crate) async fn find_order(
     user_id: i32,
     id: Uuid,
     lock: bool,
-) -> ApiResult<Option<OrderResponse>> {
+) -> ApiResult<Option<OrderRecord>> {
     let suffix = if lock { " for update" } else { "" };
     let row: Option<OrderRow> = sqlx::query_as(&format!(
         "select {ORDER_COLUMNS} from paper_orders where user_id = $1 and id = $2{suffix}"
@@ -814,7 +809,7 @@ pub(crate) async fn find_order(
         return Ok(None);
     };
     let legs = load_legs(conn, &[row.id]).await?;
-    Ok(Some(to_response(row, &legs)))
+    Ok(Some(OrderRecord { row, legs }))
 }
 
 /// The account's orders, newest first.
@@ -823,7 +818,7 @@ pub(crate) async fn list_orders(
     user_id: i32,
     statuses: &[&str],
     limit: i64,
-) -> ApiResult<Vec<OrderResponse>> {
+) -> ApiResult<Vec<OrderRecord>> {
     let rows: Vec<OrderRow> = sqlx::query_as(&format!(
         "select {ORDER_COLUMNS} from paper_orders where user_id = $1 and status = any($2)
           order by created_at desc, id desc limit $3"
@@ -844,44 +839,7 @@ pub(crate) async fn list_orders(
                 .filter(|l| l.order_id == row.id)
                 .cloned()
                 .collect();
-            to_response(row, &own)
+            OrderRecord { row, legs: own }
         })
         .collect())
-}
-
-fn to_response(row: OrderRow, legs: &[LegRow]) -> OrderResponse {
-    OrderResponse {
-        id: row.id,
-        client_order_id: row.client_order_id,
-        purpose: row.purpose,
-        order_class: row.order_class,
-        order_type: row.order_type,
-        time_in_force: row.time_in_force,
-        symbol: row.symbol,
-        side: row.side,
-        position_intent: row.position_intent,
-        qty: dto::qty(row.qty),
-        filled_qty: dto::qty(row.filled_qty),
-        filled_avg_price: row.filled_avg_price.map(dto::price),
-        limit_price: row.limit_price.map(dto::price),
-        fees: dto::money(row.fees),
-        legs: legs
-            .iter()
-            .map(|leg| LegResponse {
-                symbol: leg.symbol.clone(),
-                side: leg.side.clone(),
-                position_intent: leg.position_intent.clone(),
-                ratio_qty: leg.ratio_qty,
-                qty: dto::qty(leg.qty),
-                filled_qty: dto::qty(leg.filled_qty),
-                filled_avg_price: leg.filled_avg_price.map(dto::price),
-                status: row.status.clone(),
-            })
-            .collect(),
-        status: row.status,
-        created_at: row.created_at,
-        updated_at: row.updated_at,
-        filled_at: row.filled_at,
-        canceled_at: row.canceled_at,
-    }
 }
