@@ -190,23 +190,19 @@ impl TestApp {
             .await
             .expect("app pool");
         crate::probe::create_table(&pool).await;
-        let store = if options.unreachable_store {
+        let clock = Arc::new(FixedClock(options.now));
+        let state = if options.unreachable_store {
             // Port 1 on loopback: connections are refused at once.
             let dead = (*pool.connect_options()).clone().port(1);
-            PgPoolOptions::new()
+            let store = PgPoolOptions::new()
                 .max_connections(2)
                 .acquire_timeout(Duration::from_millis(500))
-                .connect_lazy_with(dead)
+                .connect_lazy_with(dead);
+            ApiState::with_store_pool(pool.clone(), store, options.api, options.idempotency, clock)
         } else {
-            pool.clone()
+            // As in production: the store's own small pool, with the claim's session settings.
+            ApiState::new(pool.clone(), options.api, options.idempotency, clock)
         };
-        let state = ApiState::with_store_pool(
-            pool.clone(),
-            store,
-            options.api,
-            options.idempotency,
-            Arc::new(FixedClock(options.now)),
-        );
         let router = raptor_api::app_with(state.clone(), options.extra);
         Self {
             pool,
@@ -303,6 +299,7 @@ impl TestApp {
 
     /// Closes the app's pool so the test database can be dropped.
     pub(crate) async fn close(self) {
+        self.state.idempotency.store_pool().close().await;
         self.pool.close().await;
     }
 }

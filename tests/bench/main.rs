@@ -769,6 +769,11 @@ async fn start_server(
         .env("RAPTOR_PAPER_STARTING_CASH", "100000000.00")
         .env("RAPTOR_ORDER_EXPIRY_INTERVAL_SECS", "0")
         .env("RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS", "0")
+        // Stored responses are encrypted, as in production: the cost is part of every figure.
+        .env(
+            "RAPTOR_RESPONSE_KEYS",
+            "bench:QmVuY2hLZXlCZW5jaEtleUJlbmNoS2V5QmVuY2hLZXk=",
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .kill_on_drop(true)

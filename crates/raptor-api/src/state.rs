@@ -182,11 +182,13 @@ impl ApiState {
         idempotency: IdempotencyConfig,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        Self::with_store_pool(db.clone(), db, config, idempotency, clock)
+        let idempotency = Idempotency::new(db.clone(), idempotency, Some(Arc::new(ReplayAuditor)));
+        Self::build(db, idempotency, config, clock)
     }
 
-    /// [`ApiState::new`] with a separate pool for the idempotency store's own statements (the
-    /// claim, settling a key, the flag): business transactions use `db`.
+    /// [`ApiState::new`] with a given pool for the idempotency store's own statements (the
+    /// claim, settling a key, the flag), instead of one derived from `db`; business
+    /// transactions use `db`. Tests use it to make the store unreachable.
     pub fn with_store_pool(
         db: PgPool,
         store: PgPool,
@@ -200,6 +202,15 @@ impl ApiState {
             idempotency,
             Some(Arc::new(ReplayAuditor)),
         );
+        Self::build(db, idempotency, config, clock)
+    }
+
+    fn build(
+        db: PgPool,
+        idempotency: Idempotency,
+        config: ApiConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         let engine = raptor_engine::Engine {
             fees: config.fees.clone(),
         };

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::json;
-use sqlx::{PgConnection, PgPool, Postgres, Transaction};
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use crate::claim::{Claim, KeyGuard, Tracked};
@@ -110,14 +110,29 @@ pub struct ClaimRequest {
     pub store_body: bool,
 }
 
+/// What the claim statement returns: the row it won, or the existing row.
 #[derive(sqlx::FromRow)]
+struct RoundRow {
+    id: i64,
+    lineage: Uuid,
+    won: bool,
+    status: Option<String>,
+    attempt: Option<Uuid>,
+    request_hash: Option<String>,
+    response_code: Option<i16>,
+    #[sqlx(flatten)]
+    stored: StoredBody,
+    response_headers: Option<serde_json::Value>,
+    stale: bool,
+    in_flight_ms: i64,
+}
+
 struct ExistingRow {
     id: i64,
     status: String,
     attempt: Uuid,
     request_hash: String,
     response_code: Option<i16>,
-    #[sqlx(flatten)]
     stored: StoredBody,
     response_headers: Option<serde_json::Value>,
     stale: bool,
@@ -140,26 +155,43 @@ enum Judgement {
     Again,
 }
 
-/// Ends a read-only claim round, releasing the row lock; failures only cost a connection.
-async fn end(tx: Transaction<'static, Postgres>, deadline: Duration) {
-    if let Ok(Err(err)) = tokio::time::timeout(deadline, tx.rollback()).await {
-        tracing::debug!(error = %err, "rollback of a claim round failed");
-    }
-}
-
 impl Idempotency {
-    /// A service over `pool`. `audit` receives one call per replay.
+    /// A service over `pool`. `audit` receives one call per replay. The store's statements
+    /// get a small pool of their own on the same database, whose sessions carry the claim's
+    /// settings ([`Idempotency::store_options`]), so a claim is one statement: no BEGIN, no
+    /// `set_config`, no COMMIT.
     pub fn new(
         pool: PgPool,
         config: IdempotencyConfig,
         audit: Option<Arc<dyn ReplayAudit>>,
     ) -> Self {
-        Self::with_store_pool(pool.clone(), pool, config, audit)
+        let size = (pool.options().get_max_connections() / 4).max(2);
+        let store = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(size)
+            .acquire_timeout(config.store_timeout)
+            .test_before_acquire(false)
+            .connect_lazy_with(Self::store_options(&pool, &config));
+        Self::with_store_pool(pool, store, config, audit)
+    }
+
+    /// The connect options of the store pool: `pool`'s, plus `synchronous_commit=off` (see
+    /// `round`) and half the store timeout as `lock_timeout` and `statement_timeout`.
+    pub fn store_options(
+        pool: &PgPool,
+        config: &IdempotencyConfig,
+    ) -> sqlx::postgres::PgConnectOptions {
+        let half = format!("{}ms", (config.store_timeout.as_millis() / 2).max(1));
+        (*pool.connect_options()).clone().options([
+            ("synchronous_commit", "off".to_owned()),
+            ("lock_timeout", half.clone()),
+            ("statement_timeout", half),
+        ])
     }
 
     /// A service whose claim rounds, key settlements and flag reads use `store`, while business
-    /// transactions use `pool` (both on the same database). A store pool that cannot connect is
-    /// the "store unreachable" case: fail-closed routes answer 503, fail-open routes run.
+    /// transactions use `pool` (both on the same database; `store` should be connected with
+    /// [`Idempotency::store_options`]). A store pool that cannot connect is the "store
+    /// unreachable" case: fail-closed routes answer 503, fail-open routes run.
     pub fn with_store_pool(
         pool: PgPool,
         store: PgPool,
@@ -257,32 +289,50 @@ impl Idempotency {
         let attempt = Uuid::new_v4();
         for _ in 0..3 {
             let started = Instant::now();
-            let round = tokio::time::timeout(deadline, self.round(&request, attempt));
-            let (found, tx) = match round.await {
-                Ok(Ok(round)) => round,
-                Ok(Err(err)) if is_lock_wait(&err) => {
+            // The claim statement runs in a task of its own that outlives this request: if the
+            // request gives up (deadline) or is cancelled (client gone) while the statement is
+            // under way, the task finds nobody took its answer and releases a row it won once
+            // the statement has committed. Released any earlier, the release could run before
+            // the claim and miss its row.
+            let (sender, receiver) = tokio::sync::oneshot::channel();
+            let (idem, claiming) = (self.clone(), request.clone());
+            tokio::spawn(async move {
+                let found = idem.round(&claiming, attempt).await;
+                if let Err(Ok(Found::Won { id, lineage })) = sender.send(found) {
+                    let tracked = Tracked {
+                        id,
+                        attempt,
+                        lineage,
+                        scope_user_id: claiming.scope_user_id,
+                        store_body: claiming.store_body,
+                        claimed_at: Instant::now(),
+                    };
+                    crate::claim::settle(&idem, tracked, crate::claim::Settle::Release).await;
+                }
+            });
+            let found = match tokio::time::timeout(deadline, receiver).await {
+                Ok(Ok(Ok(found))) => found,
+                Ok(Ok(Err(err))) if is_lock_wait(&err) => {
                     // The key's row (or a concurrent claimer's uncommitted row) is locked, e.g.
                     // by an original completing slowly. Not a fail-open case: a key that exists
                     // must never run a second time.
                     let remaining = deadline.saturating_sub(started.elapsed());
                     return self.blocked(request, remaining, &err.to_string()).await;
                 }
-                Ok(Err(err)) => return self.store_failed(request, &err.to_string()).await,
+                Ok(Ok(Err(err))) => return self.store_failed(request, &err.to_string()).await,
+                Ok(Err(_)) => return self.store_failed(request, "claim task ended").await,
                 // No answer within the deadline, and not even the server's own (shorter) lock
                 // timeout came back: an unreachable or stalled store.
                 Err(_) => return self.store_failed(request, "claim timed out").await,
             };
             let existing = match found {
-                Found::Won { id, lineage } => {
-                    return self.won(request, tx, id, lineage, attempt).await
-                }
-                Found::Vanished => {
-                    end(tx, deadline).await;
-                    continue;
-                }
+                // No await between receiving the win and arming its guard (in `won`): a
+                // cancellation cannot fall between the two.
+                Found::Won { id, lineage } => return self.won(request, id, lineage, attempt).await,
+                Found::Vanished => continue,
                 Found::Existing(row) => row,
             };
-            match self.judge(&request, tx, existing).await {
+            match self.judge(&request, existing).await {
                 Judgement::Answer(response, outcome) => {
                     outcome.record(&request.endpoint);
                     return Err(response.into());
@@ -343,12 +393,10 @@ impl Idempotency {
     async fn won(
         &self,
         request: ClaimRequest,
-        tx: Transaction<'static, Postgres>,
         id: i64,
         lineage: Uuid,
         attempt: Uuid,
     ) -> Result<Claim, Rejection> {
-        let deadline = self.inner.config.store_timeout;
         let tracked = Tracked {
             id,
             attempt,
@@ -357,28 +405,6 @@ impl Idempotency {
             store_body: request.store_body,
             claimed_at: Instant::now(),
         };
-        // The claim commits in a task of its own that outlives this request: if the request
-        // gives up (deadline) or is cancelled (client gone) while the commit is under way, the
-        // task sees nobody took its result and releases the row once the commit has landed.
-        // Released any earlier, the release could run before the commit and miss the row.
-        let (sender, receiver) = tokio::sync::oneshot::channel();
-        let idem = self.clone();
-        tokio::spawn(async move {
-            let committed = tx.commit().await;
-            let landed = committed.is_ok();
-            if sender.send(committed).is_err() && landed {
-                crate::claim::settle(&idem, tracked, crate::claim::Settle::Release).await;
-            }
-        });
-        match tokio::time::timeout(deadline, receiver).await {
-            Ok(Ok(Ok(()))) => {}
-            // A failed commit committed nothing: there is no row to release.
-            Ok(Ok(Err(err))) => return self.store_failed(request, &err.to_string()).await,
-            Ok(Err(_)) => return self.store_failed(request, "claim commit task ended").await,
-            Err(_) => return self.store_failed(request, "claim commit timed out").await,
-        }
-        // No await between receiving the commit and arming the guard: a cancellation cannot
-        // fall between the two.
         let guard = KeyGuard::new(self.clone(), Some(tracked));
         let tx = match self.inner.pool.begin().await {
             Ok(tx) => tx,
@@ -418,100 +444,91 @@ impl Idempotency {
 
     /// One claim round: insert-or-read, on a transaction that is returned open (it holds the
     /// key row's lock when the key was taken).
-    async fn round(
-        &self,
-        request: &ClaimRequest,
-        attempt: Uuid,
-    ) -> Result<(Found, Transaction<'static, Postgres>), sqlx::Error> {
-        // Half the deadline: a claim blocked on a locked key row gets the server's lock timeout
-        // (55P03) back with time left to look at the row (see `blocked`).
-        let timeout_ms = format!(
-            "{}ms",
-            (self.inner.config.store_timeout.as_millis() / 2).max(1)
-        );
+    async fn round(&self, request: &ClaimRequest, attempt: Uuid) -> Result<Found, sqlx::Error> {
         let ttl_ms = i64::try_from(request.ttl.as_millis()).unwrap_or(i64::MAX);
         let stale_ms = i64::try_from(self.inner.config.stale_after.as_millis()).unwrap_or(i64::MAX);
-        let key = request.key.to_string();
-
-        let mut tx = self.inner.store.begin().await?;
-        // The claim commits on its own (so duplicates see `in_flight`) and without waiting for
-        // the WAL flush: the completing transaction's synchronous commit flushes everything
-        // before it, so the claim is durable whenever anything it guarded is. The timeouts make
-        // a blocked claim give up on the server too, not only here.
-        sqlx::query(
-            "select set_config('synchronous_commit', 'off', true),
-                    set_config('lock_timeout', $1, true),
-                    set_config('statement_timeout', $1, true)",
-        )
-        .bind(&timeout_ms)
-        .execute(&mut *tx)
-        .await?;
-
+        // One autocommit statement on the store pool, whose sessions run with
+        // synchronous_commit=off and half the store timeout as lock and statement timeouts
+        // (`store_options`): the claim commits on its own (so duplicates see `in_flight`)
+        // without waiting for the WAL flush (the completing transaction's synchronous commit
+        // flushes everything before it, so the claim is durable whenever anything it guarded
+        // is), and a claim blocked on a locked row gets 55P03 back with time left to look
+        // (see `blocked`).
+        //
         // An expired row is treated as absent: the upsert takes it over for this attempt, as a
         // new lifetime (new lineage). A released row (an attempt that rolled back) is free too,
-        // and keeps its lineage while it has not expired.
-        let won: Option<(i64, Uuid)> = sqlx::query_as(
-            "insert into idempotency_keys
-                (idem_key, scope_user_id, scope_endpoint, request_hash, status, attempt,
-                 locked_at, expires_at)
-             values ($1, $2, $3, $4, 'in_flight', $5, now(),
-                     now() + $6::bigint * interval '1 millisecond')
-             on conflict on constraint uq_idem_key_user_endpoint do update
-                set request_hash = excluded.request_hash, status = 'in_flight',
-                    attempt = excluded.attempt, response_code = null,
-                    response_body = null, response_kid = null, response_nonce = null,
-                    response_ciphertext = null, response_headers = null, created_at = now(),
-                    locked_at = now(), completed_at = null, expires_at = excluded.expires_at,
-                    lineage = case when idempotency_keys.expires_at > now()
-                                   then idempotency_keys.lineage
-                                   else excluded.lineage end
-                where idempotency_keys.expires_at <= now()
-                   or idempotency_keys.status = 'released'
-             returning id, lineage",
+        // and keeps its lineage while it has not expired. When the key is taken, the same
+        // statement reads the row; a row committed after the statement began is not seen
+        // (`Vanished`, and the next round sees it).
+        let row: Option<RoundRow> = sqlx::query_as(
+            "with won as (
+                insert into idempotency_keys
+                    (idem_key, scope_user_id, scope_endpoint, request_hash, status, attempt,
+                     locked_at, expires_at)
+                values ($1, $2, $3, $4, 'in_flight', $5, now(),
+                        now() + $6::bigint * interval '1 millisecond')
+                on conflict on constraint uq_idem_key_user_endpoint do update
+                   set request_hash = excluded.request_hash, status = 'in_flight',
+                       attempt = excluded.attempt, response_code = null,
+                       response_body = null, response_kid = null, response_nonce = null,
+                       response_ciphertext = null, response_headers = null, created_at = now(),
+                       locked_at = now(), completed_at = null, expires_at = excluded.expires_at,
+                       lineage = case when idempotency_keys.expires_at > now()
+                                      then idempotency_keys.lineage
+                                      else excluded.lineage end
+                 where idempotency_keys.expires_at <= now()
+                    or idempotency_keys.status = 'released'
+                returning id, lineage)
+             select id, lineage, true as won, null::text as status, null::uuid as attempt,
+                    null::text as request_hash, null::smallint as response_code,
+                    null::jsonb as response_body, null::text as response_kid,
+                    null::bytea as response_nonce, null::bytea as response_ciphertext,
+                    null::jsonb as response_headers, false as stale, 0::bigint as in_flight_ms
+               from won
+             union all
+             select k.id, k.lineage, false, k.status, k.attempt, k.request_hash,
+                    k.response_code, k.response_body, k.response_kid, k.response_nonce,
+                    k.response_ciphertext, k.response_headers,
+                    now() - k.locked_at > $7::bigint * interval '1 millisecond',
+                    (extract(epoch from (now() - k.locked_at)) * 1000)::bigint
+               from idempotency_keys k
+              where k.idem_key = $1 and k.scope_user_id is not distinct from $2
+                and k.scope_endpoint = $3 and not exists (select 1 from won)",
         )
-        .bind(&key)
+        .bind(request.key.to_string())
         .bind(request.scope_user_id)
         .bind(&request.endpoint)
         .bind(&request.request_hash)
         .bind(attempt)
         .bind(ttl_ms)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let Some((id, lineage)) = won {
-            return Ok((Found::Won { id, lineage }, tx));
-        }
-
-        // A conflicting insert locked the row (even though the WHERE was false), so this read
-        // sees its latest committed state.
-        let existing: Option<ExistingRow> = sqlx::query_as(
-            "select id, status, attempt, request_hash, response_code, response_body,
-                    response_kid, response_nonce, response_ciphertext, response_headers,
-                    now() - locked_at > $4::bigint * interval '1 millisecond' as stale,
-                    (extract(epoch from (now() - locked_at)) * 1000)::bigint as in_flight_ms
-               from idempotency_keys
-              where idem_key = $1 and scope_user_id is not distinct from $2
-                and scope_endpoint = $3",
-        )
-        .bind(&key)
-        .bind(request.scope_user_id)
-        .bind(&request.endpoint)
         .bind(stale_ms)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&self.inner.store)
         .await?;
-        Ok((existing.map_or(Found::Vanished, Found::Existing), tx))
+        Ok(match row {
+            None => Found::Vanished,
+            Some(row) if row.won => Found::Won {
+                id: row.id,
+                lineage: row.lineage,
+            },
+            Some(row) => Found::Existing(ExistingRow {
+                id: row.id,
+                status: row.status.unwrap_or_default(),
+                attempt: row.attempt.unwrap_or_default(),
+                request_hash: row.request_hash.unwrap_or_default(),
+                response_code: row.response_code,
+                stored: row.stored,
+                response_headers: row.response_headers,
+                stale: row.stale,
+                in_flight_ms: row.in_flight_ms,
+            }),
+        })
     }
 
     /// The outcomes table (docs/idempotency.md) for a key someone else holds or held.
-    async fn judge(
-        &self,
-        request: &ClaimRequest,
-        mut tx: Transaction<'static, Postgres>,
-        row: ExistingRow,
-    ) -> Judgement {
+    async fn judge(&self, request: &ClaimRequest, row: ExistingRow) -> Judgement {
         let deadline = self.inner.config.store_timeout;
         // The fingerprint is checked before the status (as the design record orders it).
         if row.request_hash != request.request_hash {
-            end(tx, deadline).await;
             return Judgement::Answer(
                 error_response(
                     StatusCode::UNPROCESSABLE_ENTITY,
@@ -525,7 +542,6 @@ impl Idempotency {
         }
         match row.status.as_str() {
             "completed" => {
-                end(tx, deadline).await;
                 // The row matched the request's scope and endpoint, so they are its identity.
                 let identity = RowIdentity {
                     id: row.id,
@@ -574,22 +590,18 @@ impl Idempotency {
                 };
                 Judgement::Answer(stored.replay(), Outcome::Replay)
             }
-            "failed" => {
-                end(tx, deadline).await;
-                Judgement::Answer(
-                    error_response(
-                        StatusCode::CONFLICT,
-                        error_body(
-                            "idempotency_previous_failed",
-                            "the earlier request with this Idempotency-Key failed; use a new key",
-                        ),
+            "failed" => Judgement::Answer(
+                error_response(
+                    StatusCode::CONFLICT,
+                    error_body(
+                        "idempotency_previous_failed",
+                        "the earlier request with this Idempotency-Key failed; use a new key",
                     ),
-                    Outcome::PreviousFailed,
-                )
-            }
+                ),
+                Outcome::PreviousFailed,
+            ),
             "released" => {
                 // Freed between our upsert and our read: claim again.
-                end(tx, deadline).await;
                 Judgement::Again
             }
             _ if row.stale => {
@@ -603,10 +615,9 @@ impl Idempotency {
                     )
                     .bind(row.id)
                     .bind(row.attempt)
-                    .execute(&mut *tx)
+                    .execute(&self.inner.store)
                     .await?
                     .rows_affected();
-                    tx.commit().await?;
                     Ok::<u64, sqlx::Error>(released)
                 };
                 match tokio::time::timeout(deadline, release).await {
@@ -632,16 +643,13 @@ impl Idempotency {
                     }
                 }
             }
-            _ => {
-                end(tx, deadline).await;
-                Judgement::Answer(
-                    reply::in_flight(
-                        5000,
-                        "a request with this Idempotency-Key is in progress; retry later",
-                    ),
-                    Outcome::InFlight,
-                )
-            }
+            _ => Judgement::Answer(
+                reply::in_flight(
+                    5000,
+                    "a request with this Idempotency-Key is in progress; retry later",
+                ),
+                Outcome::InFlight,
+            ),
         }
     }
 
