@@ -31,6 +31,7 @@ fn billing(fake: &FakeStripe, timeout: Duration) -> Options {
                 secret_key: Some(SECRET_KEY.to_owned()),
                 webhook_secret: Some(WEBHOOK_SECRET.to_owned()),
                 timeout,
+                ..BillingConfig::default()
             },
             ..ApiConfig::default()
         },
@@ -916,5 +917,94 @@ async fn mirror_sync_upserts_for_operators_and_services(pool: PgPool) {
         .await
         .expect("status");
     assert_eq!(status, "past_due");
+    app.close().await;
+}
+
+/// While Stripe is slow, Stripe-calling requests hold pooled connections: past
+/// `RAPTOR_BILLING_CONCURRENCY` of them, the next is refused at once with `503 billing_busy`
+/// (its key released, so its retry runs), and trading goes on.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn billing_concurrency_is_bounded(pool: PgPool) {
+    let fake = FakeStripe::start().await;
+    let mut options = billing(&fake, Duration::from_secs(2));
+    options.api.billing.concurrency = 1;
+    let app = TestApp::with(&pool, options).await;
+    let (_, token) = app.user("busy-billing@example.com").await;
+    fake.set_mode("/v1/customers", Mode::Stall(Duration::from_millis(800)));
+    let slow = {
+        let router = app.router.clone();
+        let call = Call::new(Method::POST, CHECKOUT)
+            .token(&token)
+            .key(Uuid::new_v4())
+            .json(&checkout_body());
+        tokio::spawn(async move { send(router, call).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let busy_key = Uuid::new_v4();
+    let busy = app
+        .post(CHECKOUT, &token, Some(busy_key), &checkout_body())
+        .await;
+    assert_eq!(
+        busy.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        busy.text
+    );
+    assert_eq!(busy.body["error"], "billing_busy");
+    assert!(busy.header("retry-after").is_some());
+    assert_eq!(
+        key_status(&app, busy_key).await.as_deref(),
+        Some("released"),
+        "a retryable 503: the key is released"
+    );
+    app.quote("AAPL", "189.00", "190.00").await;
+    let order = app
+        .post(
+            "/api/trading/orders",
+            &token,
+            Some(Uuid::new_v4()),
+            &json!({ "symbol": "AAPL", "qty": "1", "side": "buy", "type": "market" }),
+        )
+        .await;
+    assert_eq!(order.status, StatusCode::CREATED, "{}", order.text);
+    let first = slow.await.expect("join");
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
+    app.close().await;
+}
+
+/// Erasure refuses while a subscription still renews (it would go on charging a person the
+/// service no longer knows); once it is set to end, erasure proceeds.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn erasure_waits_for_a_renewing_subscription(pool: PgPool) {
+    let (app, _fake) = app_with_fake(&pool).await;
+    let (user_id, token) = app.user("renewing@example.com").await;
+    sqlx::query(
+        "insert into billing_subscriptions
+            (stripe_subscription_id, stripe_customer_id, user_id, status, source_at)
+         values ('sub_renewing', 'cus_renewing', $1, 'active', now())",
+    )
+    .bind(user_id)
+    .execute(&app.pool)
+    .await
+    .expect("mirror row");
+    let refused = app
+        .post("/api/account/erasure", &token, None, &json!({}))
+        .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.text);
+    assert_eq!(refused.body["error"], "subscription_active");
+    assert_eq!(app.count("select count(*) from users").await, 1);
+    sqlx::query("update billing_subscriptions set cancel_at_period_end = true")
+        .execute(&app.pool)
+        .await
+        .expect("cancel at period end");
+    let erased = app
+        .post("/api/account/erasure", &token, None, &json!({}))
+        .await;
+    assert_eq!(erased.status, StatusCode::OK, "{}", erased.text);
+    assert_eq!(
+        app.count("select count(*) from billing_subscriptions")
+            .await,
+        0
+    );
     app.close().await;
 }

@@ -71,6 +71,9 @@ pub struct BillingConfig {
     pub webhook_secret: Option<String>,
     /// `STRIPE_TIMEOUT_MS`: the deadline of one Stripe call (below the request timeout).
     pub timeout: Duration,
+    /// `RAPTOR_BILLING_CONCURRENCY`: Stripe-calling requests in flight at once in this process
+    /// (each holds a pooled connection while Stripe answers); past it, `503 billing_busy`.
+    pub concurrency: usize,
 }
 
 impl Default for BillingConfig {
@@ -80,6 +83,7 @@ impl Default for BillingConfig {
             secret_key: None,
             webhook_secret: None,
             timeout: Duration::from_secs(10),
+            concurrency: 4,
         }
     }
 }
@@ -95,6 +99,7 @@ impl std::fmt::Debug for BillingConfig {
                 &self.webhook_secret.as_ref().map(|_| "***"),
             )
             .field("timeout", &self.timeout)
+            .field("concurrency", &self.concurrency)
             .finish()
     }
 }
@@ -170,6 +175,8 @@ pub struct ApiInner {
     pub auth_limiter: crate::sessions::AuthLimiter,
     /// Per-account write concurrency.
     pub account_writes: crate::trading::AccountWrites,
+    /// Permits of the Stripe-calling routes (`BillingConfig::concurrency`).
+    pub billing_permits: Arc<tokio::sync::Semaphore>,
     /// Set when shutdown begins: `/readyz` answers 503 from then on.
     draining: std::sync::atomic::AtomicBool,
 }
@@ -216,6 +223,7 @@ impl ApiState {
         };
         let stripe = crate::billing::StripeClient::from_config(&config.billing);
         let auth_limiter = crate::sessions::AuthLimiter::new(config.auth_limits);
+        let config_billing_concurrency = config.billing.concurrency.max(1);
         let account_writes = crate::trading::AccountWrites::new(
             config.account_write_concurrency,
             config.account_write_wait,
@@ -229,6 +237,7 @@ impl ApiState {
             stripe,
             auth_limiter,
             account_writes,
+            billing_permits: Arc::new(tokio::sync::Semaphore::new(config_billing_concurrency)),
             draining: std::sync::atomic::AtomicBool::new(false),
         }))
     }

@@ -10,7 +10,8 @@
 //! `RAPTOR_ORDER_EXPIRY_INTERVAL_SECS`, `RAPTOR_DB_LOCK_TIMEOUT_MS`, `RAPTOR_DB_STATEMENT_TIMEOUT_MS`,
 //! `RAPTOR_ACCOUNT_WRITE_CONCURRENCY`, `RAPTOR_ACCOUNT_WRITE_WAIT_MS`, `RAPTOR_SHUTDOWN_DRAIN_SECS`,
 //! `RAPTOR_SESSION_TTL_DAYS`,
-//! `RAPTOR_AUTH_EMAIL_PER_HOUR`, `RAPTOR_AUTH_IP_PER_MINUTE`, `STRIPE_API_BASE`,
+//! `RAPTOR_AUTH_EMAIL_PER_HOUR`, `RAPTOR_AUTH_IP_PER_MINUTE`, `RAPTOR_BILLING_CONCURRENCY`,
+//! `STRIPE_API_BASE`,
 //! `STRIPE_SECRET_KEY`, `STRIPE_WEBHOOK_SECRET`, `STRIPE_TIMEOUT_MS`, `RAPTOR_RESPONSE_KEYS`,
 //! `IDEMPOTENCY_REQUIRE_KEY`.
 
@@ -309,6 +310,11 @@ pub struct Config {
           default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..), global = true)]
     pub auth_ip_per_minute: u32,
 
+    /// Stripe-calling requests in flight at once in this process; past it, 503 billing_busy.
+    #[arg(long, env = "RAPTOR_BILLING_CONCURRENCY", value_name = "RAPTOR_BILLING_CONCURRENCY",
+          default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1000), global = true)]
+    pub billing_concurrency: u32,
+
     /// Deadline of one Stripe API call in milliseconds (must be below the request timeout).
     #[arg(long, env = "STRIPE_TIMEOUT_MS", value_name = "STRIPE_TIMEOUT_MS",
           default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000), global = true)]
@@ -427,6 +433,7 @@ impl Config {
                     .map(|s| s.expose().trim().to_owned())
                     .filter(|s| !s.is_empty()),
                 timeout: Duration::from_millis(self.stripe_timeout_ms),
+                concurrency: usize::try_from(self.billing_concurrency).unwrap_or(usize::MAX),
             },
             ..ApiConfig::default()
         }

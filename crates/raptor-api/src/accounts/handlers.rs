@@ -100,6 +100,7 @@ pub(crate) async fn export_account(
         (status = 200, description = "erased; counts of deleted rows", body = Object),
         (status = 401, description = "unauthenticated", body = ErrorBody),
         (status = 403, description = "forbidden (a service principal)", body = ErrorBody),
+        (status = 409, description = "subscription_active: a subscription still renews; cancel it first", body = ErrorBody),
     ))]
 pub(crate) async fn erase_account(
     State(state): State<ApiState>,

@@ -327,6 +327,26 @@ pub async fn erase(conn: &mut PgConnection, user_id: i32) -> ApiResult<Value> {
         .await
         .context("read user for erasure")?
         .ok_or(ApiError::NotFound("user"))?;
+    // A running subscription would go on charging a person we no longer know: it is canceled
+    // first (the billing portal, or `POST /api/billing/subscription/cancel`).
+    let running: Option<String> = sqlx::query_scalar(
+        "select stripe_subscription_id from billing_subscriptions
+          where user_id = $1 and status in ('active', 'trialing', 'past_due', 'unpaid', 'paused')
+            and not cancel_at_period_end
+          limit 1",
+    )
+    .bind(user_id)
+    .fetch_optional(&mut *conn)
+    .await
+    .context("read subscriptions for erasure")?;
+    if let Some(subscription) = running {
+        return Err(ApiError::Conflict {
+            code: "subscription_active",
+            message: format!(
+                "subscription {subscription} is still running; cancel it before erasing the account"
+            ),
+        });
+    }
     let mut counts = serde_json::Map::new();
     // Sign-in links before the user row: a link verification locks its link, then (inserting
     // the session) the user row, so taking them in the other order could deadlock with it.

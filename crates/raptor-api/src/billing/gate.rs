@@ -17,6 +17,26 @@ pub struct BillingUser {
     pub user_id: i32,
     /// The configured Stripe client.
     pub stripe: StripeClient,
+    /// The permits of the Stripe-calling requests in flight ([`BillingUser::permit`]).
+    pub(crate) permits: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
+impl BillingUser {
+    /// A slot among the Stripe-calling requests in flight, taken by the claim's winner (so
+    /// duplicates are still answered by the claim): while Stripe is slow these requests hold
+    /// pooled connections, and they must not take every one of them. None free: `503
+    /// billing_busy`, which releases the key, so the retry runs.
+    pub(crate) fn permit(&self) -> ApiResult<tokio::sync::OwnedSemaphorePermit> {
+        self.permits
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| ApiError::ServiceUnavailable {
+                code: "billing_busy",
+                message: "too many billing requests are waiting on Stripe; retry shortly"
+                    .to_owned(),
+                retry_after_secs: Some(1),
+            })
+    }
 }
 
 /// `503 billing_not_configured` (no Retry-After: retrying will not help).
@@ -45,6 +65,7 @@ where
         Ok(Self {
             user_id: user.id,
             stripe,
+            permits: state.billing_permits.clone(),
         })
     }
 }

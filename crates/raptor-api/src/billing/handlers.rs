@@ -46,7 +46,7 @@ use crate::state::ApiState;
         (status = 504, description = "stripe_timeout: Stripe did not answer in time; nothing was committed", body = ErrorBody),
     ))]
 pub(crate) async fn create_checkout_session(
-    BillingUser { user_id, stripe }: BillingUser,
+    billing: BillingUser,
     Idempotent {
         mut claim, body, ..
     }: Idempotent<CreateCheckoutSessionRequest, Tier2>,
@@ -54,7 +54,15 @@ pub(crate) async fn create_checkout_session(
     let keys = ForwardKeys::new(claim.lineage());
     let result = async {
         let params = body.parse()?;
-        ops::create_checkout_session(claim.conn(), &stripe, &keys, user_id, &params).await
+        let _permit = billing.permit()?;
+        ops::create_checkout_session(
+            claim.conn(),
+            &billing.stripe,
+            &keys,
+            billing.user_id,
+            &params,
+        )
+        .await
     }
     .await
     .map(|session| Reply::json(StatusCode::CREATED, &session));
@@ -86,11 +94,11 @@ impl Policy for Tier2Unstored {
         (status = 409, description = "idempotency_in_flight, idempotency_previous_failed, or subscription_active (checkout only: a subscription is still running)", body = ErrorBody),
         (status = 422, description = "invalid_body, invalid_billing_request, billing_request_rejected, idempotency_key_body_mismatch", body = ErrorBody),
         (status = 502, description = "stripe_unavailable: nothing was committed", body = ErrorBody),
-        (status = 503, description = "billing_not_configured, stripe_unavailable (Retry-After), database_unavailable", body = ErrorBody),
+        (status = 503, description = "billing_not_configured, billing_busy (Retry-After), stripe_unavailable (Retry-After), database_unavailable", body = ErrorBody),
         (status = 504, description = "stripe_timeout: nothing was committed", body = ErrorBody),
     ))]
 pub(crate) async fn create_portal_session(
-    BillingUser { user_id, stripe }: BillingUser,
+    billing: BillingUser,
     Idempotent {
         mut claim, body, ..
     }: Idempotent<CreatePortalSessionRequest, Tier2Unstored>,
@@ -98,7 +106,15 @@ pub(crate) async fn create_portal_session(
     let keys = ForwardKeys::new(claim.lineage());
     let result = async {
         let return_url = body.parse()?;
-        ops::create_portal_session(claim.conn(), &stripe, &keys, user_id, &return_url).await
+        let _permit = billing.permit()?;
+        ops::create_portal_session(
+            claim.conn(),
+            &billing.stripe,
+            &keys,
+            billing.user_id,
+            &return_url,
+        )
+        .await
     }
     .await
     .map(|session| Reply::json(StatusCode::CREATED, &session));
@@ -120,19 +136,22 @@ pub(crate) async fn create_portal_session(
         (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
         (status = 422, description = "invalid_body, billing_request_rejected, idempotency_key_body_mismatch", body = ErrorBody),
         (status = 502, description = "stripe_unavailable: nothing was committed", body = ErrorBody),
-        (status = 503, description = "billing_not_configured, stripe_unavailable (Retry-After), database_unavailable", body = ErrorBody),
+        (status = 503, description = "billing_not_configured, billing_busy (Retry-After), stripe_unavailable (Retry-After), database_unavailable", body = ErrorBody),
         (status = 504, description = "stripe_timeout: nothing was committed", body = ErrorBody),
     ))]
 pub(crate) async fn cancel_subscription(
     State(state): State<ApiState>,
-    BillingUser { user_id, stripe }: BillingUser,
+    billing: BillingUser,
     Idempotent { mut claim, .. }: Idempotent<CancelSubscriptionRequest, Tier2>,
 ) -> Response {
     let keys = ForwardKeys::new(claim.lineage());
     let now = state.clock.now();
-    let result = ops::cancel_subscription(claim.conn(), &stripe, &keys, user_id, now)
-        .await
-        .map(|row| Reply::json(StatusCode::OK, &SubscriptionResponse::from(row)));
+    let result = async {
+        let _permit = billing.permit()?;
+        ops::cancel_subscription(claim.conn(), &billing.stripe, &keys, billing.user_id, now).await
+    }
+    .await
+    .map(|row| Reply::json(StatusCode::OK, &SubscriptionResponse::from(row)));
     claim.finish(result).await
 }
 
