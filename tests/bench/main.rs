@@ -237,6 +237,7 @@ async fn bench(
             .await?;
         if clients == 1 {
             round_trips.insert("unkeyed", run.round_trips);
+            round_trips.insert("unkeyed_pool_pings", run.pings);
         }
         runs.push(run);
         println!("(2) fresh key, {clients} clients ...");
@@ -247,6 +248,7 @@ async fn bench(
             .await?;
         if clients == 1 {
             round_trips.insert("keyed", run.round_trips);
+            round_trips.insert("keyed_pool_pings", run.pings);
         }
         runs.push(run);
         println!("(3) replay, {clients} clients ...");
@@ -399,7 +401,7 @@ impl Bench {
         for (duration, measured) in [(Duration::from_secs(1), false), (self.secs, true)] {
             let deadline = Instant::now() + duration;
             let started = Instant::now();
-            let round_trips = self.counts.round_trips();
+            let (round_trips, pings) = (self.counts.round_trips(), self.counts.pings());
             let mut tasks = Vec::new();
             for (client, counter) in counters.iter().enumerate() {
                 let http = &self.http;
@@ -420,8 +422,9 @@ impl Bench {
                 .collect();
             if measured {
                 let mut run = Run::new(name, clients, started.elapsed(), answers);
-                run.round_trips =
-                    (self.counts.round_trips() - round_trips) as f64 / run.requests.max(1) as f64;
+                let per = |n: u64| n as f64 / run.requests.max(1) as f64;
+                run.round_trips = per(self.counts.round_trips() - round_trips);
+                run.pings = per(self.counts.pings() - pings);
                 return Ok(run);
             }
         }
@@ -939,8 +942,11 @@ struct Run {
     max_ms: f64,
     /// Answers by status code (a client error is `0`).
     statuses: BTreeMap<u16, usize>,
-    /// Round trips to Postgres per request (counted by the proxy; closed-loop runs).
+    /// Statements sent to Postgres per request (counted by the proxy; closed-loop runs).
     round_trips: f64,
+    /// The pool's pings per request (sqlx checks each connection as it comes back, after the
+    /// request's work; off the request's path).
+    pings: f64,
 }
 
 impl Run {
@@ -980,6 +986,7 @@ impl Run {
             max_ms: latencies.last().copied().unwrap_or(0.0),
             statuses,
             round_trips: 0.0,
+            pings: 0.0,
         }
     }
 

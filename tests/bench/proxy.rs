@@ -1,8 +1,9 @@
 //! A counting TCP proxy between the server and Postgres: it forwards bytes both ways unchanged
 //! and counts the client's round trips, i.e. the frontend messages that make Postgres answer:
 //! `Sync` (the end of an extended-protocol query: Parse/Bind/Execute/Sync) and `Query` (a
-//! simple-protocol statement such as `BEGIN`/`COMMIT`). Needs `sslmode=disable` (it reads the
-//! protocol in clear).
+//! simple-protocol statement such as `BEGIN`/`COMMIT`). A `Sync` with nothing before it is a
+//! ping (sqlx pings every connection it gets back, after the request's work), counted apart.
+//! Needs `sslmode=disable` (it reads the protocol in clear).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,11 +15,18 @@ use tokio::net::{TcpListener, TcpStream};
 #[derive(Debug, Default)]
 pub(crate) struct Counts {
     round_trips: AtomicU64,
+    pings: AtomicU64,
 }
 
 impl Counts {
+    /// Statements: extended-protocol queries and simple queries.
     pub(crate) fn round_trips(&self) -> u64 {
         self.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// Bare `Sync`s: the pool's connection checks.
+    pub(crate) fn pings(&self) -> u64 {
+        self.pings.load(Ordering::Relaxed)
     }
 }
 
@@ -52,9 +60,9 @@ async fn relay(client: TcpStream, server: TcpStream, counts: Arc<Counts>) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
-            counts
-                .round_trips
-                .fetch_add(parser.feed(&buf[..n]), Ordering::Relaxed);
+            let (statements, pings) = parser.feed(&buf[..n]);
+            counts.round_trips.fetch_add(statements, Ordering::Relaxed);
+            counts.pings.fetch_add(pings, Ordering::Relaxed);
             if server_write.write_all(&buf[..n]).await.is_err() {
                 break;
             }
@@ -73,14 +81,16 @@ async fn relay(client: TcpStream, server: TcpStream, counts: Arc<Counts>) {
 #[derive(Default)]
 struct Frontend {
     started: bool,
+    /// A message other than Sync came since the last Sync or Query.
+    busy: bool,
     pending: Vec<u8>,
 }
 
 impl Frontend {
-    /// Consumes bytes; returns how many round-trip messages completed in them.
-    fn feed(&mut self, bytes: &[u8]) -> u64 {
+    /// Consumes bytes; returns how many statements and pings completed in them.
+    fn feed(&mut self, bytes: &[u8]) -> (u64, u64) {
         self.pending.extend_from_slice(bytes);
-        let mut count = 0;
+        let (mut count, mut pings) = (0, 0);
         loop {
             let header = if self.started { 5 } else { 4 };
             if self.pending.len() < header {
@@ -98,8 +108,17 @@ impl Frontend {
                 break;
             }
             if self.started {
-                if matches!(self.pending[0], b'S' | b'Q') {
-                    count += 1;
+                match self.pending[0] {
+                    b'Q' => {
+                        count += 1;
+                        self.busy = false;
+                    }
+                    b'S' if self.busy => {
+                        count += 1;
+                        self.busy = false;
+                    }
+                    b'S' => pings += 1,
+                    _ => self.busy = true,
                 }
             } else if len >= 8 {
                 let code = u32::from_be_bytes([
@@ -115,7 +134,7 @@ impl Frontend {
             }
             self.pending.drain(..total);
         }
-        count
+        (count, pings)
     }
 }
 
@@ -135,13 +154,15 @@ mod tests {
         let mut parser = Frontend::default();
         let mut startup = 8u32.to_be_bytes().to_vec();
         startup.extend_from_slice(&196_608u32.to_be_bytes());
-        assert_eq!(parser.feed(&startup), 0);
+        assert_eq!(parser.feed(&startup), (0, 0));
         let mut stream = message(b'P', b"select 1\0\0\0");
         stream.extend(message(b'B', b"\0\0\0\0\0\0"));
         stream.extend(message(b'E', b"\0\0\0\0\0"));
         stream.extend(message(b'S', b""));
         stream.extend(message(b'Q', b"BEGIN\0"));
+        stream.extend(message(b'S', b""));
         let (a, b) = stream.split_at(7);
-        assert_eq!(parser.feed(a) + parser.feed(b), 2);
+        let (first, second) = (parser.feed(a), parser.feed(b));
+        assert_eq!((first.0 + second.0, first.1 + second.1), (2, 1));
     }
 }

@@ -475,18 +475,17 @@ pub(crate) async fn place(
         instrument(symbol)?;
     }
     let quotes = store::quotes(conn, &symbols, true).await?;
-    // Only the open orders that can matter to this order are read: those on its symbols and,
-    // for options, on their underlyings (closing quantity, coverage). Reservations come from
-    // the account row.
-    let roots: Vec<String> = symbols
+    // Only the open orders that can matter to this order are read: those on its underlyings
+    // (closing quantity, coverage). Reservations come from the account row.
+    let mut underlyings: Vec<String> = symbols
         .iter()
         .filter_map(|s| Instrument::parse(s).ok())
-        .filter(|i| i.expiry().is_some())
         .map(|i| i.underlying().to_owned())
         .collect();
+    underlyings.sort();
+    underlyings.dedup();
     let scope = store::Scope {
-        symbols: &symbols,
-        roots: &roots,
+        underlyings: &underlyings,
     };
     let (row, account, _) = account_state(conn, user_id, now, Some(scope)).await?;
     let (spec, requested_id) = to_spec(&intent, &account.positions)?;

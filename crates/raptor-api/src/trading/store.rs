@@ -74,13 +74,13 @@ impl From<PositionRow> for Position {
     }
 }
 
-/// Which open orders an order decision reads: those with a leg on one of `symbols`, or on an
-/// option whose underlying is one of `roots` (closing quantity and option coverage can only
-/// depend on those). `None` reads every open order (quote updates, resets).
+/// Which open orders an order decision reads: those with a leg on one of `underlyings` (an
+/// equity's symbol, an option's root). Closing quantity and option coverage can only depend on
+/// those; a few more (other contracts on the same root) do no harm. `None` reads every open
+/// order (quote updates, resets).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Scope<'a> {
-    pub(crate) symbols: &'a [String],
-    pub(crate) roots: &'a [String],
+    pub(crate) underlyings: &'a [String],
 }
 
 /// What a decision needs besides the account row, read in one statement after the account
@@ -155,19 +155,27 @@ pub(crate) async fn book(
                                    from paper_order_legs l where l.order_id = o.id))
                         order by o.created_at, o.id)
                         from paper_orders o
-                       where o.user_id = $1 and o.status = 'new'
-                         and ($2::text[] is null or exists (
-                               select 1 from paper_order_legs l
-                                where l.order_id = o.id
-                                  and (l.symbol = any($2)
-                                       or substring(l.symbol from '^([A-Z]+)[0-9]{6}[CP][0-9]{8}$')
-                                          = any($3))))), '[]'),
+                       where o.id in (
+                             -- simple orders, by the (user_id, underlying) index
+                             select id from paper_orders
+                              where user_id = $1 and status = 'new'
+                                and ($2::text[] is null or underlying = any($2))
+                             union all
+                             -- multi-leg orders with a leg on one of the underlyings
+                             select m.id from paper_orders m
+                              where $2::text[] is not null and m.user_id = $1
+                                and m.status = 'new' and m.order_class = 'mleg'
+                                and exists (
+                                    select 1 from paper_order_legs l
+                                     where l.order_id = m.id
+                                       and coalesce(substring(l.symbol
+                                                from '^([A-Z]+)[0-9]{6}[CP][0-9]{8}$'),
+                                              l.symbol) = any($2)))), '[]'),
             exists (select 1 from paper_orders d
-                     where d.user_id = $1 and d.status = 'new' and d.expires_at <= $4)",
+                     where d.user_id = $1 and d.status = 'new' and d.expires_at <= $3)",
     )
     .bind(user_id)
-    .bind(scope.map(|s| s.symbols))
-    .bind(scope.map_or(&[][..], |s| s.roots))
+    .bind(scope.map(|s| s.underlyings))
     .bind(now)
     .fetch_one(conn)
     .await
