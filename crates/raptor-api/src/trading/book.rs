@@ -363,23 +363,18 @@ fn spec_context(spec: &OrderSpec) -> serde_json::Value {
     })
 }
 
-/// Rows expired per statement by the sweep (`raptor orders expire` and the schedule).
-pub(crate) const EXPIRY_BATCH: i64 = 500;
+/// Accounts swept per transaction by `raptor orders expire` and the schedule.
+const ACCOUNTS_PER_SWEEP: i64 = 100;
 
 /// Expires the open orders that stopped being good by `now` (day orders at the session close,
-/// orders on options at their last close): those of `user_id`, or a batch of anyone's. Each
-/// expiry frees its reservation and is audited, in the caller's transaction.
+/// orders on options at their last close) of `user_id`, whose account the caller has locked.
+/// Each expiry frees its reservation and is audited, in the caller's transaction.
 pub(crate) async fn expire_due(
     conn: &mut PgConnection,
-    user_id: Option<i32>,
+    user_id: i32,
     now: chrono::DateTime<chrono::Utc>,
 ) -> ApiResult<usize> {
-    let limit = if user_id.is_some() {
-        i64::MAX
-    } else {
-        EXPIRY_BATCH
-    };
-    let expired = store::expire_due(conn, user_id, now, limit).await?;
+    let expired = store::expire_due(conn, user_id, now).await?;
     for order in &expired {
         let reason = if order.time_in_force == "day" {
             "session_close"
@@ -406,20 +401,37 @@ pub(crate) async fn expire_due(
 pub async fn expire_orders(state: &ApiState) -> ApiResult<usize> {
     let mut total = 0;
     loop {
+        let now = state.clock.now();
         let mut tx = state.db.begin().await.context("begin")?;
-        let expired = expire_due(&mut tx, None, state.clock.now()).await?;
+        // Account by account, each locked first: the lock order of the book (an order writer
+        // holds its account's row before any of its orders, and the reservation trigger
+        // updates that row), so the sweep cannot deadlock with orders or quote updates. An
+        // account another transaction holds is skipped: touching it expires its orders anyway.
+        let accounts =
+            store::lock_accounts_with_due_orders(&mut tx, now, ACCOUNTS_PER_SWEEP).await?;
+        for &user_id in &accounts {
+            total += expire_due(&mut tx, user_id, now).await?;
+        }
         tx.commit().await.context("commit expiry")?;
-        total += expired;
-        if i64::try_from(expired).unwrap_or(i64::MAX) < EXPIRY_BATCH {
+        if i64::try_from(accounts.len()).unwrap_or(i64::MAX) < ACCOUNTS_PER_SWEEP {
             return Ok(total);
         }
     }
 }
 
 /// Expires the caller's due orders before a read, so reads never show a dead order as open.
+/// Usually one cheap indexed look; when there is something to expire, the account is locked
+/// first (the book's lock order).
 pub(crate) async fn expire_for_read(state: &ApiState, user_id: i32) -> ApiResult<()> {
+    let now = state.clock.now();
+    let mut conn = state.db.acquire().await.context("acquire")?;
+    if !store::has_due_orders(&mut conn, user_id, now).await? {
+        return Ok(());
+    }
+    drop(conn);
     let mut tx = state.db.begin().await.context("begin")?;
-    expire_due(&mut tx, Some(user_id), state.clock.now()).await?;
+    store::lock_account(&mut tx, user_id).await?;
+    expire_due(&mut tx, user_id, now).await?;
     tx.commit().await.context("commit expiry")?;
     Ok(())
 }
@@ -437,7 +449,7 @@ async fn account_state(
     let mut book = store::book(conn, user_id, scope, now).await?;
     if book.has_due {
         // Touching an account expires what stopped being good, before its reservations count.
-        expire_due(conn, Some(user_id), now).await?;
+        expire_due(conn, user_id, now).await?;
         account = store::read_account(conn, user_id).await?;
         book = store::book(conn, user_id, scope, now).await?;
     }
@@ -606,7 +618,7 @@ pub(crate) async fn cancel(
     order_id: Uuid,
 ) -> ApiResult<OrderResponse> {
     store::lock_account(conn, user_id).await?;
-    expire_due(conn, Some(user_id), state.clock.now()).await?;
+    expire_due(conn, user_id, state.clock.now()).await?;
     let order = store::find_order(conn, user_id, order_id, true)
         .await?
         .ok_or(ApiError::NotFound("order"))?;

@@ -663,33 +663,63 @@ pub(crate) struct ExpiredOrder {
     pub(crate) expires_at: DateTime<Utc>,
 }
 
-/// Expires open orders whose `expires_at` is at or before `now`: those of `user_id`, or (with
-/// `None`) up to `limit` of anyone's, skipping rows another transaction holds. Frees their
-/// reservations. The caller audits each.
+/// Expires the open orders of `user_id` (whose account the caller has locked) that are no
+/// longer good at `now`, freeing their reservations. The caller audits each.
 pub(crate) async fn expire_due(
     conn: &mut PgConnection,
-    user_id: Option<i32>,
+    user_id: i32,
     now: DateTime<Utc>,
-    limit: i64,
 ) -> ApiResult<Vec<ExpiredOrder>> {
     sqlx::query_as(
-        "update paper_orders o
+        "update paper_orders
             set status = 'expired', reserved_cash = 0, updated_at = $2
-          where o.id in (select id from paper_orders
-                          where status = 'new' and expires_at <= $2
-                            and ($1::integer is null or user_id = $1)
-                          order by expires_at
-                          limit $3
-                          for update skip locked)
-            and o.status = 'new'
-         returning o.id, o.user_id, o.time_in_force, o.expires_at",
+          where user_id = $1 and status = 'new' and expires_at <= $2
+         returning id, user_id, time_in_force, expires_at",
     )
     .bind(user_id)
+    .bind(now)
+    .fetch_all(conn)
+    .await
+    .context("expire due orders")
+}
+
+/// Whether `user_id` has an open order that is no longer good at `now` (by index).
+pub(crate) async fn has_due_orders(
+    conn: &mut PgConnection,
+    user_id: i32,
+    now: DateTime<Utc>,
+) -> ApiResult<bool> {
+    sqlx::query_scalar(
+        "select exists (select 1 from paper_orders
+                         where user_id = $1 and status = 'new' and expires_at <= $2)",
+    )
+    .bind(user_id)
+    .bind(now)
+    .fetch_one(conn)
+    .await
+    .context("due orders")
+}
+
+/// Locks (`FOR UPDATE SKIP LOCKED`) up to `limit` accounts that have an open order no longer
+/// good at `now`; their ids.
+pub(crate) async fn lock_accounts_with_due_orders(
+    conn: &mut PgConnection,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> ApiResult<Vec<i32>> {
+    sqlx::query_scalar(
+        "select a.user_id from paper_accounts a
+          where a.user_id in (select distinct user_id from paper_orders
+                               where status = 'new' and expires_at <= $1)
+          order by a.user_id
+          limit $2
+          for update of a skip locked",
+    )
     .bind(now)
     .bind(limit)
     .fetch_all(conn)
     .await
-    .context("expire due orders")
+    .context("accounts with due orders")
 }
 
 /// Resets the account: cash, P&L, positions (open orders are canceled by the caller first).
