@@ -794,7 +794,8 @@ async fn fill_resting_for(
     // an empty stand-in (the engine judges it against the account without it); a filled order
     // leaves the stand-in behind, so later orders see its reservation freed and its fill
     // applied.
-    let mut filled = Vec::new();
+    let mut filled: Vec<store::RestingFill<'_>> = Vec::new();
+    let mut touched: Vec<String> = Vec::new();
     let mut events = Vec::new();
     for index in candidates {
         let order = &open[index];
@@ -804,14 +805,17 @@ async fn fill_resting_for(
             .evaluate_resting(&account, &order.spec, &quotes, now.date_naive())
         {
             Ok(Some(execution)) => {
-                if store::fill_resting(conn, order.id, user_id, &order.spec, &execution, now)
-                    .await?
-                {
-                    events.push(fill_event(user_id, order.id, &execution, "quote"));
-                    state.engine.apply(&mut account, &execution);
-                    filled.push(order.id);
-                    continue;
-                }
+                // Applied here so later orders are judged against it; written below, with
+                // every other fill of the account, in one statement.
+                state.engine.apply(&mut account, &execution);
+                touched.extend(execution.positions.iter().map(|p| p.symbol.clone()));
+                events.push(fill_event(user_id, order.id, &execution, "quote"));
+                filled.push(store::RestingFill {
+                    order_id: order.id,
+                    spec: &order.spec,
+                    execution,
+                });
+                continue;
             }
             Ok(None) => {
                 if order.last_evaluation_code.is_some() {
@@ -844,10 +848,27 @@ async fn fill_resting_for(
         }
         account.open_orders[index] = own;
     }
+    if !filled.is_empty() {
+        touched.sort();
+        touched.dedup();
+        let positions: Vec<raptor_engine::Position> = touched
+            .iter()
+            .filter_map(|symbol| account.positions.get(symbol).cloned())
+            .collect();
+        let written = store::fill_resting_many(conn, user_id, &filled, &positions, now).await?;
+        if written != filled.len() {
+            // The account and the quote rows are locked: no other writer can have ended one
+            // of these orders. Refuse to commit a partial picture.
+            return Err(ApiError::Internal(anyhow::anyhow!(
+                "filled {written} of {} resting orders",
+                filled.len()
+            )));
+        }
+    }
     audit::record_many(conn, events)
         .await
         .context("audit quote-driven changes")?;
-    Ok(filled)
+    Ok(filled.iter().map(|f| f.order_id).collect())
 }
 
 /// What an order's slot holds while it is judged, or after it filled: no legs, no reservation.

@@ -585,49 +585,125 @@ pub(crate) fn filled_price(spec: &OrderSpec, execution: &Execution) -> Decimal {
     }
 }
 
-/// Fills a resting order: the order and its legs, its fills, the positions and the cash, in one
-/// statement guarded on `status = 'new'`; false if it was no longer open (nothing written).
-pub(crate) async fn fill_resting(
+/// One resting order a quote update fills.
+pub(crate) struct RestingFill<'a> {
+    pub(crate) order_id: Uuid,
+    pub(crate) spec: &'a OrderSpec,
+    pub(crate) execution: Execution,
+}
+
+/// Fills several resting orders of one (locked) account in one statement: the orders and their
+/// legs, every fill, the final state of every touched position, and the summed cash. The
+/// number of orders filled (each guarded on `status = 'new'`).
+pub(crate) async fn fill_resting_many(
     conn: &mut PgConnection,
-    order_id: Uuid,
     user_id: i32,
-    spec: &OrderSpec,
-    execution: &Execution,
+    fills: &[RestingFill<'_>],
+    positions: &[Position],
     at: DateTime<Utc>,
-) -> ApiResult<bool> {
-    let sql = format!(
+) -> ApiResult<usize> {
+    let mut leg_order = Vec::new();
+    let mut leg_index = Vec::new();
+    let mut leg_symbol = Vec::new();
+    let mut leg_side = Vec::new();
+    let mut leg_qty = Vec::new();
+    let mut leg_price = Vec::new();
+    let mut leg_multiplier = Vec::new();
+    let mut leg_pnl = Vec::new();
+    for fill in fills {
+        for f in &fill.execution.fills {
+            leg_order.push(fill.order_id);
+            leg_index.push(self::leg_index(f.leg_index));
+            leg_symbol.push(f.symbol.clone());
+            leg_side.push(f.side.as_str());
+            leg_qty.push(f.qty);
+            leg_price.push(f.price);
+            leg_multiplier.push(i32::try_from(f.multiplier.mantissa()).unwrap_or(i32::MAX));
+            leg_pnl.push(f.realized_pnl);
+        }
+    }
+    let cash: Decimal = fills.iter().map(|f| f.execution.cash_delta).sum();
+    let realized: Decimal = fills.iter().map(|f| f.execution.realized_pnl).sum();
+    let filled = sqlx::query(
         "with o as (
-            update paper_orders
-               set status = 'filled', filled_qty = qty, filled_avg_price = $4, fees = $5,
-                   reserved_cash = 0, filled_at = $3, updated_at = $3
-             where id = $1 and status = 'new'
-            returning id),
+            update paper_orders p
+               set status = 'filled', filled_qty = p.qty, filled_avg_price = f.avg, fees = f.fees,
+                   reserved_cash = 0, filled_at = $2, updated_at = $2
+              from unnest($3::uuid[], $4::numeric[], $5::numeric[]) as f(id, avg, fees)
+             where p.id = f.id and p.status = 'new'
+            returning p.id),
         legs as (
             update paper_order_legs l
                set filled_qty = f.qty, filled_avg_price = f.price
-              from o, unnest($10::smallint[], $13::numeric[], $14::numeric[])
-                         as f(leg_index, qty, price)
-             where l.order_id = o.id and l.leg_index = f.leg_index),
-        {EFFECTS_SQL}
-        select count(*) from o"
-    );
-    let query = sqlx::query(&sql)
-        .bind(order_id)
-        .bind(user_id)
-        .bind(at)
-        .bind(filled_price(spec, execution))
-        .bind(execution.fees)
-        // $6..$9 are unused by this statement; bound so the arrays keep their numbers.
-        .bind(None::<String>)
-        .bind(None::<String>)
-        .bind(None::<String>)
-        .bind(None::<String>);
-    let filled = ExecutionArrays::new(Some(execution))
-        .bind(query)
-        .fetch_one(conn)
-        .await
-        .context("fill resting order")?;
-    Ok(filled.try_get::<i64, _>(0).context("fill resting order")? == 1)
+              from unnest($6::uuid[], $7::smallint[], $10::numeric[], $11::numeric[])
+                     as f(order_id, leg_index, qty, price)
+             where l.order_id = f.order_id and l.leg_index = f.leg_index
+               and f.order_id in (select id from o)),
+        fills as (
+            insert into paper_fills
+                (order_id, user_id, leg_index, symbol, side, qty, price, multiplier,
+                 realized_pnl, filled_at)
+            select f.order_id, $1, f.leg_index, f.symbol, f.side, f.qty, f.price, f.multiplier,
+                   f.pnl, $2
+              from unnest($6::uuid[], $7::smallint[], $8::text[], $9::text[], $10::numeric[],
+                          $11::numeric[], $12::integer[], $13::numeric[])
+                     as f(order_id, leg_index, symbol, side, qty, price, multiplier, pnl)
+             where f.order_id in (select id from o)),
+        positions as (
+            insert into paper_positions
+                (user_id, symbol, qty, avg_entry_price, realized_pnl, updated_at)
+            select $1, p.symbol, p.qty, p.avg_entry_price, p.realized_pnl, $2
+              from unnest($14::text[], $15::numeric[], $16::numeric[], $17::numeric[])
+                     as p(symbol, qty, avg_entry_price, realized_pnl)
+             where exists (select 1 from o)
+            on conflict (user_id, symbol) do update
+               set qty = excluded.qty, avg_entry_price = excluded.avg_entry_price,
+                   realized_pnl = excluded.realized_pnl, updated_at = excluded.updated_at),
+        cash as (
+            update paper_accounts
+               set cash = cash + $18, realized_pnl = realized_pnl + $19, updated_at = $2
+             where user_id = $1 and exists (select 1 from o))
+        select count(*) from o",
+    )
+    .bind(user_id)
+    .bind(at)
+    .bind(fills.iter().map(|f| f.order_id).collect::<Vec<_>>())
+    .bind(
+        fills
+            .iter()
+            .map(|f| filled_price(f.spec, &f.execution))
+            .collect::<Vec<_>>(),
+    )
+    .bind(fills.iter().map(|f| f.execution.fees).collect::<Vec<_>>())
+    .bind(leg_order)
+    .bind(leg_index)
+    .bind(leg_symbol)
+    .bind(leg_side)
+    .bind(leg_qty)
+    .bind(leg_price)
+    .bind(leg_multiplier)
+    .bind(leg_pnl)
+    .bind(
+        positions
+            .iter()
+            .map(|p| p.symbol.clone())
+            .collect::<Vec<_>>(),
+    )
+    .bind(positions.iter().map(|p| p.qty).collect::<Vec<_>>())
+    .bind(
+        positions
+            .iter()
+            .map(|p| p.avg_entry_price)
+            .collect::<Vec<_>>(),
+    )
+    .bind(positions.iter().map(|p| p.realized_pnl).collect::<Vec<_>>())
+    .bind(cash)
+    .bind(realized)
+    .fetch_one(conn)
+    .await
+    .context("fill resting orders")?;
+    let filled: i64 = filled.try_get(0).context("fill resting orders")?;
+    Ok(usize::try_from(filled).unwrap_or(0))
 }
 
 /// Ends an open order as `canceled` or `expired`, releasing its reservation (guarded on
