@@ -659,7 +659,10 @@ impl Idempotency {
         let Some(audit) = &self.inner.audit else {
             return;
         };
-        let write = audit.record(&self.inner.pool, &event);
+        // On the store pool: its sessions commit without waiting for the WAL flush. A replay is no
+        // state change (the original's rows are the record); a crash may lose its note, never a
+        // business row, and the replay does not wait for the disk.
+        let write = audit.record(&self.inner.store, &event);
         match tokio::time::timeout(self.inner.config.store_timeout, write).await {
             Ok(Ok(())) => {}
             Ok(Err(err)) => {

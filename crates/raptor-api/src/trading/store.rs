@@ -83,6 +83,23 @@ pub(crate) struct Scope<'a> {
     pub(crate) underlyings: &'a [String],
 }
 
+/// The ids of the open orders on the underlyings `$2`: simple orders by the
+/// `(user_id, underlying)` index, multi-leg orders by their legs.
+const SCOPED_IDS: &str = "
+    select id from paper_orders
+     where user_id = $1 and status = 'new' and underlying = any($2)
+    union all
+    select m.id from paper_orders m
+     where m.user_id = $1 and m.status = 'new' and m.order_class = 'mleg'
+       and exists (select 1 from paper_order_legs l
+                    where l.order_id = m.id
+                      and coalesce(substring(l.symbol from '^([A-Z]+)[0-9]{6}[CP][0-9]{8}$'),
+                                   l.symbol) = any($2))";
+
+/// The ids of every open order of the account (`$2` unused).
+const ALL_IDS: &str = "
+    select id from paper_orders where user_id = $1 and status = 'new' and $2::text[] is not null";
+
 /// What a decision needs besides the account row, read in one statement after the account
 /// lock (so it sees every write committed before the lock was granted; the account lock guards
 /// the positions and open orders of the account).
@@ -135,7 +152,7 @@ pub(crate) async fn book(
         sqlx::types::Json<Vec<PositionJson>>,
         sqlx::types::Json<Vec<OpenOrderJson>>,
         bool,
-    ) = sqlx::query_as(
+    ) = sqlx::query_as(&format!(
         "select
             coalesce((select jsonb_agg(jsonb_build_object(
                         'symbol', p.symbol, 'qty', p.qty::text,
@@ -155,27 +172,15 @@ pub(crate) async fn book(
                                    from paper_order_legs l where l.order_id = o.id))
                         order by o.created_at, o.id)
                         from paper_orders o
-                       where o.id in (
-                             -- simple orders, by the (user_id, underlying) index
-                             select id from paper_orders
-                              where user_id = $1 and status = 'new'
-                                and ($2::text[] is null or underlying = any($2))
-                             union all
-                             -- multi-leg orders with a leg on one of the underlyings
-                             select m.id from paper_orders m
-                              where $2::text[] is not null and m.user_id = $1
-                                and m.status = 'new' and m.order_class = 'mleg'
-                                and exists (
-                                    select 1 from paper_order_legs l
-                                     where l.order_id = m.id
-                                       and coalesce(substring(l.symbol
-                                                from '^([A-Z]+)[0-9]{6}[CP][0-9]{8}$'),
-                                              l.symbol) = any($2)))), '[]'),
+                       where o.id in ({OPEN_IDS})), '[]'),
             exists (select 1 from paper_orders d
                      where d.user_id = $1 and d.status = 'new' and d.expires_at <= $3)",
-    )
+        // Two statements, not one with `$2 is null or …`: a generic plan could not use the
+        // underlying index through the OR.
+        OPEN_IDS = if scope.is_some() { SCOPED_IDS } else { ALL_IDS },
+    ))
     .bind(user_id)
-    .bind(scope.map(|s| s.underlyings))
+    .bind(scope.map_or(&[][..], |s| s.underlyings))
     .bind(now)
     .fetch_one(conn)
     .await
