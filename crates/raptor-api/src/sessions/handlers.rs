@@ -45,6 +45,16 @@ fn invalid_token() -> ApiError {
     )
 }
 
+/// The request's address, once the address and the client IP are within their rate limits.
+fn admit(state: &ApiState, peer: Peer, request: &EmailRequest) -> ApiResult<Email> {
+    let email = Email::parse(&request.email)?;
+    state.auth_limiter.check(
+        &email.key(),
+        peer.map(|Extension(ConnectInfo(addr))| addr.ip()),
+    )?;
+    Ok(email)
+}
+
 /// Start sign-up: emails a verification link (valid 24 h). The answer is the same whether or
 /// not the address has an account (an existing user is sent a login link instead), so it
 /// cannot be used to probe for accounts. Rate-limited per address and per client IP.
@@ -61,11 +71,7 @@ pub(crate) async fn register(
     peer: Peer,
     ApiJson(request): ApiJson<EmailRequest>,
 ) -> ApiResult<impl IntoResponse> {
-    let email = Email::parse(&request.email)?;
-    state.auth_limiter.check(
-        &email.key(),
-        peer.map(|Extension(ConnectInfo(addr))| addr.ip()),
-    )?;
+    let email = admit(&state, peer, &request)?;
     let mut tx = state.db.begin().await.context("begin")?;
     let token = store::new_link_token()?;
     match accounts::find_user_by_email(&mut tx, &email).await? {
@@ -120,11 +126,7 @@ pub(crate) async fn login(
     peer: Peer,
     ApiJson(request): ApiJson<EmailRequest>,
 ) -> ApiResult<impl IntoResponse> {
-    let email = Email::parse(&request.email)?;
-    state.auth_limiter.check(
-        &email.key(),
-        peer.map(|Extension(ConnectInfo(addr))| addr.ip()),
-    )?;
+    let email = admit(&state, peer, &request)?;
     // The work happens after the answer: a known and an unknown address answer alike and in
     // the same time, so neither the body nor the latency tells whether an account exists.
     tokio::spawn(async move {
