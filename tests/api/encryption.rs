@@ -609,7 +609,8 @@ async fn response_keys_configuration(pool: PgPool) {
         .expect_err("unknown level");
     assert!(err.to_string().contains("IDEMPOTENCY_REQUIRE_KEY"), "{err}");
 
-    let err = cli(&pool, &["idempotency", "reencrypt"])
+    // Explicitly blank: a developer's .env (which `#[sqlx::test]` loads) may hold a key.
+    let err = cli(&pool, &["--response-keys=", "idempotency", "reencrypt"])
         .await
         .expect_err("no keys");
     assert!(

@@ -13,8 +13,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::dto::{
-    self, AccountResponse, ClosePositionRequest, CreateOrderRequest, OrderClassDto, OrderResponse,
-    QuoteResponse, RollRequest,
+    self, AccountResponse, CloseDraft, OrderDraft, OrderResponse, QuoteResponse, RollDraft,
 };
 use super::store::{self, StoredOrder};
 use crate::audit::{self, AuditEvent};
@@ -27,88 +26,41 @@ const PRICE_SCALE: u32 = 6;
 /// Namespace of derived `client_order_id`s (UUIDv5 of account, purpose and Idempotency-Key).
 const CLIENT_ORDER_ID_NAMESPACE: Uuid = Uuid::from_u128(0x6d1e_0f3a_51c4_4e1b_9a0d_7c55_2b8e_11a7);
 
-/// What the caller asked for.
+/// What the caller asked for, parsed at the boundary (`dto.rs`).
 pub(crate) enum Intent {
     /// `POST /orders`.
-    Order(CreateOrderRequest),
+    Order(OrderDraft),
     /// `POST /positions/{symbol}/roll`.
-    Roll { from: String, request: RollRequest },
+    Roll(RollDraft),
     /// `POST /positions/{symbol}/close`.
-    Close {
-        symbol: String,
-        request: ClosePositionRequest,
-    },
+    Close(CloseDraft),
 }
 
 impl Intent {
-    /// Every symbol the request names, sorted and distinct (the quote lock order).
-    fn symbols(&self) -> Vec<String> {
-        let mut symbols: Vec<String> = match self {
-            Self::Order(request) => request
-                .symbol
-                .iter()
-                .cloned()
-                .chain(request.legs.iter().flatten().map(|l| l.symbol.clone()))
-                .collect(),
-            Self::Roll { from, request } => vec![from.clone(), request.to_symbol.clone()],
-            Self::Close { symbol, .. } => vec![symbol.clone()],
+    /// Every instrument the request names, by symbol, sorted and distinct (the quote lock
+    /// order).
+    fn instruments(&self) -> Vec<&Instrument> {
+        let mut instruments: Vec<&Instrument> = match self {
+            Self::Order(order) => order.legs.iter().map(|l| &l.instrument).collect(),
+            Self::Roll(roll) => vec![&roll.from, &roll.to],
+            Self::Close(close) => vec![&close.instrument],
         };
-        symbols.sort();
-        symbols.dedup();
-        symbols
+        instruments.sort_by(|a, b| a.symbol().cmp(b.symbol()));
+        instruments.dedup_by(|a, b| a.symbol() == b.symbol());
+        instruments
     }
 
     fn purpose(&self) -> &'static str {
         match self {
             Self::Order(_) => "order",
-            Self::Roll { .. } => "roll",
-            Self::Close { .. } => "close",
+            Self::Roll(_) => "roll",
+            Self::Close(_) => "close",
         }
     }
-}
-
-/// The longest symbol accepted (OCC option symbols are 21 characters).
-const MAX_SYMBOL_LEN: usize = 32;
-
-/// Checks the request's shape (leg count, symbol sizes) before any lock or audit write, so a
-/// huge body is refused for the price of parsing it.
-fn check_shape(intent: &Intent) -> ApiResult<()> {
-    let (legs, symbols): (usize, Vec<&str>) = match intent {
-        Intent::Order(request) => {
-            let legs = request.legs.as_deref().unwrap_or_default();
-            (
-                legs.len(),
-                request
-                    .symbol
-                    .iter()
-                    .map(String::as_str)
-                    .chain(legs.iter().map(|l| l.symbol.as_str()))
-                    .collect(),
-            )
-        }
-        Intent::Roll { from, request } => (2, vec![from.as_str(), request.to_symbol.as_str()]),
-        Intent::Close { symbol, .. } => (1, vec![symbol.as_str()]),
-    };
-    if legs > *raptor_engine::MLEG_LEGS.end() {
-        return Err(invalid(format!(
-            "an order has at most {} legs, got {legs}",
-            raptor_engine::MLEG_LEGS.end()
-        )));
-    }
-    if let Some(long) = symbols.iter().find(|s| s.len() > MAX_SYMBOL_LEN) {
-        return Err(ApiError::invalid(
-            "invalid_symbol",
-            format!(
-                "symbol of {} bytes is longer than {MAX_SYMBOL_LEN}",
-                long.len()
-            ),
-        ));
-    }
-    Ok(())
 }
 
 fn instrument(symbol: &str) -> ApiResult<Instrument> {
-    Instrument::parse(symbol).map_err(|err| ApiError::invalid("invalid_symbol", err.to_string()))
+    dto::instrument(symbol)
 }
 
 fn invalid(reason: impl Into<String>) -> ApiError {
@@ -138,93 +90,60 @@ fn leg_intent(
     }
 }
 
-/// Turns a request into an engine order, given the (locked) positions.
+/// Turns a parsed request into an engine order, given the (locked) positions; the requested
+/// `client_order_id`, if any.
 fn to_spec(
     intent: &Intent,
     positions: &std::collections::BTreeMap<String, Position>,
 ) -> ApiResult<(OrderSpec, Option<String>)> {
     match intent {
-        Intent::Order(request) => {
-            let order_type = request.order_type.into();
-            let time_in_force = request.time_in_force.map_or(TimeInForce::Day, Into::into);
-            let class = request.order_class.unwrap_or(OrderClassDto::Simple);
-            let legs = match class {
-                OrderClassDto::Simple => {
-                    if request.legs.as_ref().is_some_and(|l| !l.is_empty()) {
-                        return Err(invalid("legs are only allowed with order_class mleg"));
-                    }
-                    let symbol = request
-                        .symbol
-                        .as_deref()
-                        .ok_or_else(|| invalid("symbol is required"))?;
-                    let intent = leg_intent(
-                        symbol,
-                        request.side.map(Into::into),
-                        request.position_intent.map(Into::into),
-                        positions,
-                    )?;
-                    vec![LegSpec {
-                        instrument: instrument(symbol)?,
+        Intent::Order(order) => {
+            let legs = order
+                .legs
+                .iter()
+                .map(|leg| {
+                    let intent =
+                        leg_intent(leg.instrument.symbol(), leg.side, leg.intent, positions)?;
+                    Ok(LegSpec {
+                        instrument: leg.instrument.clone(),
                         side: intent.side(),
-                        ratio_qty: 1,
+                        ratio_qty: leg.ratio_qty,
                         position_intent: intent,
-                    }]
-                }
-                OrderClassDto::Mleg => {
-                    if request.symbol.is_some() || request.side.is_some() {
-                        return Err(invalid("mleg orders take symbol and side per leg"));
-                    }
-                    let legs = request.legs.as_deref().unwrap_or_default();
-                    legs.iter()
-                        .map(|leg| {
-                            let intent = leg_intent(
-                                &leg.symbol,
-                                leg.side.map(Into::into),
-                                leg.position_intent.map(Into::into),
-                                positions,
-                            )?;
-                            Ok(LegSpec {
-                                instrument: instrument(&leg.symbol)?,
-                                side: intent.side(),
-                                ratio_qty: leg.ratio_qty.unwrap_or(1),
-                                position_intent: intent,
-                            })
-                        })
-                        .collect::<ApiResult<Vec<_>>>()?
-                }
-            };
+                    })
+                })
+                .collect::<ApiResult<Vec<_>>>()?;
             Ok((
                 OrderSpec {
-                    class: class.into(),
-                    order_type,
-                    time_in_force,
-                    qty: request.qty,
-                    limit_price: request.limit_price,
+                    class: order.class,
+                    order_type: order.order_type,
+                    time_in_force: order.time_in_force,
+                    qty: order.qty,
+                    limit_price: order.limit_price.map(dto::Price::get),
                     legs,
                 },
-                request.client_order_id.clone(),
+                order.client_order_id.clone(),
             ))
         }
-        Intent::Roll { from, request } => {
+        Intent::Roll(roll) => {
             let spec = OrderSpec {
                 class: OrderClass::Mleg,
-                order_type: if request.limit_price.is_some() {
+                order_type: if roll.limit_price.is_some() {
                     OrderType::Limit
                 } else {
                     OrderType::Market
                 },
                 time_in_force: TimeInForce::Day,
-                qty: request.qty,
-                limit_price: request.limit_price,
+                qty: roll.qty,
+                limit_price: roll.limit_price.map(dto::Price::get),
                 legs: vec![
                     LegSpec {
-                        instrument: instrument(from)?,
+                        instrument: roll.from.clone(),
                         side: Side::Buy,
                         ratio_qty: 1,
                         position_intent: PositionIntent::BuyToClose,
                     },
                     LegSpec {
-                        instrument: instrument(&request.to_symbol)?,
+                        instrument: roll.to.clone(),
                         side: Side::Sell,
                         ratio_qty: 1,
                         position_intent: PositionIntent::SellToOpen,
@@ -233,7 +152,8 @@ fn to_spec(
             };
             Ok((spec, None))
         }
-        Intent::Close { symbol, request } => {
+        Intent::Close(close) => {
+            let symbol = close.instrument.symbol();
             let held = positions
                 .get(symbol)
                 .map(|p| p.qty)
@@ -245,26 +165,15 @@ fn to_spec(
                 PositionIntent::SellToClose
             };
             let spec = OrderSpec::simple(
-                instrument(symbol)?,
+                close.instrument.clone(),
                 intent,
-                request.qty.unwrap_or(held.abs()),
+                close.qty.unwrap_or(held.abs()),
                 OrderType::Market,
                 None,
                 TimeInForce::Day,
             );
             Ok((spec, None))
         }
-    }
-}
-
-fn requested_client_order_id(requested: Option<String>) -> ApiResult<Option<String>> {
-    match requested {
-        Some(id) if id.trim().is_empty() || id.len() > 128 || id.chars().any(char::is_control) => {
-            Err(invalid(
-                "client_order_id must be 1 to 128 characters, without control characters",
-            ))
-        }
-        other => Ok(other),
     }
 }
 
@@ -292,7 +201,7 @@ impl ClientOrderId {
         key: Option<IdempotencyKey>,
         lineage: Option<Uuid>,
     ) -> ApiResult<Self> {
-        if let Some(id) = requested_client_order_id(requested)? {
+        if let Some(id) = requested {
             return Ok(Self {
                 first: id,
                 lifetime: None,
@@ -477,21 +386,16 @@ pub(crate) async fn place(
     // read of the rows must show the same.
     let now = chrono::SubsecRound::trunc_subsecs(state.clock.now(), 6);
     let purpose = intent.purpose();
-    check_shape(&intent)?;
     // Quote rows first (shared), then the account: the lock order of quote updates. Without
     // the share lock, a quote update could commit between this read and this order resting,
     // and the order would miss the quote that makes it marketable.
-    let symbols = intent.symbols();
-    // Parsed before any SQL sees them: a malformed symbol is a 422, never a database error.
-    for symbol in &symbols {
-        instrument(symbol)?;
-    }
+    let instruments = intent.instruments();
+    let symbols: Vec<String> = instruments.iter().map(|i| i.symbol().to_owned()).collect();
     let quotes = store::quotes(conn, &symbols, true).await?;
     // Only the open orders that can matter to this order are read: those on its underlyings
     // (closing quantity, coverage). Reservations come from the account row.
-    let mut underlyings: Vec<String> = symbols
+    let mut underlyings: Vec<String> = instruments
         .iter()
-        .filter_map(|s| Instrument::parse(s).ok())
         .map(|i| i.underlying().to_owned())
         .collect();
     underlyings.sort();
@@ -501,9 +405,6 @@ pub(crate) async fn place(
     };
     let (row, account, _) = account_state(conn, user_id, now, Some(scope)).await?;
     let (spec, requested_id) = to_spec(&intent, &account.positions)?;
-    if spec.limit_price.is_some_and(|p| p.scale() > PRICE_SCALE) {
-        return Err(invalid("limit_price has more than 6 decimal places"));
-    }
     let ids = ClientOrderId::new(user_id, purpose, requested_id, key, lineage)?;
     let decision = match state
         .engine

@@ -51,14 +51,10 @@ pub(crate) async fn create_order(
     }: Idempotent<CreateOrderRequest, Tier1>,
 ) -> Response {
     let (key, lineage) = (claim.key(), claim.lineage());
-    let result = book::place(
-        claim.conn(),
-        &state,
-        trader.user_id,
-        Intent::Order(body),
-        key,
-        lineage,
-    )
+    let result = async {
+        let intent = Intent::Order(body.parse()?);
+        book::place(claim.conn(), &state, trader.user_id, intent, key, lineage).await
+    }
     .await
     .map(created);
     claim.finish(result).await
@@ -90,13 +86,12 @@ pub(crate) async fn roll_position(
     }: Idempotent<RollRequest, Tier1>,
 ) -> Response {
     let (key, lineage) = (claim.key(), claim.lineage());
-    let intent = Intent::Roll {
-        from: symbol,
-        request: body,
-    };
-    let result = book::place(claim.conn(), &state, trader.user_id, intent, key, lineage)
-        .await
-        .map(created);
+    let result = async {
+        let intent = Intent::Roll(body.parse(&symbol)?);
+        book::place(claim.conn(), &state, trader.user_id, intent, key, lineage).await
+    }
+    .await
+    .map(created);
     claim.finish(result).await
 }
 
@@ -126,13 +121,12 @@ pub(crate) async fn close_position(
     }: Idempotent<ClosePositionRequest, Tier1>,
 ) -> Response {
     let (key, lineage) = (claim.key(), claim.lineage());
-    let intent = Intent::Close {
-        symbol,
-        request: body,
-    };
-    let result = book::place(claim.conn(), &state, trader.user_id, intent, key, lineage)
-        .await
-        .map(created);
+    let result = async {
+        let intent = Intent::Close(body.parse(&symbol)?);
+        book::place(claim.conn(), &state, trader.user_id, intent, key, lineage).await
+    }
+    .await
+    .map(created);
     claim.finish(result).await
 }
 
