@@ -539,3 +539,56 @@ async fn cors_for_the_web_app(pool: PgPool) {
     assert_eq!(foreign.header("access-control-allow-origin"), None);
     app.close().await;
 }
+
+/// Errors are RFC 9457 problem details (keeping `error`, `message` and the context members);
+/// a 401 names its scheme; the `type` resolves to the code's section of `/docs/errors`.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn errors_are_problem_details(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let unauthenticated = app.get("/api/trading/account", "nope").await;
+    assert_eq!(unauthenticated.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        unauthenticated.header("content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(unauthenticated.header("www-authenticate"), Some("Bearer"));
+    let body = &unauthenticated.body;
+    assert_eq!(body["error"], "unauthenticated");
+    assert_eq!(body["type"], "/docs/errors#unauthenticated");
+    assert_eq!(body["title"], "Unauthorized");
+    assert_eq!(body["status"], 401);
+    assert_eq!(body["detail"], body["message"]);
+    let request_id = unauthenticated.header("x-request-id").expect("request id");
+    assert_eq!(body["instance"], format!("urn:request:{request_id}"));
+
+    // The safety net (a 405 from the router) and an idempotency reply go through it too.
+    let (_, token) = app.user("problems@example.com").await;
+    let wrong_method = app
+        .send(Call::new(Method::PATCH, "/api/trading/orders").token(&token))
+        .await;
+    assert_eq!(wrong_method.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(wrong_method.body["type"], "/docs/errors#method_not_allowed");
+    let bad_key = app
+        .send(
+            Call::new(Method::POST, "/api/trading/orders")
+                .token(&token)
+                .key("not-a-uuid")
+                .json(&serde_json::json!({})),
+        )
+        .await;
+    assert_eq!(bad_key.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad_key.body["type"], "/docs/errors#idempotency_key_invalid");
+    assert_eq!(
+        bad_key.header("content-type"),
+        Some("application/problem+json")
+    );
+
+    // Health answers are not errors: /readyz keeps its own shape.
+    let docs = app.send(Call::new(Method::GET, "/docs/errors")).await;
+    assert_eq!(docs.status, StatusCode::OK);
+    assert!(
+        docs.text.contains("id=\"unauthenticated\""),
+        "the anchor exists"
+    );
+    app.close().await;
+}

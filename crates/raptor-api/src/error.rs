@@ -125,7 +125,9 @@ impl From<sqlx::Error> for ApiError {
     }
 }
 
-/// The error body every error response carries (documented once in OpenAPI).
+/// The error body every error response carries (documented once in OpenAPI): RFC 9457
+/// problem details (`application/problem+json`, see `crate::problem`) plus the stable code,
+/// the message and the code's context members (e.g. `buying_power`, `retry_after_ms`).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
     /// Stable machine code, e.g. `insufficient_buying_power`.
@@ -133,6 +135,21 @@ pub struct ErrorBody {
     pub error: String,
     /// Human-readable explanation.
     pub message: String,
+    /// Where the code is explained: `/docs/errors#<code>`.
+    #[serde(rename = "type")]
+    #[schema(example = "/docs/errors#insufficient_buying_power")]
+    pub problem_type: String,
+    /// The HTTP status's reason phrase.
+    #[schema(example = "Forbidden")]
+    pub title: String,
+    /// The HTTP status.
+    #[schema(example = 403)]
+    pub status: u16,
+    /// Same as `message`.
+    pub detail: String,
+    /// This occurrence: `urn:request:<x-request-id>`.
+    #[schema(example = "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11")]
+    pub instance: Option<String>,
 }
 
 impl ApiError {

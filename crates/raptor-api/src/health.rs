@@ -84,10 +84,32 @@ pub(crate) async fn get_metrics() -> Response {
 }
 
 /// `GET /openapi.json` and `GET /docs`, served from the generated document.
+/// `docs/errors.md`, embedded: the page every error's `type` points into.
+const ERRORS_MD: &str = include_str!("../../../docs/errors.md");
+
+/// `docs/errors.md` as an HTML page (its `<a id="code">` anchors kept).
+fn errors_page() -> String {
+    let mut html = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Raptor errors</title>\
+         </head><body>",
+    );
+    pulldown_cmark::html::push_html(&mut html, pulldown_cmark::Parser::new(ERRORS_MD));
+    html.push_str("</body></html>");
+    html
+}
+
 pub(crate) fn docs_router(spec: &utoipa::openapi::OpenApi) -> axum::Router<ApiState> {
     let json = crate::openapi::to_json(spec);
     let page = crate::openapi::to_html(spec);
+    let errors = errors_page();
     axum::Router::new()
+        .route(
+            "/docs/errors",
+            axum::routing::get(move || {
+                let errors = errors.clone();
+                async move { Html(errors) }
+            }),
+        )
         .route(
             "/openapi.json",
             axum::routing::get(move || {

@@ -10,6 +10,7 @@ pub mod extract;
 mod health;
 pub mod middleware;
 pub mod openapi;
+pub mod problem;
 pub mod sessions;
 pub mod state;
 pub mod telemetry;
@@ -42,7 +43,9 @@ pub fn api_routes() -> OpenApiRouter<ApiState> {
 
 /// The generated OpenAPI document.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api_routes().split_for_parts().1
+    let mut spec = api_routes().split_for_parts().1;
+    openapi::finish(&mut spec);
+    spec
 }
 
 /// The application: every route, `/openapi.json`, `/docs`, and every layer.
@@ -55,7 +58,8 @@ pub fn app(state: ApiState) -> Router {
 pub fn app_with(state: ApiState, extra: Router<ApiState>) -> Router {
     // Install the recorder before the first request, or early metrics go nowhere.
     telemetry::prometheus();
-    let (routes, spec) = api_routes().split_for_parts();
+    let (routes, mut spec) = api_routes().split_for_parts();
+    openapi::finish(&mut spec);
     let config = state.config.clone();
     let router = routes
         .merge(health::docs_router(&spec))

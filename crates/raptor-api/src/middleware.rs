@@ -143,9 +143,16 @@ async fn record_latency(request: Request, next: Next) -> Response {
     response
 }
 
-/// Any error response that is not JSON (tower-http's 413 and timeout, axum's 405, a panic)
-/// becomes the JSON envelope, so no client ever sees a plain-text or HTML error.
+/// Every error response leaves as RFC 9457 problem details (`crate::problem`): a JSON error
+/// body is enriched; anything else (tower-http's 413 and timeout, axum's 405, a panic) is
+/// replaced by the envelope, so no client ever sees a plain-text or HTML error. A 401 carries
+/// `WWW-Authenticate: Bearer`.
 async fn json_errors(request: Request, next: Next) -> Response {
+    let request_id = request
+        .headers()
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let response = next.run(request).await;
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
@@ -156,30 +163,57 @@ async fn json_errors(request: Request, next: Next) -> Response {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.contains("json"));
-    if is_json {
-        return response;
-    }
-    let code = match status {
-        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
-        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
-        StatusCode::NOT_FOUND => "not_found",
-        StatusCode::SERVICE_UNAVAILABLE => "request_timeout",
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
-        s if s.is_server_error() => "internal",
-        _ => "bad_request",
+    let (mut parts, body) = response.into_parts();
+    // Error bodies are small; a larger one is not ours and is replaced.
+    let bytes = if is_json {
+        axum::body::to_bytes(body, 256 * 1024).await.ok()
+    } else {
+        None
     };
-    let message = status.canonical_reason().unwrap_or("error");
-    let (mut parts, _) = response.into_parts();
+    let parsed = bytes
+        .as_ref()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
+        .and_then(|v| match v {
+            serde_json::Value::Object(map) => Some(map),
+            _ => None,
+        });
+    if let (Some(bytes), Some(map)) = (&bytes, &parsed) {
+        if !map.contains_key("error") {
+            // Not an error envelope (e.g. `/readyz`'s `{"status": "unavailable"}`): as it was.
+            return Response::from_parts(parts, Body::from(bytes.clone()));
+        }
+    }
+    let mut map = parsed.unwrap_or_else(|| {
+        let code = match status {
+            StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+            StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+            StatusCode::NOT_FOUND => "not_found",
+            StatusCode::SERVICE_UNAVAILABLE => "request_timeout",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+            s if s.is_server_error() => "internal",
+            _ => "bad_request",
+        };
+        let mut map = serde_json::Map::new();
+        map.insert("error".into(), code.into());
+        map.insert(
+            "message".into(),
+            status.canonical_reason().unwrap_or("error").into(),
+        );
+        map
+    });
+    crate::problem::enrich(&mut map, status, request_id.as_deref());
     parts.headers.remove(header::CONTENT_LENGTH);
-    let body = axum::Json(serde_json::json!({ "error": code, "message": message }));
-    let mut fresh = body.into_response();
     parts.headers.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
+        HeaderValue::from_static(crate::problem::CONTENT_TYPE),
     );
-    *fresh.headers_mut() = parts.headers;
-    *fresh.status_mut() = status;
-    fresh
+    if status == StatusCode::UNAUTHORIZED {
+        parts
+            .headers
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    let body = serde_json::to_vec(&serde_json::Value::Object(map)).unwrap_or_default();
+    Response::from_parts(parts, Body::from(body))
 }
 
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {

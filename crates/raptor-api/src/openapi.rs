@@ -110,3 +110,37 @@ fn escape(text: &str) -> String {
         .replace('>', "&gt;")
         .replace('"', "&quot;")
 }
+
+/// Final touches the route attributes cannot say: every 4xx/5xx error envelope is documented
+/// with the `application/problem+json` media type it is sent with.
+pub fn finish(spec: &mut Spec) {
+    for item in spec.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        for operation in operations.into_iter().flatten() {
+            for (status, response) in operation.responses.responses.iter_mut() {
+                let is_error = status.parse::<u16>().is_ok_and(|code| code >= 400);
+                let utoipa::openapi::RefOr::T(response) = response else {
+                    continue;
+                };
+                // Only the error envelope (`/readyz`'s 503 keeps its own JSON shape).
+                let is_envelope = response.content.get("application/json").is_some_and(|c| {
+                    matches!(&c.schema, Some(utoipa::openapi::RefOr::Ref(r))
+                        if r.ref_location.ends_with("/ErrorBody"))
+                });
+                if is_error && is_envelope {
+                    if let Some(content) = response.content.shift_remove("application/json") {
+                        response
+                            .content
+                            .insert(crate::problem::CONTENT_TYPE.to_owned(), content);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -39,10 +39,10 @@ use crate::state::ApiState;
         (status = 400, description = "malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is all", body = ErrorBody),
         (status = 401, description = "unauthenticated", body = ErrorBody),
         (status = 403, description = "forbidden (not a user)", body = ErrorBody),
-        (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
+        (status = 409, description = "idempotency_in_flight, idempotency_previous_failed, or subscription_active (a subscription is still running)", body = ErrorBody),
         (status = 422, description = "invalid_body, invalid_billing_request, billing_request_rejected (Stripe refused the parameters), idempotency_key_body_mismatch", body = ErrorBody),
         (status = 502, description = "stripe_unavailable: Stripe failed or was unreachable; nothing was committed", body = ErrorBody),
-        (status = 503, description = "billing_not_configured, or stripe_unavailable (Stripe rate limit; Retry-After; retry with the same key), or database_unavailable", body = ErrorBody),
+        (status = 503, description = "billing_not_configured, billing_busy (Retry-After), stripe_unavailable (Stripe rate limit; Retry-After; retry with the same key), database_busy, database_unavailable or idempotency_store_unavailable", body = ErrorBody),
         (status = 504, description = "stripe_timeout: Stripe did not answer in time; nothing was committed", body = ErrorBody),
     ))]
 pub(crate) async fn create_checkout_session(
@@ -91,10 +91,10 @@ impl Policy for Tier2Unstored {
         (status = 400, description = "malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is all", body = ErrorBody),
         (status = 401, description = "unauthenticated", body = ErrorBody),
         (status = 403, description = "forbidden (not a user)", body = ErrorBody),
-        (status = 409, description = "idempotency_in_flight, idempotency_previous_failed, or subscription_active (checkout only: a subscription is still running)", body = ErrorBody),
+        (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
         (status = 422, description = "invalid_body, invalid_billing_request, billing_request_rejected, idempotency_key_body_mismatch", body = ErrorBody),
         (status = 502, description = "stripe_unavailable: nothing was committed", body = ErrorBody),
-        (status = 503, description = "billing_not_configured, billing_busy (Retry-After), stripe_unavailable (Retry-After), database_unavailable", body = ErrorBody),
+        (status = 503, description = "billing_not_configured, billing_busy (Retry-After), stripe_unavailable (Retry-After), database_busy, database_unavailable or idempotency_store_unavailable", body = ErrorBody),
         (status = 504, description = "stripe_timeout: nothing was committed", body = ErrorBody),
     ))]
 pub(crate) async fn create_portal_session(
@@ -136,7 +136,7 @@ pub(crate) async fn create_portal_session(
         (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
         (status = 422, description = "invalid_body, billing_request_rejected, idempotency_key_body_mismatch", body = ErrorBody),
         (status = 502, description = "stripe_unavailable: nothing was committed", body = ErrorBody),
-        (status = 503, description = "billing_not_configured, billing_busy (Retry-After), stripe_unavailable (Retry-After), database_unavailable", body = ErrorBody),
+        (status = 503, description = "billing_not_configured, billing_busy (Retry-After), stripe_unavailable (Retry-After), database_busy, database_unavailable or idempotency_store_unavailable", body = ErrorBody),
         (status = 504, description = "stripe_timeout: nothing was committed", body = ErrorBody),
     ))]
 pub(crate) async fn cancel_subscription(
