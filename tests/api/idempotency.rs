@@ -1126,3 +1126,31 @@ async fn retryable_503_releases_the_key(pool: PgPool) {
     assert_eq!(key_status(&app, failing).await.as_deref(), Some("failed"));
     app.close().await;
 }
+
+/// A body-less request and its retry with `{}` are the same request (the route reads both as
+/// `{}`): the retry replays instead of answering `idempotency_key_body_mismatch`.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn an_empty_body_and_an_empty_object_are_one_request(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("empty@example.com").await;
+    let key = Uuid::new_v4();
+    let first = app
+        .send(
+            Call::new(Method::POST, "/api/trading/account/reset")
+                .token(&token)
+                .key(key),
+        )
+        .await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.text);
+    let retry = app
+        .post("/api/trading/account/reset", &token, Some(key), &json!({}))
+        .await;
+    assert_eq!(retry.status, StatusCode::OK, "{}", retry.text);
+    assert_eq!(retry.header("idempotent-replayed"), Some("true"));
+    assert_eq!(
+        audit_rows(&app, "account.reset").await,
+        1,
+        "the reset ran once"
+    );
+    app.close().await;
+}

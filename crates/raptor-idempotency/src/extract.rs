@@ -131,9 +131,16 @@ where
             });
         };
 
+        // An empty body is read as `{}` (above), so it is fingerprinted as `{}` too: a retry
+        // that sends `{}` where the first attempt sent nothing is the same request.
+        let fingerprinted: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+            b"{}"
+        } else {
+            &bytes
+        };
         let request = ClaimRequest {
             scope_user_id: scope.user_id,
-            request_hash: fingerprint(&method, &path_and_query, &bytes),
+            request_hash: fingerprint(&method, &path_and_query, fingerprinted),
             endpoint,
             key,
             ttl: P::TTL,
