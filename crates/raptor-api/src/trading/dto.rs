@@ -47,6 +47,44 @@ wire_enum!(
     OrderClassDto => OrderClass { Simple, Mleg }
 );
 
+/// Response-only enums: the values a stored column can hold (its CHECK constraint), typed in
+/// the OpenAPI document so that clients can switch on them exhaustively.
+macro_rules! schema_enum {
+    ($(#[$doc:meta])* $name:ident as $schema:ident { $($variant:ident),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+        #[serde(rename_all = "snake_case")]
+        #[schema(as = $schema)]
+        pub enum $name { $(#[allow(missing_docs)] $variant),+ }
+    };
+}
+
+schema_enum!(
+    /// An order's status: `new` (open, resting), `filled`, `canceled`, `expired`.
+    OrderStatusDto as OrderStatus { New, Filled, Canceled, Expired }
+);
+schema_enum!(
+    /// What placed the order: `POST /orders`, a roll or a close.
+    OrderPurposeDto as OrderPurpose { Order, Roll, Close }
+);
+schema_enum!(
+    /// A position's side: `long` (qty > 0) or `short` (qty < 0).
+    PositionSideDto as PositionSide { Long, Short }
+);
+schema_enum!(
+    /// The account's mode (only `paper` accounts trade here).
+    AccountModeDto as AccountMode { Paper, Live }
+);
+
+/// The account's currency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[schema(as = Currency)]
+pub enum CurrencyDto {
+    /// US dollars.
+    #[serde(rename = "USD")]
+    Usd,
+}
+
 /// `POST /api/trading/orders`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -127,8 +165,10 @@ pub struct LegResponse {
     /// Symbol.
     pub symbol: String,
     /// `buy` or `sell`.
+    #[schema(value_type = SideDto)]
     pub side: String,
     /// Intent.
+    #[schema(value_type = PositionIntentDto)]
     pub position_intent: String,
     /// Ratio.
     pub ratio_qty: i32,
@@ -142,6 +182,7 @@ pub struct LegResponse {
     #[schema(value_type = Option<String>)]
     pub filled_avg_price: Option<Decimal>,
     /// The parent's status.
+    #[schema(value_type = OrderStatusDto)]
     pub status: String,
 }
 
@@ -153,19 +194,25 @@ pub struct OrderResponse {
     /// Client order id.
     pub client_order_id: String,
     /// `order`, `roll` or `close`.
+    #[schema(value_type = OrderPurposeDto)]
     pub purpose: String,
     /// `simple` or `mleg`.
+    #[schema(value_type = OrderClassDto)]
     pub order_class: String,
     /// `market` or `limit`.
     #[serde(rename = "type")]
+    #[schema(value_type = OrderTypeDto)]
     pub order_type: String,
     /// `day` or `gtc`.
+    #[schema(value_type = TimeInForceDto)]
     pub time_in_force: String,
     /// Simple orders: symbol.
     pub symbol: Option<String>,
     /// Simple orders: side.
+    #[schema(value_type = Option<SideDto>)]
     pub side: Option<String>,
     /// Simple orders: intent.
+    #[schema(value_type = Option<PositionIntentDto>)]
     pub position_intent: Option<String>,
     /// Quantity.
     #[schema(value_type = String)]
@@ -180,6 +227,7 @@ pub struct OrderResponse {
     #[schema(value_type = Option<String>)]
     pub limit_price: Option<Decimal>,
     /// `new`, `filled`, `canceled` or `expired`.
+    #[schema(value_type = OrderStatusDto)]
     pub status: String,
     /// Fees charged.
     #[schema(value_type = String)]
@@ -200,8 +248,10 @@ pub struct OrderResponse {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct AccountResponse {
     /// `paper` or `live`.
+    #[schema(value_type = AccountModeDto)]
     pub mode: String,
     /// Always `USD`.
+    #[schema(value_type = CurrencyDto)]
     pub currency: &'static str,
     /// Settled cash.
     #[schema(value_type = String, example = "100000.00")]
@@ -232,6 +282,7 @@ pub struct PositionResponse {
     #[schema(value_type = String)]
     pub realized_pnl: Decimal,
     /// `long`, `short` or `flat`.
+    #[schema(value_type = PositionSideDto)]
     pub side: &'static str,
 }
 
