@@ -48,8 +48,10 @@ impl Modify for BearerAuth {
 pub struct IdempotencyKeyHeader {
     /// A UUID (any version), bare or as a quoted structured-field string. Absent: no dedup.
     /// Present: the first request executes, retries replay its response
-    /// (`Idempotent-Replayed: true`).
-    #[param(rename = "Idempotency-Key", value_type = Option<String>, format = Uuid)]
+    /// (`Idempotent-Replayed: true`). Keys are retained 24 hours on order and position routes
+    /// (Tier 1) and 7 days on billing and profile routes (Tier 2); after that a key is free
+    /// again. See docs/api.md.
+    #[param(rename = "Idempotency-Key", value_type = String, format = Uuid, required = false)]
     pub idempotency_key: Option<String>,
 }
 
@@ -111,9 +113,33 @@ fn escape(text: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// Final touches the route attributes cannot say: every 4xx/5xx error envelope is documented
-/// with the `application/problem+json` media type it is sent with.
+/// Schemas a replay of an instrumented route can carry: each gets the replay marker.
+const REPLAYABLE: &[&str] = &[
+    "OrderResponse",
+    "AccountResponse",
+    "CheckoutSessionResponse",
+    "PortalSessionResponse",
+    "SubscriptionResponse",
+    "ProfileResponse",
+    "ErrorBody",
+];
+
+fn header(description: &str, schema: utoipa::openapi::schema::Type) -> utoipa::openapi::Header {
+    let mut header =
+        utoipa::openapi::Header::new(utoipa::openapi::ObjectBuilder::new().schema_type(schema));
+    header.description = Some(description.to_owned());
+    header
+}
+
+/// Final touches the route attributes cannot say:
+/// - every 4xx/5xx error envelope is documented with the `application/problem+json` media type
+///   it is sent with;
+/// - the response headers: `x-request-id` on every answer; `Idempotent-Replayed` on instrumented
+///   routes; `Retry-After` where a retry is asked for (409, 429, 503); `Location` on a created
+///   order;
+/// - the `idempotency_replayed` member a replay adds to its stored body.
 pub fn finish(spec: &mut Spec) {
+    use utoipa::openapi::schema::Type;
     for item in spec.paths.paths.values_mut() {
         let operations = [
             &mut item.get,
@@ -123,8 +149,14 @@ pub fn finish(spec: &mut Spec) {
             &mut item.patch,
         ];
         for operation in operations.into_iter().flatten() {
+            let instrumented = operation
+                .parameters
+                .iter()
+                .flatten()
+                .any(|p| p.name == "Idempotency-Key");
+            let creates_order = operation.tags.iter().flatten().any(|t| t == "trading");
             for (status, response) in operation.responses.responses.iter_mut() {
-                let is_error = status.parse::<u16>().is_ok_and(|code| code >= 400);
+                let code = status.parse::<u16>().unwrap_or(0);
                 let utoipa::openapi::RefOr::T(response) = response else {
                     continue;
                 };
@@ -133,13 +165,56 @@ pub fn finish(spec: &mut Spec) {
                     matches!(&c.schema, Some(utoipa::openapi::RefOr::Ref(r))
                         if r.ref_location.ends_with("/ErrorBody"))
                 });
-                if is_error && is_envelope {
+                if code >= 400 && is_envelope {
                     if let Some(content) = response.content.shift_remove("application/json") {
                         response
                             .content
                             .insert(crate::problem::CONTENT_TYPE.to_owned(), content);
                     }
                 }
+                response.headers.insert(
+                    "x-request-id".to_owned(),
+                    header("The request's id (sent by the client, or made here); also the error's `instance`.", Type::String),
+                );
+                if instrumented {
+                    response.headers.insert(
+                        "Idempotent-Replayed".to_owned(),
+                        header("`true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at).", Type::String),
+                    );
+                }
+                if matches!(code, 409 | 429 | 503) {
+                    response.headers.insert(
+                        "Retry-After".to_owned(),
+                        header("Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help.", Type::Integer),
+                    );
+                }
+                if code == 201 && creates_order {
+                    response.headers.insert(
+                        "Location".to_owned(),
+                        header(
+                            "The created order: `/api/trading/orders/{id}` (replayed too).",
+                            Type::String,
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    if let Some(components) = spec.components.as_mut() {
+        for name in REPLAYABLE {
+            if let Some(utoipa::openapi::RefOr::T(utoipa::openapi::schema::Schema::Object(
+                object,
+            ))) = components.schemas.get_mut(*name)
+            {
+                object.properties.insert(
+                    "idempotency_replayed".to_owned(),
+                    utoipa::openapi::ObjectBuilder::new()
+                        .schema_type(Type::Boolean)
+                        .description(Some(
+                            "Present (`true`) only on a replay of a stored answer.",
+                        ))
+                        .into(),
+                );
             }
         }
     }
