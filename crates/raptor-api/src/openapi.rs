@@ -13,8 +13,10 @@ use crate::error::ErrorBody;
     info(
         title = "Raptor write API",
         description = "Orders, option rolls, billing and account changes with Idempotency-Key \
-                       at-most-once execution.",
-        version = "0.1.0"
+                       at-most-once execution. Errors are RFC 9457 problem details; every code \
+                       is explained at /docs/errors.",
+        version = "0.1.0",
+        license(name = "Proprietary", identifier = "LicenseRef-Proprietary")
     ),
     modifiers(&BearerAuth),
     components(schemas(ErrorBody)),
