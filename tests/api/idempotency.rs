@@ -1154,3 +1154,58 @@ async fn an_empty_body_and_an_empty_object_are_one_request(pool: PgPool) {
     );
     app.close().await;
 }
+
+/// A completion that times out waiting for the key row (duplicates lock it briefly) committed
+/// nothing: the key is released (503), not failed, and the client's retry runs once.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn a_completion_blocked_on_the_key_row_releases_the_key(pool: PgPool) {
+    let options = Options {
+        db_timeouts: Some((Duration::from_millis(300), Duration::from_secs(5))),
+        ..Options::default()
+    };
+    let app = TestApp::with(&pool, options).await;
+    let (_, token) = app.user("completion@example.com").await;
+    let key = Uuid::new_v4();
+    let body = json!({ "label": "blocked-completion" });
+    let call = Call::new(Method::POST, "/probe/items")
+        .token(&token)
+        .key(key)
+        .json(&body)
+        .header(SLEEP_HEADER, "400");
+    let router = app.router.clone();
+    let first = tokio::spawn(async move { send(router, call).await });
+    // While the handler sleeps (its claim committed), hold the key row past the completion's
+    // lock timeout.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while key_status(&app, key).await.is_none() {
+        assert!(Instant::now() < deadline, "claim never appeared");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut holder = pool.begin().await.expect("begin");
+    sqlx::query("select 1 from idempotency_keys where idem_key = $1 for update")
+        .bind(key.to_string())
+        .execute(&mut *holder)
+        .await
+        .expect("lock the key row");
+    // Held past the completion's 300 ms lock timeout, then let go (as a duplicate would), so
+    // the release that follows can take the row.
+    let unlock = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        holder.rollback().await.expect("unlock");
+    });
+    let answered = first.await.expect("join");
+    unlock.await.expect("join");
+    assert_eq!(
+        answered.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        answered.text
+    );
+    assert!(answered.header("retry-after").is_some());
+    assert_eq!(items(&app, "blocked-completion").await, 0, "rolled back");
+    assert_eq!(key_status(&app, key).await.as_deref(), Some("released"));
+    let retry = app.post("/probe/items", &token, Some(key), &body).await;
+    assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.text);
+    assert_eq!(items(&app, "blocked-completion").await, 1);
+    app.close().await;
+}

@@ -173,6 +173,14 @@ impl Claim {
                         replayed,
                     );
                 }
+                Err(err) if crate::store::is_lock_wait(&err) => {
+                    // Duplicates briefly lock the key row: a completion that timed out waiting
+                    // for it committed nothing. Release the key so the client's retry runs.
+                    tracing::warn!(error = %err, %endpoint, "storing the idempotent response timed out on a lock; rolling back");
+                    rollback(tx).await;
+                    guard.settle_error(StatusCode::SERVICE_UNAVAILABLE).await;
+                    return mark(reply::store_unavailable(), replayed);
+                }
                 Err(err) => {
                     tracing::error!(error = %err, %endpoint, "could not store the idempotent response; rolling back");
                     rollback(tx).await;

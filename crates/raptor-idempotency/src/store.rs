@@ -139,6 +139,26 @@ struct ExistingRow {
     in_flight_ms: i64,
 }
 
+/// The receiving end of a claim round. Dropped before its answer was taken (the request was
+/// cancelled after the round sent it), it releases a row the round won.
+struct UntakenWin {
+    receiver: tokio::sync::oneshot::Receiver<Result<Found, sqlx::Error>>,
+    idem: Idempotency,
+    request: ClaimRequest,
+    attempt: Uuid,
+}
+
+impl Drop for UntakenWin {
+    fn drop(&mut self) {
+        if let Ok(Ok(Found::Won { id, lineage })) = self.receiver.try_recv() {
+            let (idem, request, attempt) = (self.idem.clone(), self.request.clone(), self.attempt);
+            if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                handle.spawn(async move { idem.release_won(&request, id, lineage, attempt).await });
+            }
+        }
+    }
+}
+
 /// What one claim round found.
 enum Found {
     /// The key was free (absent, expired or released): this attempt holds it, uncommitted.
@@ -165,7 +185,7 @@ impl Idempotency {
         config: IdempotencyConfig,
         audit: Option<Arc<dyn ReplayAudit>>,
     ) -> Self {
-        let size = (pool.options().get_max_connections() / 4).max(2);
+        let size = (pool.options().get_max_connections() / 2).max(2);
         let store = sqlx::postgres::PgPoolOptions::new()
             .max_connections(size)
             .acquire_timeout(config.store_timeout)
@@ -298,19 +318,26 @@ impl Idempotency {
             let (idem, claiming) = (self.clone(), request.clone());
             tokio::spawn(async move {
                 let found = idem.round(&claiming, attempt).await;
+                if let Err(err) = &found {
+                    if err.as_database_error().is_none() {
+                        // The connection failed after the statement went out: it may have
+                        // committed. Release whatever this attempt holds.
+                        idem.release_attempt(&claiming, attempt).await;
+                    }
+                }
                 if let Err(Ok(Found::Won { id, lineage })) = sender.send(found) {
-                    let tracked = Tracked {
-                        id,
-                        attempt,
-                        lineage,
-                        scope_user_id: claiming.scope_user_id,
-                        store_body: claiming.store_body,
-                        claimed_at: Instant::now(),
-                    };
-                    crate::claim::settle(&idem, tracked, crate::claim::Settle::Release).await;
+                    idem.release_won(&claiming, id, lineage, attempt).await;
                 }
             });
-            let found = match tokio::time::timeout(deadline, receiver).await {
+            // Dropped with this future (a cancelled request), it releases a win that arrived
+            // but was never taken.
+            let mut receiver = UntakenWin {
+                receiver,
+                idem: self.clone(),
+                request: request.clone(),
+                attempt,
+            };
+            let found = match tokio::time::timeout(deadline, &mut receiver.receiver).await {
                 Ok(Ok(Ok(found))) => found,
                 Ok(Ok(Err(err))) if is_lock_wait(&err) => {
                     // The key's row (or a concurrent claimer's uncommitted row) is locked, e.g.
@@ -318,6 +345,14 @@ impl Idempotency {
                     // must never run a second time.
                     let remaining = deadline.saturating_sub(started.elapsed());
                     return self.blocked(request, remaining, &err.to_string()).await;
+                }
+                Ok(Ok(Err(sqlx::Error::PoolTimedOut))) if self.inner.store.size() > 0 => {
+                    // Connections are open but none was free in time: the store is reachable,
+                    // only busy, and whether the key exists is unknown. Not a fail-open case:
+                    // refuse on every tier (the retry runs).
+                    tracing::warn!(endpoint = %request.endpoint, "idempotency store pool saturated; refusing");
+                    Outcome::StoreUnavailable.record(&request.endpoint);
+                    return Err(reply::store_unavailable().into());
                 }
                 Ok(Ok(Err(err))) => return self.store_failed(request, &err.to_string()).await,
                 Ok(Err(_)) => return self.store_failed(request, "claim task ended").await,
@@ -355,8 +390,16 @@ impl Idempotency {
         remaining: Duration,
         why: &str,
     ) -> Result<Claim, Rejection> {
+        // The row lock was seen: the store answered. A pool too busy to lend a connection for
+        // the look is no reason to run the key untracked (it most likely exists).
         let probe = async {
-            let mut tx = self.inner.store.begin().await?;
+            let mut tx = match self.inner.store.begin().await {
+                Ok(tx) => tx,
+                Err(sqlx::Error::PoolTimedOut) if self.inner.store.size() > 0 => {
+                    return Ok::<bool, sqlx::Error>(true);
+                }
+                Err(err) => return Err(err),
+            };
             sqlx::query("select set_config('lock_timeout', $1, true)")
                 .bind(format!("{}ms", remaining.as_millis().max(1)))
                 .execute(&mut *tx)
@@ -372,7 +415,7 @@ impl Idempotency {
             .fetch_one(&mut *tx)
             .await?;
             tx.rollback().await?;
-            Ok::<bool, sqlx::Error>(exists)
+            Ok(exists)
         };
         match tokio::time::timeout(remaining.max(Duration::from_millis(1)), probe).await {
             Ok(Ok(exists)) => {
@@ -389,7 +432,39 @@ impl Idempotency {
         }
     }
 
-    /// The winner's path: commit the claim, then open the business transaction.
+    /// Releases a row this attempt won but nobody will use (the request is gone).
+    async fn release_won(&self, request: &ClaimRequest, id: i64, lineage: Uuid, attempt: Uuid) {
+        let tracked = Tracked {
+            id,
+            attempt,
+            lineage,
+            scope_user_id: request.scope_user_id,
+            store_body: request.store_body,
+            claimed_at: Instant::now(),
+        };
+        crate::claim::settle(self, tracked, crate::claim::Settle::Release).await;
+    }
+
+    /// Releases the key's row if this attempt holds it (fenced by the attempt token).
+    async fn release_attempt(&self, request: &ClaimRequest, attempt: Uuid) {
+        let released = sqlx::query(
+            "update idempotency_keys set status = 'released', completed_at = now()
+              where idem_key = $1 and scope_user_id is not distinct from $2
+                and scope_endpoint = $3 and attempt = $4 and status = 'in_flight'",
+        )
+        .bind(request.key.to_string())
+        .bind(request.scope_user_id)
+        .bind(&request.endpoint)
+        .bind(attempt)
+        .execute(&self.inner.store)
+        .await;
+        if let Err(err) = released {
+            tracing::warn!(error = %err, "could not release an uncertain claim; it stays in flight until stale");
+        }
+    }
+
+    /// The winner's path (its claim already committed): arm the key's guard, then open the
+    /// business transaction.
     async fn won(
         &self,
         request: ClaimRequest,
@@ -493,7 +568,8 @@ impl Idempotency {
                     (extract(epoch from (now() - k.locked_at)) * 1000)::bigint
                from idempotency_keys k
               where k.idem_key = $1 and k.scope_user_id is not distinct from $2
-                and k.scope_endpoint = $3 and not exists (select 1 from won)",
+                and k.scope_endpoint = $3 and k.expires_at > now()
+                and not exists (select 1 from won)",
         )
         .bind(request.key.to_string())
         .bind(request.scope_user_id)
@@ -678,7 +754,7 @@ impl Idempotency {
 
 /// A lock wait that ran out on the server: `lock_timeout` (55P03), or `statement_timeout`
 /// (57014) while waiting, since both are set on the claim round.
-fn is_lock_wait(err: &sqlx::Error) -> bool {
+pub(crate) fn is_lock_wait(err: &sqlx::Error) -> bool {
     err.as_database_error()
         .and_then(|db| db.code())
         .is_some_and(|code| code == "55P03" || code == "57014")
