@@ -115,11 +115,7 @@ impl From<sqlx::Error> for ApiError {
             }
             // lock_timeout (55P03) and statement_timeout (57014): nothing committed, a retry
             // can succeed.
-            sqlx::Error::Database(ref db)
-                if db.code().is_some_and(|c| c == "55P03" || c == "57014") =>
-            {
-                Self::Busy(err)
-            }
+            ref busy if raptor_idempotency::is_lock_wait(busy) => Self::Busy(err),
             other => Self::Internal(anyhow::Error::new(other)),
         }
     }

@@ -434,14 +434,7 @@ impl Idempotency {
 
     /// Releases a row this attempt won but nobody will use (the request is gone).
     async fn release_won(&self, request: &ClaimRequest, id: i64, lineage: Uuid, attempt: Uuid) {
-        let tracked = Tracked {
-            id,
-            attempt,
-            lineage,
-            scope_user_id: request.scope_user_id,
-            store_body: request.store_body,
-            claimed_at: Instant::now(),
-        };
+        let tracked = Tracked::new(request, id, lineage, attempt);
         crate::claim::settle(self, tracked, crate::claim::Settle::Release).await;
     }
 
@@ -472,14 +465,7 @@ impl Idempotency {
         lineage: Uuid,
         attempt: Uuid,
     ) -> Result<Claim, Rejection> {
-        let tracked = Tracked {
-            id,
-            attempt,
-            lineage,
-            scope_user_id: request.scope_user_id,
-            store_body: request.store_body,
-            claimed_at: Instant::now(),
-        };
+        let tracked = Tracked::new(&request, id, lineage, attempt);
         let guard = KeyGuard::new(self.clone(), Some(tracked));
         let tx = match self.inner.pool.begin().await {
             Ok(tx) => tx,
@@ -752,9 +738,23 @@ impl Idempotency {
     }
 }
 
+impl Tracked {
+    /// The row `id` this attempt won for `request`.
+    fn new(request: &ClaimRequest, id: i64, lineage: Uuid, attempt: Uuid) -> Self {
+        Self {
+            id,
+            attempt,
+            lineage,
+            scope_user_id: request.scope_user_id,
+            store_body: request.store_body,
+            claimed_at: Instant::now(),
+        }
+    }
+}
+
 /// A lock wait that ran out on the server: `lock_timeout` (55P03), or `statement_timeout`
 /// (57014) while waiting, since both are set on the claim round.
-pub(crate) fn is_lock_wait(err: &sqlx::Error) -> bool {
+pub fn is_lock_wait(err: &sqlx::Error) -> bool {
     err.as_database_error()
         .and_then(|db| db.code())
         .is_some_and(|code| code == "55P03" || code == "57014")

@@ -240,13 +240,7 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             Ok(())
         }
         Command::Quotes(QuotesCommand::Set { symbol, bid, ask }) => {
-            let pool = config.pool().await?;
-            let state = ApiState::new(
-                pool,
-                config.api(),
-                config.idempotency()?,
-                Arc::new(SystemClock),
-            );
+            let state = command_state(&config).await?;
             let quote = raptor_api::trading::set_quote(&state, None, &symbol, bid, ask)
                 .await
                 .map_err(api_error)?;
@@ -254,13 +248,7 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             Ok(())
         }
         Command::Orders(OrdersCommand::Expire) => {
-            let pool = config.pool().await?;
-            let state = ApiState::new(
-                pool,
-                config.api(),
-                config.idempotency()?,
-                Arc::new(SystemClock),
-            );
+            let state = command_state(&config).await?;
             let expired = raptor_api::trading::expire_orders(&state)
                 .await
                 .map_err(api_error)?;
@@ -293,6 +281,18 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             Ok(())
         }
     }
+}
+
+/// The API state of a one-shot command (quotes, order expiry): the configured pool and the
+/// system clock.
+async fn command_state(config: &Config) -> anyhow::Result<ApiState> {
+    let pool = config.pool().await?;
+    Ok(ApiState::new(
+        pool,
+        config.api(),
+        config.idempotency()?,
+        Arc::new(SystemClock),
+    ))
 }
 
 /// Expires due orders every `every` (day orders at the close, even on accounts nobody touches).

@@ -96,6 +96,41 @@ const SCOPED_IDS: &str = "
                       and coalesce(substring(l.symbol from '^([A-Z]+)[0-9]{6}[CP][0-9]{8}$'),
                                    l.symbol) = any($2))";
 
+/// The book read (`book`): positions, the open orders whose ids `{OPEN_IDS}` selects, and
+/// whether one is due to expire.
+const BOOK_TEMPLATE: &str = "select
+            coalesce((select jsonb_agg(jsonb_build_object(
+                        'symbol', p.symbol, 'qty', p.qty::text,
+                        'avg_entry_price', p.avg_entry_price::text,
+                        'realized_pnl', p.realized_pnl::text) order by p.symbol)
+                        from paper_positions p where p.user_id = $1), '[]'),
+            coalesce((select jsonb_agg(jsonb_build_object(
+                        'id', o.id, 'order_class', o.order_class, 'order_type', o.order_type,
+                        'time_in_force', o.time_in_force, 'qty', o.qty::text,
+                        'limit_price', o.limit_price::text,
+                        'reserved_cash', o.reserved_cash::text,
+                        'last_evaluation_code', o.last_evaluation_code,
+                        'legs', (select jsonb_agg(jsonb_build_object(
+                                    'symbol', l.symbol, 'side', l.side,
+                                    'position_intent', l.position_intent,
+                                    'ratio_qty', l.ratio_qty) order by l.leg_index)
+                                   from paper_order_legs l where l.order_id = o.id))
+                        order by o.created_at, o.id)
+                        from paper_orders o
+                       where o.id in ({OPEN_IDS})), '[]'),
+            exists (select 1 from paper_orders d
+                     where d.user_id = $1 and d.status = 'new' and d.expires_at <= $3)";
+
+/// [`BOOK_TEMPLATE`] with the scoped or the full id list: two statements, not one with
+/// `$2 is null or …`, because a generic plan could not use the underlying index through the
+/// OR. Built once.
+fn book_sql(scoped: bool) -> &'static str {
+    static SQL: std::sync::LazyLock<[String; 2]> = std::sync::LazyLock::new(|| {
+        [SCOPED_IDS, ALL_IDS].map(|ids| BOOK_TEMPLATE.replace("{OPEN_IDS}", ids))
+    });
+    &SQL[usize::from(!scoped)]
+}
+
 /// The ids of every open order of the account (`$2` unused).
 const ALL_IDS: &str = "
     select id from paper_orders where user_id = $1 and status = 'new' and $2::text[] is not null";
@@ -152,39 +187,13 @@ pub(crate) async fn book(
         sqlx::types::Json<Vec<PositionJson>>,
         sqlx::types::Json<Vec<OpenOrderJson>>,
         bool,
-    ) = sqlx::query_as(&format!(
-        "select
-            coalesce((select jsonb_agg(jsonb_build_object(
-                        'symbol', p.symbol, 'qty', p.qty::text,
-                        'avg_entry_price', p.avg_entry_price::text,
-                        'realized_pnl', p.realized_pnl::text) order by p.symbol)
-                        from paper_positions p where p.user_id = $1), '[]'),
-            coalesce((select jsonb_agg(jsonb_build_object(
-                        'id', o.id, 'order_class', o.order_class, 'order_type', o.order_type,
-                        'time_in_force', o.time_in_force, 'qty', o.qty::text,
-                        'limit_price', o.limit_price::text,
-                        'reserved_cash', o.reserved_cash::text,
-                        'last_evaluation_code', o.last_evaluation_code,
-                        'legs', (select jsonb_agg(jsonb_build_object(
-                                    'symbol', l.symbol, 'side', l.side,
-                                    'position_intent', l.position_intent,
-                                    'ratio_qty', l.ratio_qty) order by l.leg_index)
-                                   from paper_order_legs l where l.order_id = o.id))
-                        order by o.created_at, o.id)
-                        from paper_orders o
-                       where o.id in ({OPEN_IDS})), '[]'),
-            exists (select 1 from paper_orders d
-                     where d.user_id = $1 and d.status = 'new' and d.expires_at <= $3)",
-        // Two statements, not one with `$2 is null or …`: a generic plan could not use the
-        // underlying index through the OR.
-        OPEN_IDS = if scope.is_some() { SCOPED_IDS } else { ALL_IDS },
-    ))
-    .bind(user_id)
-    .bind(scope.map_or(&[][..], |s| s.underlyings))
-    .bind(now)
-    .fetch_one(conn)
-    .await
-    .context("read the book")?;
+    ) = sqlx::query_as(book_sql(scope.is_some()))
+        .bind(user_id)
+        .bind(scope.map_or(&[][..], |s| s.underlyings))
+        .bind(now)
+        .fetch_one(conn)
+        .await
+        .context("read the book")?;
     let positions = positions
         .0
         .into_iter()
@@ -466,6 +475,34 @@ const EFFECTS_SQL: &str = "
            set cash = cash + $21, realized_pnl = realized_pnl + $22, updated_at = $3
          where user_id = $2 and exists (select 1 from o) and ($21 <> 0 or $22 <> 0))";
 
+/// The order insert (`insert_order`), with the execution's effects. Built once.
+fn insert_order_sql() -> &'static str {
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        "with o as (
+            insert into paper_orders
+                (id, user_id, client_order_id, idempotency_key, purpose, order_class, order_type,
+                 time_in_force, symbol, side, position_intent, qty, limit_price, status,
+                 filled_qty, filled_avg_price, reserved_cash, fees, created_at, updated_at,
+                 filled_at, expires_at)
+            values ($1, $2, $4, $5, $6, $7, $8, $9, $23, $24, $25, $26, $27, $28, $29, $30, $31,
+                    $32, $3, $3, $33, $34)
+            on conflict on constraint uq_paper_orders_client_order_id do nothing
+            returning id),
+        legs as (
+            insert into paper_order_legs
+                (order_id, leg_index, symbol, side, position_intent, ratio_qty, qty, filled_qty,
+                 filled_avg_price)
+            select o.id, l.* from o, unnest($35::smallint[], $36::text[], $37::text[],
+                                            $38::text[], $39::integer[], $40::numeric[],
+                                            $41::numeric[], $42::numeric[])
+                                     as l),
+        {EFFECTS_SQL}
+        select count(*) from o"
+            .replace("{EFFECTS_SQL}", EFFECTS_SQL)
+    });
+    &SQL
+}
+
 /// Writes a new order with its legs and, when it filled, its fills, positions and cash, in one
 /// statement. `false` when the account already has an order with this `client_order_id` (the
 /// unique index decides; nothing is written and the transaction stays usable).
@@ -488,29 +525,8 @@ pub(crate) async fn insert_order(conn: &mut PgConnection, order: &NewOrder<'_>) 
             .execution
             .and_then(|e| e.fills.iter().find(|f| f.leg_index == index))
     };
-    let sql = format!(
-        "with o as (
-            insert into paper_orders
-                (id, user_id, client_order_id, idempotency_key, purpose, order_class, order_type,
-                 time_in_force, symbol, side, position_intent, qty, limit_price, status,
-                 filled_qty, filled_avg_price, reserved_cash, fees, created_at, updated_at,
-                 filled_at, expires_at)
-            values ($1, $2, $4, $5, $6, $7, $8, $9, $23, $24, $25, $26, $27, $28, $29, $30, $31,
-                    $32, $3, $3, $33, $34)
-            on conflict on constraint uq_paper_orders_client_order_id do nothing
-            returning id),
-        legs as (
-            insert into paper_order_legs
-                (order_id, leg_index, symbol, side, position_intent, ratio_qty, qty, filled_qty,
-                 filled_avg_price)
-            select o.id, l.* from o, unnest($35::smallint[], $36::text[], $37::text[],
-                                            $38::text[], $39::integer[], $40::numeric[],
-                                            $41::numeric[], $42::numeric[])
-                                     as l),
-        {EFFECTS_SQL}
-        select count(*) from o"
-    );
-    let query = sqlx::query(&sql)
+
+    let query = sqlx::query(insert_order_sql())
         .bind(order.id)
         .bind(order.user_id)
         .bind(order.at)
