@@ -5,6 +5,7 @@ pub mod admin;
 pub mod audit;
 pub mod auth;
 pub mod billing;
+pub mod codes;
 pub mod error;
 pub mod extract;
 mod health;

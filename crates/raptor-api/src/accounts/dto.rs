@@ -63,7 +63,7 @@ pub struct ProfilePatch {
     pub time_zone: Option<Option<String>>,
     /// Marketing email consent.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<bool>)]
+    #[schema(value_type = bool, required = false)]
     pub marketing_opt_in: Option<Option<bool>>,
 }
 

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use crate::audit::{self, AuditEvent};
 use crate::auth::Operator;
-use crate::error::{ApiError, ApiResult, ErrorBody, ResultExt};
+use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::extract::{ApiJson, ApiPath};
 use crate::state::ApiState;
 
@@ -38,9 +38,6 @@ pub struct FlagResponse {
     request_body = SetFlagRequest,
     responses(
         (status = 200, description = "stored", body = FlagResponse),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
-        (status = 403, description = "not an operator", body = ErrorBody),
-        (status = 404, description = "unknown flag", body = ErrorBody),
     ))]
 pub(crate) async fn set_flag(
     State(state): State<ApiState>,

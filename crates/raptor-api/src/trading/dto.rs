@@ -93,21 +93,29 @@ pub struct CreateOrderRequest {
     #[schema(example = "AAPL260918C00065000")]
     pub symbol: Option<String>,
     /// Shares or contracts (simple) or strategy units (mleg).
-    #[schema(value_type = String, example = "1")]
+    #[schema(value_type = String, format = "decimal", example = "1")]
     pub qty: Decimal,
     /// Simple orders: `buy` or `sell` (may be implied by `position_intent`).
+    #[serde(default, deserialize_with = "not_null")]
+    #[schema(nullable = false)]
     pub side: Option<SideDto>,
     /// `market` or `limit`.
     #[serde(rename = "type")]
     pub order_type: OrderTypeDto,
     /// Defaults to `day`.
+    #[serde(default, deserialize_with = "not_null")]
+    #[schema(nullable = false)]
     pub time_in_force: Option<TimeInForceDto>,
     /// Limit orders: per share (simple) or net per unit, positive = debit (mleg).
-    #[schema(value_type = Option<String>, example = "1.25")]
+    #[schema(value_type = Option<String>, format = "decimal", example = "1.25")]
     pub limit_price: Option<Decimal>,
     /// Simple orders: inferred from the position when absent.
+    #[serde(default, deserialize_with = "not_null")]
+    #[schema(nullable = false)]
     pub position_intent: Option<PositionIntentDto>,
     /// Defaults to `simple`.
+    #[serde(default, deserialize_with = "not_null")]
+    #[schema(nullable = false)]
     pub order_class: Option<OrderClassDto>,
     /// Multi-leg orders: 2-4 legs.
     pub legs: Option<Vec<LegRequest>>,
@@ -124,8 +132,12 @@ pub struct LegRequest {
     /// Contracts per strategy unit (default 1).
     pub ratio_qty: Option<u32>,
     /// `buy` or `sell` (may be implied by `position_intent`).
+    #[serde(default, deserialize_with = "not_null")]
+    #[schema(nullable = false)]
     pub side: Option<SideDto>,
     /// Inferred from the position when absent.
+    #[serde(default, deserialize_with = "not_null")]
+    #[schema(nullable = false)]
     pub position_intent: Option<PositionIntentDto>,
 }
 
@@ -138,10 +150,10 @@ pub struct RollRequest {
     #[schema(example = "XYZ270115C00067500")]
     pub to_symbol: String,
     /// Contracts to roll.
-    #[schema(value_type = String, example = "1")]
+    #[schema(value_type = String, format = "decimal", example = "1")]
     pub qty: Decimal,
     /// Net limit per unit (negative = credit); market when absent.
-    #[schema(value_type = Option<String>, example = "-0.80")]
+    #[schema(value_type = Option<String>, format = "decimal", example = "-0.80")]
     pub limit_price: Option<Decimal>,
 }
 
@@ -150,7 +162,7 @@ pub struct RollRequest {
 #[serde(deny_unknown_fields)]
 pub struct ClosePositionRequest {
     /// Partial close.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = "decimal")]
     pub qty: Option<Decimal>,
 }
 
@@ -173,13 +185,13 @@ pub struct LegResponse {
     /// Ratio.
     pub ratio_qty: i32,
     /// Contracts.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub qty: Decimal,
     /// Filled contracts.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub filled_qty: Decimal,
     /// Fill price.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = "decimal")]
     pub filled_avg_price: Option<Decimal>,
     /// The parent's status.
     #[schema(value_type = OrderStatusDto)]
@@ -209,28 +221,30 @@ pub struct OrderResponse {
     /// Simple orders: symbol.
     pub symbol: Option<String>,
     /// Simple orders: side.
-    #[schema(value_type = Option<SideDto>)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = SideDto, required = false)]
     pub side: Option<String>,
     /// Simple orders: intent.
-    #[schema(value_type = Option<PositionIntentDto>)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = PositionIntentDto, required = false)]
     pub position_intent: Option<String>,
     /// Quantity.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub qty: Decimal,
     /// Filled quantity.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub filled_qty: Decimal,
     /// Average fill price (net per unit for mleg).
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = "decimal")]
     pub filled_avg_price: Option<Decimal>,
     /// Limit.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = "decimal")]
     pub limit_price: Option<Decimal>,
     /// `new`, `filled`, `canceled` or `expired`.
     #[schema(value_type = OrderStatusDto)]
     pub status: String,
     /// Fees charged.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub fees: Decimal,
     /// Legs (every order has at least one).
     pub legs: Vec<LegResponse>,
@@ -254,16 +268,16 @@ pub struct AccountResponse {
     #[schema(value_type = CurrencyDto)]
     pub currency: &'static str,
     /// Settled cash.
-    #[schema(value_type = String, example = "100000.00")]
+    #[schema(value_type = String, format = "decimal", example = "100000.00")]
     pub cash: Decimal,
     /// Cash minus the reservations of open orders.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub buying_power: Decimal,
     /// Reserved by open orders.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub reserved_cash: Decimal,
     /// Cumulative realized P&L.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub realized_pnl: Decimal,
 }
 
@@ -273,13 +287,13 @@ pub struct PositionResponse {
     /// Symbol.
     pub symbol: String,
     /// Signed quantity (negative when short).
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub qty: Decimal,
     /// Weighted average entry price.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub avg_entry_price: Decimal,
     /// Cumulative realized P&L on this symbol.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub realized_pnl: Decimal,
     /// `long`, `short` or `flat`.
     #[schema(value_type = PositionSideDto)]
@@ -291,10 +305,10 @@ pub struct PositionResponse {
 #[serde(deny_unknown_fields)]
 pub struct SetQuoteRequest {
     /// Bid.
-    #[schema(value_type = String, example = "1.20")]
+    #[schema(value_type = String, format = "decimal", example = "1.20")]
     pub bid: Decimal,
     /// Ask.
-    #[schema(value_type = String, example = "1.25")]
+    #[schema(value_type = String, format = "decimal", example = "1.25")]
     pub ask: Decimal,
 }
 
@@ -304,22 +318,60 @@ pub struct QuoteResponse {
     /// Symbol.
     pub symbol: String,
     /// Bid.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub bid: Decimal,
     /// Ask.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub ask: Decimal,
     /// Resting orders this quote filled.
     pub filled_order_ids: Vec<Uuid>,
 }
+
+/// An optional field that may be absent but not `null` (the document types it without `null`,
+/// so a client never needs to send one, and a `null` is refused like any other wrong type).
+fn not_null<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
+/// Which orders `GET /api/trading/orders` lists.
+#[derive(Debug, Clone, Copy, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderListStatus {
+    /// Resting (`new`).
+    Open,
+    /// `filled`, `canceled` or `expired`.
+    Closed,
+    /// Every order.
+    #[default]
+    All,
+}
+
+impl OrderListStatus {
+    /// The order statuses it selects.
+    pub fn statuses(self) -> &'static [&'static str] {
+        match self {
+            Self::Open => &["new"],
+            Self::Closed => &["filled", "canceled", "expired"],
+            Self::All => &["new", "filled", "canceled", "expired"],
+        }
+    }
+}
+
+/// The bounds of `limit`.
+pub const LIST_LIMIT: std::ops::RangeInclusive<i64> = 1..=500;
 
 /// `GET /api/trading/orders` query.
 #[derive(Debug, Clone, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListOrdersQuery {
     /// `open`, `closed` or `all` (default).
-    pub status: Option<String>,
-    /// At most this many, newest first (default 100, max 500).
+    pub status: Option<OrderListStatus>,
+    /// At most this many, newest first (default 100).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
 }
 
