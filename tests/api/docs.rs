@@ -30,8 +30,11 @@ fn is_html(content_type: Option<&str>) -> bool {
 fn fake_assets() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("raptor-docs-assets-{}", Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    std::fs::write(dir.join("swagger-ui-bundle.js"), "window.SwaggerUIBundle = 1;\n")
-        .expect("write js");
+    std::fs::write(
+        dir.join("swagger-ui-bundle.js"),
+        "window.SwaggerUIBundle = 1;\n",
+    )
+    .expect("write js");
     std::fs::write(dir.join("swagger-ui.css"), "body {}\n").expect("write css");
     dir
 }
@@ -77,8 +80,14 @@ async fn docs_fall_back_to_the_route_list_without_assets(pool: PgPool) {
     let page = app.send(Call::new(Method::GET, "/docs")).await;
     assert_eq!(page.status, StatusCode::OK);
     assert!(is_html(page.header("content-type")), "{:?}", page.headers);
-    assert!(page.text.contains("npm ci --omit=dev"), "says how to install");
-    assert!(page.text.contains("/api/trading/orders"), "lists the routes");
+    assert!(
+        page.text.contains("npm ci --omit=dev"),
+        "says how to install"
+    );
+    assert!(
+        page.text.contains("/api/trading/orders"),
+        "lists the routes"
+    );
     assert!(!page.text.contains("swagger-ui-bundle.js\"></script>"));
 
     // The document and the error page do not depend on the assets.
