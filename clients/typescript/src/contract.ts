@@ -208,7 +208,7 @@ export interface OpenApiDocument {
 }
 
 /** Codes of the `error` member a schema allows (null when it does not enumerate them). */
-function errorEnum(doc: OpenApiDocument, schema: SchemaObject | undefined, depth = 0): Set<string> | null {
+export function errorEnum(doc: OpenApiDocument, schema: SchemaObject | undefined, depth = 0): Set<string> | null {
   if (!schema || depth > 8) return null;
   if (schema.$ref) {
     const name = schema.$ref.replace("#/components/schemas/", "");
@@ -221,13 +221,16 @@ function errorEnum(doc: OpenApiDocument, schema: SchemaObject | undefined, depth
       : error;
     return resolved?.enum ? new Set(resolved.enum.map(String)) : null;
   }
-  const parts = [...(schema.oneOf ?? []), ...(schema.anyOf ?? []), ...(schema.allOf ?? [])];
-  if (parts.length === 0) return null;
-  const codes = new Set<string>();
-  for (const part of parts) {
+  // oneOf/anyOf: any alternative's codes; allOf: the codes every constraining part allows.
+  let codes: Set<string> | null = null;
+  for (const part of [...(schema.oneOf ?? []), ...(schema.anyOf ?? [])]) {
     const some = errorEnum(doc, part, depth + 1);
     if (some === null) return null;
-    some.forEach((c) => codes.add(c));
+    codes = new Set([...(codes ?? []), ...some]);
+  }
+  for (const part of schema.allOf ?? []) {
+    const some = errorEnum(doc, part, depth + 1);
+    if (some !== null) codes = codes === null ? some : new Set([...codes].filter((c) => some.has(c)));
   }
   return codes;
 }
