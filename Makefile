@@ -11,16 +11,17 @@ export CARGO_TERM_COLOR ?= never
 # A development RAPTOR_RESPONSE_KEYS (a random key written to .env once) unless one is set.
 DEV_RESPONSE_KEY := { [ -n "$${RAPTOR_RESPONSE_KEYS:-}" ] || grep -qs '^RAPTOR_RESPONSE_KEYS=.' .env || scripts/dotenv.sh RAPTOR_RESPONSE_KEYS "$$(scripts/response-key.sh dev)"; }
 
-## run: start Postgres (and stripe-mock where Docker exists) if needed, then serve the API on
-## RAPTOR_ADDR (default 127.0.0.1:8080), with a development key for stored responses
-run: docs-assets
+## run: install Swagger UI's files for /docs, start Postgres (and stripe-mock where Docker exists)
+## if needed, then serve the API on RAPTOR_ADDR (default 127.0.0.1:8080), with a development key
+## for stored responses
+run:
+	@$(MAKE) --no-print-directory docs-assets || echo "make: Swagger UI's files not installed; /docs serves the plain route list" >&2
 	@$(APP_DB) && $(STRIPE) && scripts/dotenv.sh DATABASE_URL "$$DATABASE_URL" && $(DEV_RESPONSE_KEY) && cargo run --locked -p raptor-server --bin raptor -- serve
 
-## docs-assets: Swagger UI's files for /docs (npm ci --omit=dev: swagger-ui-dist only); without
-## npm, /docs serves the plain route list instead
+## docs-assets: Swagger UI's files for /docs (npm ci --omit=dev: swagger-ui-dist only); `make run`
+## goes on without them (npm missing or offline): /docs then serves the plain route list
 docs-assets:
-	@if command -v npm >/dev/null 2>&1; then scripts/npm-ci.sh . --omit=dev; \
-	 else echo "make: npm not found; /docs will serve the plain route list (install Node.js 20.19+ for Swagger UI)" >&2; fi
+	@scripts/npm-ci.sh . --omit=dev
 
 ## test: start Postgres if needed, then run every test (one database per test)
 test:
