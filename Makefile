@@ -5,7 +5,7 @@ APP_DB := eval "$$(scripts/db.sh raptor)"
 STRIPE := eval "$$(scripts/stripe.sh)"
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: run test lint fmt openapi bench build db-up db-down ci docs-assets openapi-lint \
+.PHONY: run test lint fmt openapi bench build db-up db-down ci docs-assets openapi-lint fuzz-api \
         client-generate client-e2e docs-check quickstart-check
 
 # A development RAPTOR_RESPONSE_KEYS (a random key written to .env once) unless one is set.
@@ -57,6 +57,11 @@ client-generate:
 ## client-e2e: the typed TypeScript client runs Antlers' journey against a real server
 client-e2e:
 	@scripts/client-e2e.sh
+
+## fuzz-api: Schemathesis (pinned) against a real server on a fresh, seeded database: zero 5xx,
+## zero answers the document does not allow, zero unauthenticated successes
+fuzz-api:
+	@scripts/fuzz-api.sh
 
 ## docs-check: headless Chromium, network off, loads /docs from a real server; every operation
 ## renders; screenshot in target/docs.png

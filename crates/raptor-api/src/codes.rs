@@ -42,56 +42,224 @@ pub const KEY_INVALID: &str = "Idempotency-Key must be a UUID string";
 
 /// Every code the HTTP API can answer, sorted by code.
 pub const CODES: &[Code] = &[
-    code(KEY_INVALID, &[400], "the Idempotency-Key header is not one UUID"),
-    code("bad_request", &[400], "an error without a code of its own (not expected)"),
-    code("billing_busy", &[503], "too many requests are waiting on Stripe; retry"),
-    code("billing_not_configured", &[503], "billing is not configured on this server"),
-    code("billing_request_rejected", &[422], "Stripe refused the request's parameters"),
-    code("contract_expired", &[422], "the option contract has expired"),
-    code("database_busy", &[503], "a lock or statement timeout fired; nothing was committed"),
-    code("database_unavailable", &[503], "the database did not answer; nothing was committed"),
-    code("duplicate_client_order_id", &[422], "the account already has an order with this client_order_id"),
+    code(
+        KEY_INVALID,
+        &[400],
+        "the Idempotency-Key header is not one UUID",
+    ),
+    code(
+        "bad_request",
+        &[400],
+        "an error without a code of its own (not expected)",
+    ),
+    code(
+        "billing_busy",
+        &[503],
+        "too many requests are waiting on Stripe; retry",
+    ),
+    code(
+        "billing_not_configured",
+        &[503],
+        "billing is not configured on this server",
+    ),
+    code(
+        "billing_request_rejected",
+        &[422],
+        "Stripe refused the request's parameters",
+    ),
+    code(
+        "contract_expired",
+        &[422],
+        "the option contract has expired",
+    ),
+    code(
+        "database_busy",
+        &[503],
+        "a lock or statement timeout fired; nothing was committed",
+    ),
+    code(
+        "database_unavailable",
+        &[503],
+        "the database did not answer; nothing was committed",
+    ),
+    code(
+        "duplicate_client_order_id",
+        &[422],
+        "the account already has an order with this client_order_id",
+    ),
     code("forbidden", &[403], "the caller's role may not do this"),
-    code("idempotency_in_flight", &[409], "the first request with this key is still running"),
-    code("idempotency_key_body_mismatch", &[422], "this key was used with another request"),
-    code("idempotency_key_required", &[400], "this deployment requires an Idempotency-Key here"),
-    code("idempotency_previous_failed", &[409], "the first request with this key failed; use a new key"),
-    code("idempotency_store_unavailable", &[503], "the key store did not answer; nothing was executed"),
-    code("insufficient_buying_power", &[403], "the order costs more than the buying power"),
-    code("insufficient_qty", &[403], "the position is smaller than the quantity"),
-    code("internal", &[500], "an unexpected error; nothing was committed"),
-    code("invalid_billing_request", &[422], "a billing parameter is not acceptable"),
-    code("invalid_body", &[400, 422], "the body does not match the route's schema"),
-    code("invalid_display_name", &[422], "the display name is too long or has control characters"),
+    code(
+        "idempotency_in_flight",
+        &[409],
+        "the first request with this key is still running",
+    ),
+    code(
+        "idempotency_key_body_mismatch",
+        &[422],
+        "this key was used with another request",
+    ),
+    code(
+        "idempotency_key_required",
+        &[400],
+        "this deployment requires an Idempotency-Key here",
+    ),
+    code(
+        "idempotency_previous_failed",
+        &[409],
+        "the first request with this key failed; use a new key",
+    ),
+    code(
+        "idempotency_store_unavailable",
+        &[503],
+        "the key store did not answer; nothing was executed",
+    ),
+    code(
+        "insufficient_buying_power",
+        &[403],
+        "the order costs more than the buying power",
+    ),
+    code(
+        "insufficient_qty",
+        &[403],
+        "the position is smaller than the quantity",
+    ),
+    code(
+        "internal",
+        &[500],
+        "an unexpected error; nothing was committed",
+    ),
+    code(
+        "invalid_billing_request",
+        &[422],
+        "a billing parameter is not acceptable",
+    ),
+    code(
+        "invalid_body",
+        &[400, 422],
+        "the body does not match the route's schema",
+    ),
+    code(
+        "invalid_display_name",
+        &[422],
+        "the display name is too long or has control characters",
+    ),
     code("invalid_email", &[422], "not an email address"),
     code("invalid_json", &[400], "the body is not JSON"),
-    code("invalid_marketing_opt_in", &[422], "marketing_opt_in must be true or false"),
-    code("invalid_order", &[422], "the order's values are not acceptable"),
+    code(
+        "invalid_marketing_opt_in",
+        &[422],
+        "marketing_opt_in must be true or false",
+    ),
+    code(
+        "invalid_order",
+        &[422],
+        "the order's values are not acceptable",
+    ),
     code("invalid_path", &[400], "a path parameter is malformed"),
-    code("invalid_payload", &[400], "the webhook's payload is not a Stripe event"),
+    code(
+        "invalid_payload",
+        &[400],
+        "the webhook's payload is not a Stripe event",
+    ),
     code("invalid_query", &[400], "a query parameter is malformed"),
-    code("invalid_quote", &[422], "bid and ask must be positive, bid at most ask"),
-    code("invalid_signature", &[400], "the Stripe-Signature header does not verify"),
-    code("invalid_subscription", &[422], "the subscription's values are not acceptable"),
-    code("invalid_symbol", &[422], "not an equity or OCC option symbol"),
+    code(
+        "invalid_quote",
+        &[422],
+        "bid and ask must be positive, bid at most ask",
+    ),
+    code(
+        "invalid_signature",
+        &[400],
+        "the Stripe-Signature header does not verify",
+    ),
+    code(
+        "invalid_subscription",
+        &[422],
+        "the subscription's values are not acceptable",
+    ),
+    code(
+        "invalid_symbol",
+        &[422],
+        "not an equity or OCC option symbol",
+    ),
     code("invalid_time_zone", &[422], "not an IANA time zone name"),
-    code("invalid_token", &[400], "the link is unknown, expired or spent"),
-    code("live_trading_unavailable", &[403], "the account is not a paper account"),
-    code("method_not_allowed", &[405], "the path does not take this method"),
-    code("new_orders_disabled", &[503], "new orders are switched off for now"),
-    code("not_found", &[404], "the resource does not exist for this caller"),
-    code("order_not_cancelable", &[422], "the order is filled or expired"),
+    code(
+        "invalid_token",
+        &[400],
+        "the link is unknown, expired or spent",
+    ),
+    code(
+        "live_trading_unavailable",
+        &[403],
+        "the account is not a paper account",
+    ),
+    code(
+        "method_not_allowed",
+        &[405],
+        "the path does not take this method",
+    ),
+    code(
+        "new_orders_disabled",
+        &[503],
+        "new orders are switched off for now",
+    ),
+    code(
+        "not_found",
+        &[404],
+        "the resource does not exist for this caller",
+    ),
+    code(
+        "order_not_cancelable",
+        &[422],
+        "the order is filled or expired",
+    ),
     code("payload_too_large", &[413], "the body exceeds the limit"),
-    code("quote_unavailable", &[422], "there is no quote for the symbol"),
-    code("rate_limited", &[429], "too many requests; retry after Retry-After"),
-    code("request_timeout", &[503], "the request ran past the server's request timeout"),
-    code("stripe_timeout", &[504], "Stripe did not answer in time; nothing was committed"),
-    code("stripe_unavailable", &[502, 503], "Stripe failed or is rate limiting; nothing was committed"),
+    code(
+        "quote_unavailable",
+        &[422],
+        "there is no quote for the symbol",
+    ),
+    code(
+        "rate_limited",
+        &[429],
+        "too many requests; retry after Retry-After",
+    ),
+    code(
+        "request_timeout",
+        &[503],
+        "the request ran past the server's request timeout",
+    ),
+    code(
+        "stripe_timeout",
+        &[504],
+        "Stripe did not answer in time; nothing was committed",
+    ),
+    code(
+        "stripe_unavailable",
+        &[502, 503],
+        "Stripe failed or is rate limiting; nothing was committed",
+    ),
     code("subscription_active", &[409], "a subscription still renews"),
-    code("too_many_open_orders", &[422], "the account has too many open orders for another to rest"),
-    code("unauthenticated", &[401], "missing, unknown or expired bearer token"),
-    code("uncovered_short_option", &[403], "the order would leave a short call uncovered"),
-    code("unsupported_media_type", &[415], "the body is not application/json"),
+    code(
+        "too_many_open_orders",
+        &[422],
+        "the account has too many open orders for another to rest",
+    ),
+    code(
+        "unauthenticated",
+        &[401],
+        "missing, unknown or expired bearer token",
+    ),
+    code(
+        "uncovered_short_option",
+        &[403],
+        "the order would leave a short call uncovered",
+    ),
+    code(
+        "unsupported_media_type",
+        &[415],
+        "the body is not application/json",
+    ),
 ];
 
 /// The `ErrorCode` schema: an enum of every code in [`CODES`].
@@ -156,21 +324,39 @@ pub const ROUTE_CODES: &[(&str, &[&[&str]])] = &[
         ]],
     ),
     ("PUT /api/admin/flags/{name}", &[&["not_found"]]),
-    ("PUT /api/admin/quotes/{symbol}", &[&["invalid_quote", "invalid_symbol"]]),
-    ("POST /api/auth/login", &[&["invalid_email", "rate_limited"]]),
+    (
+        "PUT /api/admin/quotes/{symbol}",
+        &[&["invalid_quote", "invalid_symbol"]],
+    ),
+    (
+        "POST /api/auth/login",
+        &[&["invalid_email", "rate_limited"]],
+    ),
     ("POST /api/auth/logout", &[]),
-    ("POST /api/auth/register", &[&["invalid_email", "rate_limited"]]),
-    ("POST /api/auth/register/verify-with-token", &[&["invalid_token"]]),
+    (
+        "POST /api/auth/register",
+        &[&["invalid_email", "rate_limited"]],
+    ),
+    (
+        "POST /api/auth/register/verify-with-token",
+        &[&["invalid_token"]],
+    ),
     (
         "POST /api/billing/checkout-sessions",
         &[STRIPE, &["invalid_billing_request", "subscription_active"]],
     ),
-    ("POST /api/billing/mirror-sync", &[&["invalid_subscription"]]),
+    (
+        "POST /api/billing/mirror-sync",
+        &[&["invalid_subscription"]],
+    ),
     (
         "POST /api/billing/portal-sessions",
         &[STRIPE, &["invalid_billing_request"]],
     ),
-    ("POST /api/billing/subscription/cancel", &[STRIPE, &["not_found"]]),
+    (
+        "POST /api/billing/subscription/cancel",
+        &[STRIPE, &["not_found"]],
+    ),
     // Called by Stripe: no bearer token, its own payload and signature codes.
     (
         "POST /api/billing/webhooks/stripe",
@@ -201,8 +387,14 @@ pub const ROUTE_CODES: &[(&str, &[&[&str]])] = &[
         ]],
     ),
     ("GET /api/trading/positions", &[&["not_found"]]),
-    ("POST /api/trading/positions/{symbol}/close", &[TRADE, &["not_found"]]),
-    ("POST /api/trading/positions/{symbol}/roll", &[TRADE, &["not_found"]]),
+    (
+        "POST /api/trading/positions/{symbol}/close",
+        &[TRADE, &["not_found"]],
+    ),
+    (
+        "POST /api/trading/positions/{symbol}/roll",
+        &[TRADE, &["not_found"]],
+    ),
     (
         "POST /api/waitlist/signup",
         &[&["database_busy", "database_unavailable", "invalid_email"]],
@@ -312,7 +504,10 @@ mod tests {
                 .iter()
                 .any(|c| crate::problem::anchor(c.code) == anchor)
                 || ["email_taken", "invalid_name"].contains(&anchor.as_str());
-            assert!(known, "docs/errors.md documents {anchor}, which no route answers");
+            assert!(
+                known,
+                "docs/errors.md documents {anchor}, which no route answers"
+            );
         }
     }
 
@@ -334,7 +529,12 @@ mod tests {
             ..Shape::default()
         };
         let codes = operation_codes("POST /api/trading/orders", keyed).unwrap_or_default();
-        for expected in [KEY_INVALID, "unauthenticated", "invalid_json", "insufficient_qty"] {
+        for expected in [
+            KEY_INVALID,
+            "unauthenticated",
+            "invalid_json",
+            "insufficient_qty",
+        ] {
             assert!(codes.contains(&expected), "missing {expected}");
         }
         assert!(!codes.contains(&"invalid_query"));

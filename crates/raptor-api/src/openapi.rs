@@ -54,7 +54,8 @@ pub struct IdempotencyKeyHeader {
     /// (`Idempotent-Replayed: true`). Keys are retained 24 hours on order and position routes
     /// (Tier 1) and 7 days on billing and profile routes (Tier 2); after that a key is free
     /// again. See docs/api.md.
-    #[param(rename = "Idempotency-Key", value_type = String, format = Uuid, required = false)]
+    #[param(rename = "Idempotency-Key", value_type = String, format = Uuid, required = false,
+            example = "5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11")]
     pub idempotency_key: Option<String>,
 }
 
@@ -145,6 +146,8 @@ pub fn finish(spec: &mut Spec) {
     use utoipa::openapi::schema::Type;
     error_responses(spec);
     symbol_parameters(spec);
+    optional_bodies(spec);
+    key_header_forms(spec);
     for item in spec.paths.paths.values_mut() {
         let operations = [
             &mut item.get,
@@ -411,6 +414,78 @@ fn symbol_parameters(spec: &mut Spec) {
                     if let Some(RefOr::T(Schema::Object(object))) = parameter.schema.as_mut() {
                         object.pattern = Some(SYMBOL_PATTERN.to_owned());
                     }
+                }
+            }
+        }
+    }
+}
+
+/// An instrumented route reads an absent body as `{}`: where `{}` is a valid body (no required
+/// member: the account reset, a profile patch, a close of everything, a cancellation), the
+/// document says the body is optional.
+fn optional_bodies(spec: &mut Spec) {
+    use utoipa::openapi::schema::Schema;
+    use utoipa::openapi::{RefOr, Required};
+    let Some(components) = spec.components.as_ref() else {
+        return;
+    };
+    let empty_is_valid = |name: &str| {
+        matches!(components.schemas.get(name), Some(RefOr::T(Schema::Object(object)))
+            if object.required.is_empty())
+    };
+    for item in spec.paths.paths.values_mut() {
+        for (_, operation) in operations_mut(item) {
+            let keyed = operation
+                .parameters
+                .iter()
+                .flatten()
+                .any(|p| p.name == "Idempotency-Key");
+            let Some(body) = operation.request_body.as_mut() else {
+                continue;
+            };
+            let schema = body
+                .content
+                .get("application/json")
+                .and_then(|c| c.schema.as_ref());
+            if let Some(RefOr::Ref(reference)) = schema {
+                let name = reference
+                    .ref_location
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or_default();
+                if keyed && empty_is_valid(name) {
+                    body.required = Some(Required::False);
+                }
+            }
+        }
+    }
+}
+
+/// The `Idempotency-Key` header's two accepted forms: a bare UUID, or the IETF draft's
+/// structured-field string (the UUID in double quotes).
+fn key_header_forms(spec: &mut Spec) {
+    use utoipa::openapi::schema::{
+        AnyOfBuilder, KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type,
+    };
+    use utoipa::openapi::RefOr;
+    let uuid = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
+    let schema = AnyOfBuilder::new()
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid))),
+        )
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some(format!("^\"{uuid}\"$"))),
+        )
+        .build();
+    for item in spec.paths.paths.values_mut() {
+        for (_, operation) in operations_mut(item) {
+            for parameter in operation.parameters.iter_mut().flatten() {
+                if parameter.name == "Idempotency-Key" {
+                    parameter.schema = Some(RefOr::T(Schema::AnyOf(schema.clone())));
                 }
             }
         }

@@ -201,7 +201,20 @@ fn parse_json<T: DeserializeOwned>(bytes: &[u8], json_content: bool) -> Result<T
         )
         .into());
     };
-    serde_json::from_slice(source).map_err(|err| {
+    // Every request body is a JSON object: serde would also read a struct from an array.
+    let object = source
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_none_or(|first| *first == b'{');
+    let parsed = serde_json::from_slice(source);
+    if parsed.is_ok() && !object {
+        return Err(error_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            error_body("invalid_body", "the body must be a JSON object"),
+        )
+        .into());
+    }
+    parsed.map_err(|err| {
         use serde_json::error::Category;
         let (status, code) = match err.classify() {
             Category::Data => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body"),

@@ -100,7 +100,12 @@ impl TryFrom<ProfilePatch> for ProfileChanges {
             // A blank name clears it, like `null`.
             .map(Option::flatten);
         let time_zone = match patch.time_zone {
-            Some(Some(zone)) if zone.is_empty() || zone.len() > 64 => {
+            // IANA names are printable ASCII (and a NUL could not even be looked up).
+            Some(Some(zone))
+                if zone.is_empty()
+                    || zone.len() > 64
+                    || !zone.bytes().all(|b| b.is_ascii_graphic()) =>
+            {
                 return Err(invalid_time_zone(&zone))
             }
             other => other,

@@ -34,7 +34,7 @@ pub struct FlagResponse {
 /// server process within one second, without a restart.
 #[utoipa::path(put, path = "/api/admin/flags/{name}", tag = "admin",
     security(("bearer" = [])),
-    params(("name" = String, Path, description = "Flag name, e.g. FLAG_IDEMPOTENCY_MIDDLEWARE")),
+    params(("name" = String, Path, description = "Flag name: FLAG_IDEMPOTENCY_MIDDLEWARE", example = "FLAG_IDEMPOTENCY_MIDDLEWARE")),
     request_body = SetFlagRequest,
     responses(
         (status = 200, description = "stored", body = FlagResponse),

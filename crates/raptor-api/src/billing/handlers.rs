@@ -15,7 +15,7 @@ use raptor_idempotency::{Idempotent, Policy, Reply, Tier, Tier2};
 
 use super::dto::{
     CancelSubscriptionRequest, CheckoutSessionResponse, CreateCheckoutSessionRequest,
-    CreatePortalSessionRequest, MirrorSyncRequest, PortalSessionResponse, SubscriptionResponse,
+    CreatePortalSessionRequest, MirrorSyncRequest, PortalSessionAnswer, SubscriptionResponse,
     WebhookAck,
 };
 use super::gate::{not_configured, BillingUser};
@@ -79,7 +79,7 @@ impl Policy for Tier2Unstored {
     params(IdempotencyKeyHeader),
     request_body = CreatePortalSessionRequest,
     responses(
-        (status = 201, description = "the portal session (a replay carries `{\"body_stored\": false}` instead: the URL is a credential and is not kept)", body = PortalSessionResponse),
+        (status = 201, description = "the portal session (a replay carries `{\"body_stored\": false}` instead: the URL is a credential and is not kept)", body = PortalSessionAnswer),
     ))]
 pub(crate) async fn create_portal_session(
     billing: BillingUser,

@@ -94,6 +94,7 @@ pub struct CreateOrderRequest {
     pub symbol: Option<String>,
     /// Shares or contracts (simple) or strategy units (mleg).
     #[schema(value_type = String, format = "decimal", example = "1")]
+    #[serde(deserialize_with = "decimal")]
     pub qty: Decimal,
     /// Simple orders: `buy` or `sell` (may be implied by `position_intent`).
     #[serde(default, deserialize_with = "not_null")]
@@ -108,6 +109,7 @@ pub struct CreateOrderRequest {
     pub time_in_force: Option<TimeInForceDto>,
     /// Limit orders: per share (simple) or net per unit, positive = debit (mleg).
     #[schema(value_type = Option<String>, format = "decimal", example = "1.25")]
+    #[serde(default, deserialize_with = "optional_decimal")]
     pub limit_price: Option<Decimal>,
     /// Simple orders: inferred from the position when absent.
     #[serde(default, deserialize_with = "not_null")]
@@ -151,9 +153,11 @@ pub struct RollRequest {
     pub to_symbol: String,
     /// Contracts to roll.
     #[schema(value_type = String, format = "decimal", example = "1")]
+    #[serde(deserialize_with = "decimal")]
     pub qty: Decimal,
     /// Net limit per unit (negative = credit); market when absent.
     #[schema(value_type = Option<String>, format = "decimal", example = "-0.80")]
+    #[serde(default, deserialize_with = "optional_decimal")]
     pub limit_price: Option<Decimal>,
 }
 
@@ -163,6 +167,7 @@ pub struct RollRequest {
 pub struct ClosePositionRequest {
     /// Partial close.
     #[schema(value_type = Option<String>, format = "decimal")]
+    #[serde(default, deserialize_with = "optional_decimal")]
     pub qty: Option<Decimal>,
 }
 
@@ -306,9 +311,11 @@ pub struct PositionResponse {
 pub struct SetQuoteRequest {
     /// Bid.
     #[schema(value_type = String, format = "decimal", example = "1.20")]
+    #[serde(deserialize_with = "decimal")]
     pub bid: Decimal,
     /// Ask.
     #[schema(value_type = String, format = "decimal", example = "1.25")]
+    #[serde(deserialize_with = "decimal")]
     pub ask: Decimal,
 }
 
@@ -325,6 +332,38 @@ pub struct QuoteResponse {
     pub ask: Decimal,
     /// Resting orders this quote filled.
     pub filled_order_ids: Vec<Uuid>,
+}
+
+/// A decimal in a request, as the document types it: a JSON string matching
+/// `openapi::DECIMAL_PATTERN` (at most 20 integer and 12 fraction digits). A number, `"1e3"`,
+/// `"+1"`, `".5"` or `" 1"` is refused like any other wrong type (`422 invalid_body`).
+fn decimal<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Decimal, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    parse_decimal(&text).map_err(serde::de::Error::custom)
+}
+
+/// [`decimal`] for an optional field (`null` or absent is `None`).
+fn optional_decimal<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Decimal>, D::Error> {
+    Option::<String>::deserialize(deserializer)?
+        .map(|text| parse_decimal(&text).map_err(serde::de::Error::custom))
+        .transpose()
+}
+
+fn parse_decimal(text: &str) -> Result<Decimal, String> {
+    let unsigned = text.strip_prefix('-').unwrap_or(text);
+    let (int, fraction) = unsigned.split_once('.').unwrap_or((unsigned, "1"));
+    let digits = |part: &str, max: usize| {
+        (1..=max).contains(&part.len()) && part.bytes().all(|b| b.is_ascii_digit())
+    };
+    if !digits(int, 20) || !digits(fraction, 12) {
+        return Err(format!(
+            "{text:?} is not a decimal string (digits, an optional '-' and '.')"
+        ));
+    }
+    text.parse::<Decimal>()
+        .map_err(|_| format!("{text:?} is out of range"))
 }
 
 /// An optional field that may be absent but not `null` (the document types it without `null`,
@@ -675,5 +714,34 @@ impl ClosePositionRequest {
             instrument: instrument(symbol)?,
             qty: self.qty,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_decimals_are_plain_decimal_strings() {
+        for good in ["1", "0.5", "-0.80", "190.10", "00012.5"] {
+            assert!(parse_decimal(good).is_ok(), "{good} refused");
+        }
+        for bad in [
+            "", "-", "1.", ".5", "+1", "1e3", " 1", "1 ", "1,5", "0x1", "１",
+        ] {
+            assert!(parse_decimal(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(
+            parse_decimal("123456789012345678901").is_err(),
+            "21 integer digits"
+        );
+        let quote: Result<SetQuoteRequest, _> =
+            serde_json::from_str(r#"{"bid": 0, "ask": "1.25"}"#);
+        assert!(quote.is_err(), "a JSON number is not a decimal string");
+        let close: ClosePositionRequest = serde_json::from_str(r#"{"qty": null}"#).expect("null");
+        assert!(close.qty.is_none());
+        let order: Result<CreateOrderRequest, _> =
+            serde_json::from_str(r#"{"qty": "1", "type": "market", "side": null}"#);
+        assert!(order.is_err(), "side may be absent, not null");
     }
 }

@@ -10,8 +10,8 @@ use uuid::Uuid;
 
 use super::book::{self, Intent};
 use super::dto::{
-    AccountResponse, ClosePositionRequest, CreateOrderRequest, ListOrdersQuery, OrderResponse, LIST_LIMIT,
-    PositionResponse, QuoteResponse, ResetAccountRequest, RollRequest, SetQuoteRequest,
+    AccountResponse, ClosePositionRequest, CreateOrderRequest, ListOrdersQuery, OrderResponse,
+    PositionResponse, QuoteResponse, ResetAccountRequest, RollRequest, SetQuoteRequest, LIST_LIMIT,
 };
 use super::gate::{AccountWrite, NewOrderGate, PaperTrader};
 use super::store;
