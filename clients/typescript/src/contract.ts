@@ -33,44 +33,17 @@ export type ErrorBodyOf<P extends keyof paths, M extends Method> = {
   [S in keyof Responses<P, M>]: IsError<S> extends true ? ContentOf<Responses<P, M>[S]> : never;
 }[keyof Responses<P, M>];
 
-/** The `error` codes an operation declares (a union of string literals once the document
- * gives each route's errors an enum; `string` today). */
+/** The `error` codes an operation declares (each error response's enum). */
 export type DeclaredErrorCode<P extends keyof paths, M extends Method> =
   ErrorBodyOf<P, M> extends infer B ? (B extends { error: infer C } ? C : never) : never;
-
-/**
- * Every code of docs/errors.md: a STOPGAP while the document types `error` as a plain `string`
- * (ErrorBody.error). Once the document declares the codes as enums, `ErrorCode` below becomes
- * the document's own union and this list is no longer used; a code here that the document
- * lacks then fails compilation of `retryAdvice`.
- */
-export const KNOWN_ERROR_CODES = [
-  "bad_request", "billing_busy", "billing_not_configured", "billing_request_rejected",
-  "contract_expired", "database_busy", "database_unavailable", "duplicate_client_order_id",
-  "email_taken", "forbidden", "idempotency_in_flight", "idempotency_key_body_mismatch",
-  "idempotency_key_invalid", "idempotency_key_required", "idempotency_previous_failed",
-  "idempotency_store_unavailable", "insufficient_buying_power", "insufficient_qty", "internal",
-  "invalid_billing_request", "invalid_body", "invalid_display_name", "invalid_email",
-  "invalid_json", "invalid_marketing_opt_in", "invalid_name", "invalid_order", "invalid_path",
-  "invalid_payload", "invalid_query", "invalid_quote", "invalid_signature",
-  "invalid_subscription", "invalid_symbol", "invalid_time_zone", "invalid_token",
-  "live_trading_unavailable", "method_not_allowed", "new_orders_disabled", "not_found",
-  "order_not_cancelable", "payload_too_large", "quote_unavailable", "rate_limited",
-  "request_timeout", "stripe_timeout", "stripe_unavailable", "subscription_active",
-  "too_many_open_orders", "unauthenticated", "uncovered_short_option", "unsupported_media_type",
-] as const;
-export type KnownErrorCode = (typeof KNOWN_ERROR_CODES)[number];
-
-/** The document's codes when it enumerates them, else the stopgap list. */
-export type Narrowed<C> = string extends C ? KnownErrorCode : C;
 
 /** Every error code of every operation. */
 type AnyDeclaredErrorCode = {
   [P in keyof paths]: { [M in Method]: DeclaredErrorCode<P, M> }[Method];
 }[keyof paths];
-export type ErrorCode = Narrowed<AnyDeclaredErrorCode>;
+export type ErrorCode = AnyDeclaredErrorCode;
 /** The codes one operation may answer. */
-export type ErrorCodeOf<P extends keyof paths, M extends Method> = Narrowed<DeclaredErrorCode<P, M>>;
+export type ErrorCodeOf<P extends keyof paths, M extends Method> = DeclaredErrorCode<P, M>;
 
 /** What a client does after an error, per docs/api.md's retry recipe. */
 export type Advice =
@@ -81,8 +54,8 @@ export type Advice =
   | "client_bug"; // the request was malformed: fix the client
 
 /**
- * Exhaustive over the codes: a code the document adds fails compilation here (once the
- * document enumerates them), and a code the server answers that is not known fails the run.
+ * Exhaustive over the codes: a code the document adds or drops fails compilation here, and a
+ * code the server answers that the document does not declare fails the run.
  */
 export function retryAdvice(code: ErrorCode): Advice {
   switch (code) {
@@ -104,14 +77,12 @@ export function retryAdvice(code: ErrorCode): Advice {
     case "unauthenticated":
     case "invalid_token":
       return "sign_in";
-    case "bad_request":
     case "invalid_json":
     case "invalid_body":
     case "invalid_path":
     case "invalid_query":
-    case "idempotency_key_invalid":
+    case "Idempotency-Key must be a UUID string":
     case "idempotency_key_required":
-    case "method_not_allowed":
     case "unsupported_media_type":
     case "payload_too_large":
     case "invalid_payload":
@@ -121,7 +92,6 @@ export function retryAdvice(code: ErrorCode): Advice {
     case "billing_request_rejected":
     case "contract_expired":
     case "duplicate_client_order_id":
-    case "email_taken":
     case "forbidden":
     case "insufficient_buying_power":
     case "insufficient_qty":
@@ -129,7 +99,6 @@ export function retryAdvice(code: ErrorCode): Advice {
     case "invalid_display_name":
     case "invalid_email":
     case "invalid_marketing_opt_in":
-    case "invalid_name":
     case "invalid_order":
     case "invalid_quote":
     case "invalid_subscription":
@@ -275,12 +244,9 @@ export function contractCheck(doc: OpenApiDocument, seen: Seen[]): Middleware {
         const code = typeof body === "object" && body !== null ? (body as { error?: unknown }).error : undefined;
         if (typeof code !== "string") throw new ContractError(`${operation} ${status}: no error code`);
         const allowed = errorEnum(doc, media[contentType]?.schema);
-        const known = allowed ?? new Set<string>(KNOWN_ERROR_CODES);
-        if (!known.has(code)) {
-          throw new ContractError(
-            `${operation} ${status}: error code ${code} is not declared ` +
-              (allowed ? "for this operation" : "(docs/errors.md's list)"),
-          );
+        if (!allowed) throw new ContractError(`${operation} ${status}: the document declares no error codes`);
+        if (!allowed.has(code)) {
+          throw new ContractError(`${operation} ${status}: error code ${code} is not declared for this operation`);
         }
       }
       seen.push({ operation, status: response.status });

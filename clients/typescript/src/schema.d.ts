@@ -492,15 +492,56 @@ export interface components {
             status: string;
         };
         /**
+         * @description `200` of `GET /api/account/export`: everything stored about the caller, by table (the rows
+         *     as stored; secrets such as token hashes are left out). Documentation type: the handler
+         *     builds the same members.
+         */
+        AccountExport: {
+            /** @description The paper account. */
+            account: Record<string, never>[];
+            /** @description The caller's audit rows. */
+            audit_log: Record<string, never>[];
+            /** @description The Stripe customer link, if any. */
+            billing_customer?: Record<string, never> | null;
+            /** @description The subscription mirror. */
+            billing_subscriptions: Record<string, never>[];
+            /** @description Messages queued for the caller's address. */
+            email_outbox: Record<string, never>[];
+            /** @description Every fill. */
+            fills: Record<string, never>[];
+            /** @description Idempotency keys with their stored requests and answers. */
+            idempotency_keys: Record<string, never>[];
+            /** @description Every order leg. */
+            order_legs: Record<string, never>[];
+            /** @description Every order, oldest first. */
+            orders: Record<string, never>[];
+            /** @description Every position. */
+            positions: Record<string, never>[];
+            /** @description The profile. */
+            profile: Record<string, never>;
+            /** @description Sessions (without their token hashes). */
+            sessions: Record<string, never>[];
+            /** @description Sign-in links (without their token hashes). */
+            sign_in_links: Record<string, never>[];
+            /** @description The user row. */
+            user: Record<string, never>;
+            /** @description Waitlist rows for the caller's address. */
+            waitlist: Record<string, never>[];
+        };
+        /**
          * @description The account's mode (only `paper` accounts trade here).
          * @enum {string}
          */
         AccountMode: "paper" | "live";
         /** @description The paper account. */
         AccountResponse: {
-            /** @description Cash minus the reservations of open orders. */
+            /**
+             * Format: decimal
+             * @description Cash minus the reservations of open orders.
+             */
             buying_power: string;
             /**
+             * Format: decimal
              * @description Settled cash.
              * @example 100000.00
              */
@@ -511,9 +552,15 @@ export interface components {
             idempotency_replayed?: boolean;
             /** @description `paper` or `live`. */
             mode: components["schemas"]["AccountMode"];
-            /** @description Cumulative realized P&L. */
+            /**
+             * Format: decimal
+             * @description Cumulative realized P&L.
+             */
             realized_pnl: string;
-            /** @description Reserved by open orders. */
+            /**
+             * Format: decimal
+             * @description Reserved by open orders.
+             */
             reserved_cash: string;
         };
         /** @description `POST /api/billing/subscription/cancel`: `{}` or no body. */
@@ -532,7 +579,10 @@ export interface components {
         };
         /** @description `POST /api/trading/positions/{symbol}/close`: `{}` closes everything. */
         ClosePositionRequest: {
-            /** @description Partial close. */
+            /**
+             * Format: decimal
+             * @description Partial close.
+             */
             qty?: string | null;
         };
         /** @description `POST /api/billing/checkout-sessions`. */
@@ -560,24 +610,30 @@ export interface components {
             /** @description Multi-leg orders: 2-4 legs. */
             legs?: components["schemas"]["LegRequest"][] | null;
             /**
+             * Format: decimal
              * @description Limit orders: per share (simple) or net per unit, positive = debit (mleg).
              * @example 1.25
              */
             limit_price?: string | null;
-            order_class?: null | components["schemas"]["OrderClass"];
-            position_intent?: null | components["schemas"]["PositionIntent"];
+            /** @description Defaults to `simple`. */
+            order_class?: components["schemas"]["OrderClass"];
+            /** @description Simple orders: inferred from the position when absent. */
+            position_intent?: components["schemas"]["PositionIntent"];
             /**
+             * Format: decimal
              * @description Shares or contracts (simple) or strategy units (mleg).
              * @example 1
              */
             qty: string;
-            side?: null | components["schemas"]["Side"];
+            /** @description Simple orders: `buy` or `sell` (may be implied by `position_intent`). */
+            side?: components["schemas"]["Side"];
             /**
              * @description Simple orders: the equity or OCC option symbol.
              * @example AAPL260918C00065000
              */
             symbol?: string | null;
-            time_in_force?: null | components["schemas"]["TimeInForce"];
+            /** @description Defaults to `day`. */
+            time_in_force?: components["schemas"]["TimeInForce"];
             /** @description `market` or `limit`. */
             type: components["schemas"]["OrderType"];
         };
@@ -597,10 +653,24 @@ export interface components {
         /** @description `POST /api/auth/register`, `POST /api/auth/login`. */
         EmailRequest: {
             /**
+             * Format: email
              * @description The address to send the link to.
              * @example ada@example.com
              */
             email: string;
+        };
+        /**
+         * @description `200` of `POST /api/account/erasure`: how many rows each table lost, and whose they were.
+         *     Documentation type: the handler builds the same members.
+         */
+        ErasureResponse: {
+            /**
+             * Format: int32
+             * @description The erased user's id.
+             */
+            user_id: number;
+        } & {
+            [key: string]: number;
         };
         /**
          * @description The error body every error response carries (documented once in OpenAPI): RFC 9457
@@ -608,28 +678,60 @@ export interface components {
          *     the message and the code's context members (e.g. `buying_power`, `retry_after_ms`).
          */
         ErrorBody: {
+            /**
+             * Format: decimal
+             * @description `insufficient_qty`: the quantity the position has.
+             */
+            available?: string;
+            /**
+             * Format: decimal
+             * @description `insufficient_buying_power`: the account's buying power.
+             */
+            buying_power?: string;
+            /**
+             * Format: decimal
+             * @description `insufficient_buying_power`: what the order would reserve.
+             */
+            cost_basis?: string;
             /** @description Same as `message`. */
             detail: string;
             /**
-             * @description Stable machine code, e.g. `insufficient_buying_power`.
-             * @example insufficient_buying_power
+             * @description Stable machine code, e.g. `insufficient_buying_power`; each response narrows it to the
+             *     codes that route answers with that status.
              */
-            error: string;
+            error: components["schemas"]["ErrorCode"];
             /** @description Present (`true`) only on a replay of a stored answer. */
             idempotency_replayed?: boolean;
             /**
              * @description This occurrence: `urn:request:<x-request-id>`.
              * @example urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11
              */
-            instance?: string | null;
+            instance?: string;
             /** @description Human-readable explanation. */
             message: string;
+            /** @description `order_not_cancelable`: the order's status (`status` is the HTTP status). */
+            order_status?: components["schemas"]["OrderStatus"];
+            /**
+             * Format: decimal
+             * @description `insufficient_qty`: the quantity the order asked for.
+             */
+            requested?: string;
+            /**
+             * Format: int64
+             * @description `idempotency_in_flight`: milliseconds until the first attempt may be taken over.
+             */
+            retry_after_ms?: number;
             /**
              * Format: int32
              * @description The HTTP status.
              * @example 403
              */
             status: number;
+            /**
+             * @description `insufficient_qty`, `quote_unavailable`, `contract_expired`, `uncovered_short_option`:
+             *     the symbol concerned.
+             */
+            symbol?: string;
             /**
              * @description The HTTP status's reason phrase.
              * @example Forbidden
@@ -641,6 +743,11 @@ export interface components {
              */
             type: string;
         };
+        /**
+         * @description Every error code; `/docs/errors#<code>` explains each (the malformed-key sentence's section is `idempotency_key_invalid`).
+         * @enum {string}
+         */
+        ErrorCode: "Idempotency-Key must be a UUID string" | "bad_request" | "billing_busy" | "billing_not_configured" | "billing_request_rejected" | "contract_expired" | "database_busy" | "database_unavailable" | "duplicate_client_order_id" | "forbidden" | "idempotency_in_flight" | "idempotency_key_body_mismatch" | "idempotency_key_required" | "idempotency_previous_failed" | "idempotency_store_unavailable" | "insufficient_buying_power" | "insufficient_qty" | "internal" | "invalid_billing_request" | "invalid_body" | "invalid_display_name" | "invalid_email" | "invalid_json" | "invalid_marketing_opt_in" | "invalid_order" | "invalid_path" | "invalid_payload" | "invalid_query" | "invalid_quote" | "invalid_signature" | "invalid_subscription" | "invalid_symbol" | "invalid_time_zone" | "invalid_token" | "live_trading_unavailable" | "method_not_allowed" | "new_orders_disabled" | "not_found" | "order_not_cancelable" | "payload_too_large" | "quote_unavailable" | "rate_limited" | "request_timeout" | "stripe_timeout" | "stripe_unavailable" | "subscription_active" | "too_many_open_orders" | "unauthenticated" | "uncovered_short_option" | "unsupported_media_type";
         /** @description A flag's value. */
         FlagResponse: {
             /** @description Its value now. */
@@ -655,25 +762,36 @@ export interface components {
         };
         /** @description One leg of a multi-leg order. */
         LegRequest: {
-            position_intent?: null | components["schemas"]["PositionIntent"];
+            /** @description Inferred from the position when absent. */
+            position_intent?: components["schemas"]["PositionIntent"];
             /**
              * Format: int32
              * @description Contracts per strategy unit (default 1).
              */
             ratio_qty?: number | null;
-            side?: null | components["schemas"]["Side"];
+            /** @description `buy` or `sell` (may be implied by `position_intent`). */
+            side?: components["schemas"]["Side"];
             /** @description OCC option symbol. */
             symbol: string;
         };
         /** @description One leg of an order. */
         LegResponse: {
-            /** @description Fill price. */
+            /**
+             * Format: decimal
+             * @description Fill price.
+             */
             filled_avg_price?: string | null;
-            /** @description Filled contracts. */
+            /**
+             * Format: decimal
+             * @description Filled contracts.
+             */
             filled_qty: string;
             /** @description Intent. */
             position_intent: components["schemas"]["PositionIntent"];
-            /** @description Contracts. */
+            /**
+             * Format: decimal
+             * @description Contracts.
+             */
             qty: string;
             /**
              * Format: int32
@@ -734,6 +852,11 @@ export interface components {
          */
         OrderClass: "simple" | "mleg";
         /**
+         * @description Which orders `GET /api/trading/orders` lists.
+         * @enum {string}
+         */
+        OrderListStatus: "open" | "closed" | "all";
+        /**
          * @description What placed the order: `POST /orders`, a roll or a close.
          * @enum {string}
          */
@@ -752,16 +875,25 @@ export interface components {
              * @description Created.
              */
             created_at: string;
-            /** @description Fees charged. */
+            /**
+             * Format: decimal
+             * @description Fees charged.
+             */
             fees: string;
             /**
              * Format: date-time
              * @description Filled.
              */
             filled_at?: string | null;
-            /** @description Average fill price (net per unit for mleg). */
+            /**
+             * Format: decimal
+             * @description Average fill price (net per unit for mleg).
+             */
             filled_avg_price?: string | null;
-            /** @description Filled quantity. */
+            /**
+             * Format: decimal
+             * @description Filled quantity.
+             */
             filled_qty: string;
             /**
              * Format: uuid
@@ -772,16 +904,24 @@ export interface components {
             idempotency_replayed?: boolean;
             /** @description Legs (every order has at least one). */
             legs: components["schemas"]["LegResponse"][];
-            /** @description Limit. */
+            /**
+             * Format: decimal
+             * @description Limit.
+             */
             limit_price?: string | null;
             /** @description `simple` or `mleg`. */
             order_class: components["schemas"]["OrderClass"];
-            position_intent?: null | components["schemas"]["PositionIntent"];
+            /** @description Simple orders: intent. */
+            position_intent?: components["schemas"]["PositionIntent"];
             /** @description `order`, `roll` or `close`. */
             purpose: components["schemas"]["OrderPurpose"];
-            /** @description Quantity. */
+            /**
+             * Format: decimal
+             * @description Quantity.
+             */
             qty: string;
-            side?: null | components["schemas"]["Side"];
+            /** @description Simple orders: side. */
+            side?: components["schemas"]["Side"];
             /** @description `new`, `filled`, `canceled` or `expired`. */
             status: components["schemas"]["OrderStatus"];
             /** @description Simple orders: symbol. */
@@ -806,6 +946,12 @@ export interface components {
          * @enum {string}
          */
         OrderType: "market" | "limit";
+        /**
+         * @description `201` of `POST /api/billing/portal-sessions`: the session, or on a replay the marker that
+         *     its URL was not kept (documentation only: the handler answers a `PortalSessionResponse`,
+         *     the idempotency layer the marker).
+         */
+        PortalSessionAnswer: components["schemas"]["PortalSessionResponse"] | components["schemas"]["UnstoredReplay"];
         /** @description `201` of `POST /api/billing/portal-sessions`. */
         PortalSessionResponse: {
             /** @description Present (`true`) only on a replay of a stored answer. */
@@ -820,13 +966,22 @@ export interface components {
         PositionIntent: "buy_to_open" | "buy_to_close" | "sell_to_open" | "sell_to_close";
         /** @description A position. */
         PositionResponse: {
-            /** @description Weighted average entry price. */
+            /**
+             * Format: decimal
+             * @description Weighted average entry price.
+             */
             avg_entry_price: string;
-            /** @description Signed quantity (negative when short). */
+            /**
+             * Format: decimal
+             * @description Signed quantity (negative when short).
+             */
             qty: string;
-            /** @description Cumulative realized P&L on this symbol. */
+            /**
+             * Format: decimal
+             * @description Cumulative realized P&L on this symbol.
+             */
             realized_pnl: string;
-            /** @description `long`, `short` or `flat`. */
+            /** @description `long` or `short` (flat positions are not listed). */
             side: components["schemas"]["PositionSide"];
             /** @description Symbol. */
             symbol: string;
@@ -847,7 +1002,7 @@ export interface components {
              */
             display_name?: string | null;
             /** @description Marketing email consent. */
-            marketing_opt_in?: boolean | null;
+            marketing_opt_in?: boolean;
             /**
              * @description An IANA time zone name (`America/New_York`); `null` clears it.
              * @example America/New_York
@@ -879,9 +1034,15 @@ export interface components {
         };
         /** @description A quote and what it filled. */
         QuoteResponse: {
-            /** @description Ask. */
+            /**
+             * Format: decimal
+             * @description Ask.
+             */
             ask: string;
-            /** @description Bid. */
+            /**
+             * Format: decimal
+             * @description Bid.
+             */
             bid: string;
             /** @description Resting orders this quote filled. */
             filled_order_ids: string[];
@@ -896,11 +1057,13 @@ export interface components {
          */
         RollRequest: {
             /**
+             * Format: decimal
              * @description Net limit per unit (negative = credit); market when absent.
              * @example -0.80
              */
             limit_price?: string | null;
             /**
+             * Format: decimal
              * @description Contracts to roll.
              * @example 1
              */
@@ -929,11 +1092,13 @@ export interface components {
         /** @description `PUT /api/admin/quotes/{symbol}`. */
         SetQuoteRequest: {
             /**
+             * Format: decimal
              * @description Ask.
              * @example 1.25
              */
             ask: string;
             /**
+             * Format: decimal
              * @description Bid.
              * @example 1.20
              */
@@ -989,6 +1154,19 @@ export interface components {
          * @enum {string}
          */
         TimeInForce: "day" | "gtc";
+        /** @description A replay of an answer whose body was not stored (the portal's URL is a credential). */
+        UnstoredReplay: {
+            /**
+             * @description Always `false`: ask again with a new key.
+             * @example false
+             */
+            body_stored: boolean;
+            /**
+             * @description Always `true`.
+             * @example true
+             */
+            idempotency_replayed: boolean;
+        };
         /** @description `POST /api/auth/register/verify-with-token`. */
         VerifyRequest: {
             /** @description The token from the emailed link. */
@@ -997,6 +1175,7 @@ export interface components {
         /** @description `POST /api/waitlist/signup`. */
         WaitlistSignupRequest: {
             /**
+             * Format: email
              * @description The address to notify.
              * @example ada@example.com
              */
@@ -1043,21 +1222,43 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": components["schemas"]["ErasureResponse"];
                 };
             };
-            /** @description unauthenticated */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
             401: {
                 headers: {
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
                 };
             };
-            /** @description forbidden (a service principal) */
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
             403: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1065,10 +1266,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden";
+                    };
                 };
             };
-            /** @description subscription_active: a subscription still renews; cancel it first */
+            /**
+             * @description Conflict:
+             *     - `subscription_active`: a subscription still renews
+             */
             409: {
                 headers: {
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
@@ -1078,7 +1296,81 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "a subscription still renews",
+                     *       "error": "subscription_active",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a subscription still renews",
+                     *       "status": 409,
+                     *       "title": "Conflict",
+                     *       "type": "/docs/errors#subscription_active"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "subscription_active";
+                    };
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                    };
                 };
             };
         };
@@ -1100,21 +1392,43 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": components["schemas"]["AccountExport"];
                 };
             };
-            /** @description unauthenticated */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
             401: {
                 headers: {
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
                 };
             };
-            /** @description forbidden (a service principal) */
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
             403: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1122,7 +1436,81 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden";
+                    };
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                    };
                 };
             };
         };
@@ -1147,18 +1535,40 @@ export interface operations {
                     "application/json": components["schemas"]["ProfileResponse"];
                 };
             };
-            /** @description unauthenticated */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
             401: {
                 headers: {
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
                 };
             };
-            /** @description forbidden (a service principal) */
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
             403: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1166,7 +1576,109 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden";
+                    };
+                };
+            };
+            /**
+             * @description Not Found:
+             *     - `not_found`: the resource does not exist for this caller
+             */
+            404: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource does not exist for this caller",
+                     *       "error": "not_found",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the resource does not exist for this caller",
+                     *       "status": 404,
+                     *       "title": "Not Found",
+                     *       "type": "/docs/errors#not_found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                    };
                 };
             };
         };
@@ -1181,13 +1693,14 @@ export interface operations {
                  *     (`Idempotent-Replayed: true`). Keys are retained 24 hours on order and position routes
                  *     (Tier 1) and 7 days on billing and profile routes (Tier 2); after that a key is free
                  *     again. See docs/api.md.
+                 * @example 5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11
                  */
                 "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["ProfilePatch"];
             };
@@ -1197,7 +1710,7 @@ export interface operations {
             200: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -1206,50 +1719,140 @@ export interface operations {
                     "application/json": components["schemas"]["ProfileResponse"];
                 };
             };
-            /** @description malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is all */
+            /**
+             * @description Bad Request:
+             *     - `Idempotency-Key must be a UUID string`: the Idempotency-Key header is not one UUID
+             *     - `idempotency_key_required`: this deployment requires an Idempotency-Key here
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_json`: the body is not JSON
+             */
             400: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the Idempotency-Key header is not one UUID",
+                     *       "error": "Idempotency-Key must be a UUID string",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the Idempotency-Key header is not one UUID",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#idempotency_key_invalid"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "Idempotency-Key must be a UUID string" | "idempotency_key_required" | "invalid_body" | "invalid_json";
+                    };
                 };
             };
-            /** @description unauthenticated */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
             401: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
                 };
             };
-            /** @description forbidden (a service principal) */
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
             403: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden";
+                    };
                 };
             };
-            /** @description idempotency_in_flight or idempotency_previous_failed */
+            /**
+             * @description Not Found:
+             *     - `not_found`: the resource does not exist for this caller
+             */
+            404: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource does not exist for this caller",
+                     *       "error": "not_found",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the resource does not exist for this caller",
+                     *       "status": 404,
+                     *       "title": "Not Found",
+                     *       "type": "/docs/errors#not_found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Conflict:
+             *     - `idempotency_in_flight`: the first request with this key is still running
+             *     - `idempotency_previous_failed`: the first request with this key failed; use a new key
+             */
             409: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1257,20 +1860,180 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the first request with this key is still running",
+                     *       "error": "idempotency_in_flight",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the first request with this key is still running",
+                     *       "status": 409,
+                     *       "title": "Conflict",
+                     *       "type": "/docs/errors#idempotency_in_flight"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "idempotency_in_flight" | "idempotency_previous_failed";
+                    };
                 };
             };
-            /** @description invalid_body (unknown field, wrong type), invalid_display_name, invalid_time_zone, invalid_marketing_opt_in, idempotency_key_body_mismatch */
-            422: {
+            /**
+             * @description Payload Too Large:
+             *     - `payload_too_large`: the body exceeds the limit
+             */
+            413: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the body exceeds the limit",
+                     *       "error": "payload_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body exceeds the limit",
+                     *       "status": 413,
+                     *       "title": "Payload Too Large",
+                     *       "type": "/docs/errors#payload_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "payload_too_large";
+                    };
+                };
+            };
+            /**
+             * @description Unsupported Media Type:
+             *     - `unsupported_media_type`: the body is not application/json
+             */
+            415: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body is not application/json",
+                     *       "error": "unsupported_media_type",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body is not application/json",
+                     *       "status": 415,
+                     *       "title": "Unsupported Media Type",
+                     *       "type": "/docs/errors#unsupported_media_type"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unsupported_media_type";
+                    };
+                };
+            };
+            /**
+             * @description Unprocessable Entity:
+             *     - `idempotency_key_body_mismatch`: this key was used with another request
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_display_name`: the display name is too long or has control characters
+             *     - `invalid_marketing_opt_in`: marketing_opt_in must be true or false
+             *     - `invalid_time_zone`: not an IANA time zone name
+             */
+            422: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "this key was used with another request",
+                     *       "error": "idempotency_key_body_mismatch",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "this key was used with another request",
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity",
+                     *       "type": "/docs/errors#idempotency_key_body_mismatch"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "idempotency_key_body_mismatch" | "invalid_body" | "invalid_display_name" | "invalid_marketing_opt_in" | "invalid_time_zone";
+                    };
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
+            503: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout";
+                    };
                 };
             };
         };
@@ -1280,7 +2043,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Flag name, e.g. FLAG_IDEMPOTENCY_MIDDLEWARE */
+                /**
+                 * @description Flag name: FLAG_IDEMPOTENCY_MIDDLEWARE
+                 * @example FLAG_IDEMPOTENCY_MIDDLEWARE
+                 */
                 name: string;
             };
             cookie?: never;
@@ -1302,18 +2068,69 @@ export interface operations {
                     "application/json": components["schemas"]["FlagResponse"];
                 };
             };
-            /** @description unauthenticated */
-            401: {
+            /**
+             * @description Bad Request:
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_json`: the body is not JSON
+             */
+            400: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the body does not match the route's schema",
+                     *       "error": "invalid_body",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body does not match the route's schema",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#invalid_body"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "invalid_body" | "invalid_json";
+                    };
                 };
             };
-            /** @description not an operator */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
+            401: {
+                headers: {
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
+                };
+            };
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
             403: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1321,10 +2138,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden";
+                    };
                 };
             };
-            /** @description unknown flag */
+            /**
+             * @description Not Found:
+             *     - `not_found`: the resource does not exist for this caller
+             */
             404: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1332,7 +2166,165 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the resource does not exist for this caller",
+                     *       "error": "not_found",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the resource does not exist for this caller",
+                     *       "status": 404,
+                     *       "title": "Not Found",
+                     *       "type": "/docs/errors#not_found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Payload Too Large:
+             *     - `payload_too_large`: the body exceeds the limit
+             */
+            413: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body exceeds the limit",
+                     *       "error": "payload_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body exceeds the limit",
+                     *       "status": 413,
+                     *       "title": "Payload Too Large",
+                     *       "type": "/docs/errors#payload_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "payload_too_large";
+                    };
+                };
+            };
+            /**
+             * @description Unsupported Media Type:
+             *     - `unsupported_media_type`: the body is not application/json
+             */
+            415: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body is not application/json",
+                     *       "error": "unsupported_media_type",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body is not application/json",
+                     *       "status": 415,
+                     *       "title": "Unsupported Media Type",
+                     *       "type": "/docs/errors#unsupported_media_type"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unsupported_media_type";
+                    };
+                };
+            };
+            /**
+             * @description Unprocessable Entity:
+             *     - `invalid_body`: the body does not match the route's schema
+             */
+            422: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body does not match the route's schema",
+                     *       "error": "invalid_body",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body does not match the route's schema",
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity",
+                     *       "type": "/docs/errors#invalid_body"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "invalid_body";
+                    };
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                    };
                 };
             };
         };
@@ -1364,18 +2356,69 @@ export interface operations {
                     "application/json": components["schemas"]["QuoteResponse"];
                 };
             };
-            /** @description unauthenticated */
-            401: {
+            /**
+             * @description Bad Request:
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_json`: the body is not JSON
+             */
+            400: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the body does not match the route's schema",
+                     *       "error": "invalid_body",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body does not match the route's schema",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#invalid_body"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "invalid_body" | "invalid_json";
+                    };
                 };
             };
-            /** @description not an operator */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
+            401: {
+                headers: {
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
+                };
+            };
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
             403: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1383,10 +2426,85 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden";
+                    };
                 };
             };
-            /** @description invalid_symbol or invalid_quote */
+            /**
+             * @description Payload Too Large:
+             *     - `payload_too_large`: the body exceeds the limit
+             */
+            413: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body exceeds the limit",
+                     *       "error": "payload_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body exceeds the limit",
+                     *       "status": 413,
+                     *       "title": "Payload Too Large",
+                     *       "type": "/docs/errors#payload_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "payload_too_large";
+                    };
+                };
+            };
+            /**
+             * @description Unsupported Media Type:
+             *     - `unsupported_media_type`: the body is not application/json
+             */
+            415: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body is not application/json",
+                     *       "error": "unsupported_media_type",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body is not application/json",
+                     *       "status": 415,
+                     *       "title": "Unsupported Media Type",
+                     *       "type": "/docs/errors#unsupported_media_type"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unsupported_media_type";
+                    };
+                };
+            };
+            /**
+             * @description Unprocessable Entity:
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_quote`: bid and ask must be positive, bid at most ask
+             *     - `invalid_symbol`: not an equity or OCC option symbol
+             */
             422: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1394,7 +2512,81 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the body does not match the route's schema",
+                     *       "error": "invalid_body",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body does not match the route's schema",
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity",
+                     *       "type": "/docs/errors#invalid_body"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "invalid_body" | "invalid_quote" | "invalid_symbol";
+                    };
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                    };
                 };
             };
         };
@@ -1423,7 +2615,11 @@ export interface operations {
                     "application/json": components["schemas"]["AcceptedResponse"];
                 };
             };
-            /** @description invalid_json */
+            /**
+             * @description Bad Request:
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_json`: the body is not JSON
+             */
             400: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1431,10 +2627,84 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the body does not match the route's schema",
+                     *       "error": "invalid_body",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body does not match the route's schema",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#invalid_body"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "invalid_body" | "invalid_json";
+                    };
                 };
             };
-            /** @description invalid_email, invalid_body */
+            /**
+             * @description Payload Too Large:
+             *     - `payload_too_large`: the body exceeds the limit
+             */
+            413: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body exceeds the limit",
+                     *       "error": "payload_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body exceeds the limit",
+                     *       "status": 413,
+                     *       "title": "Payload Too Large",
+                     *       "type": "/docs/errors#payload_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "payload_too_large";
+                    };
+                };
+            };
+            /**
+             * @description Unsupported Media Type:
+             *     - `unsupported_media_type`: the body is not application/json
+             */
+            415: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body is not application/json",
+                     *       "error": "unsupported_media_type",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body is not application/json",
+                     *       "status": 415,
+                     *       "title": "Unsupported Media Type",
+                     *       "type": "/docs/errors#unsupported_media_type"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unsupported_media_type";
+                    };
+                };
+            };
+            /**
+             * @description Unprocessable Entity:
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_email`: not an email address
+             */
             422: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1442,10 +2712,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the body does not match the route's schema",
+                     *       "error": "invalid_body",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body does not match the route's schema",
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity",
+                     *       "type": "/docs/errors#invalid_body"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "invalid_body" | "invalid_email";
+                    };
                 };
             };
-            /** @description rate_limited (Retry-After) */
+            /**
+             * @description Too Many Requests:
+             *     - `rate_limited`: too many requests; retry after Retry-After
+             */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
@@ -1455,7 +2742,79 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "too many requests; retry after Retry-After",
+                     *       "error": "rate_limited",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "too many requests; retry after Retry-After",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests",
+                     *       "type": "/docs/errors#rate_limited"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "rate_limited";
+                    };
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request ran past the server's request timeout",
+                     *       "error": "request_timeout",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request ran past the server's request timeout",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#request_timeout"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_timeout";
+                    };
                 };
             };
         };
@@ -1478,18 +2837,40 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description unauthenticated */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
             401: {
                 headers: {
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
                 };
             };
-            /** @description forbidden (a service token) */
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
             403: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1497,7 +2878,81 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden";
+                    };
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                    };
                 };
             };
         };
@@ -1526,7 +2981,11 @@ export interface operations {
                     "application/json": components["schemas"]["AcceptedResponse"];
                 };
             };
-            /** @description invalid_json */
+            /**
+             * @description Bad Request:
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_json`: the body is not JSON
+             */
             400: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1534,10 +2993,84 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the body does not match the route's schema",
+                     *       "error": "invalid_body",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body does not match the route's schema",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#invalid_body"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "invalid_body" | "invalid_json";
+                    };
                 };
             };
-            /** @description invalid_email, invalid_body */
+            /**
+             * @description Payload Too Large:
+             *     - `payload_too_large`: the body exceeds the limit
+             */
+            413: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body exceeds the limit",
+                     *       "error": "payload_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body exceeds the limit",
+                     *       "status": 413,
+                     *       "title": "Payload Too Large",
+                     *       "type": "/docs/errors#payload_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "payload_too_large";
+                    };
+                };
+            };
+            /**
+             * @description Unsupported Media Type:
+             *     - `unsupported_media_type`: the body is not application/json
+             */
+            415: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body is not application/json",
+                     *       "error": "unsupported_media_type",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body is not application/json",
+                     *       "status": 415,
+                     *       "title": "Unsupported Media Type",
+                     *       "type": "/docs/errors#unsupported_media_type"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unsupported_media_type";
+                    };
+                };
+            };
+            /**
+             * @description Unprocessable Entity:
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_email`: not an email address
+             */
             422: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1545,10 +3078,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the body does not match the route's schema",
+                     *       "error": "invalid_body",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body does not match the route's schema",
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity",
+                     *       "type": "/docs/errors#invalid_body"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "invalid_body" | "invalid_email";
+                    };
                 };
             };
-            /** @description rate_limited (Retry-After) */
+            /**
+             * @description Too Many Requests:
+             *     - `rate_limited`: too many requests; retry after Retry-After
+             */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
@@ -1558,7 +3108,79 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "too many requests; retry after Retry-After",
+                     *       "error": "rate_limited",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "too many requests; retry after Retry-After",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests",
+                     *       "type": "/docs/errors#rate_limited"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "rate_limited";
+                    };
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request ran past the server's request timeout",
+                     *       "error": "request_timeout",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request ran past the server's request timeout",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#request_timeout"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_timeout";
+                    };
                 };
             };
         };
@@ -1587,7 +3209,12 @@ export interface operations {
                     "application/json": components["schemas"]["SessionResponse"];
                 };
             };
-            /** @description invalid_token (unknown, expired, spent), invalid_json */
+            /**
+             * @description Bad Request:
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_json`: the body is not JSON
+             *     - `invalid_token`: the link is unknown, expired or spent
+             */
             400: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1595,10 +3222,83 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the body does not match the route's schema",
+                     *       "error": "invalid_body",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body does not match the route's schema",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#invalid_body"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "invalid_body" | "invalid_json" | "invalid_token";
+                    };
                 };
             };
-            /** @description invalid_body */
+            /**
+             * @description Payload Too Large:
+             *     - `payload_too_large`: the body exceeds the limit
+             */
+            413: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body exceeds the limit",
+                     *       "error": "payload_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body exceeds the limit",
+                     *       "status": 413,
+                     *       "title": "Payload Too Large",
+                     *       "type": "/docs/errors#payload_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "payload_too_large";
+                    };
+                };
+            };
+            /**
+             * @description Unsupported Media Type:
+             *     - `unsupported_media_type`: the body is not application/json
+             */
+            415: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body is not application/json",
+                     *       "error": "unsupported_media_type",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body is not application/json",
+                     *       "status": 415,
+                     *       "title": "Unsupported Media Type",
+                     *       "type": "/docs/errors#unsupported_media_type"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unsupported_media_type";
+                    };
+                };
+            };
+            /**
+             * @description Unprocessable Entity:
+             *     - `invalid_body`: the body does not match the route's schema
+             */
             422: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1606,7 +3306,79 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the body does not match the route's schema",
+                     *       "error": "invalid_body",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body does not match the route's schema",
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity",
+                     *       "type": "/docs/errors#invalid_body"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "invalid_body";
+                    };
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request ran past the server's request timeout",
+                     *       "error": "request_timeout",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request ran past the server's request timeout",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#request_timeout"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_timeout";
+                    };
                 };
             };
         };
@@ -1621,6 +3393,7 @@ export interface operations {
                  *     (`Idempotent-Replayed: true`). Keys are retained 24 hours on order and position routes
                  *     (Tier 1) and 7 days on billing and profile routes (Tier 2); after that a key is free
                  *     again. See docs/api.md.
+                 * @example 5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11
                  */
                 "Idempotency-Key"?: string;
             };
@@ -1637,7 +3410,7 @@ export interface operations {
             201: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -1646,50 +3419,111 @@ export interface operations {
                     "application/json": components["schemas"]["CheckoutSessionResponse"];
                 };
             };
-            /** @description malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is all */
+            /**
+             * @description Bad Request:
+             *     - `Idempotency-Key must be a UUID string`: the Idempotency-Key header is not one UUID
+             *     - `idempotency_key_required`: this deployment requires an Idempotency-Key here
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_json`: the body is not JSON
+             */
             400: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the Idempotency-Key header is not one UUID",
+                     *       "error": "Idempotency-Key must be a UUID string",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the Idempotency-Key header is not one UUID",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#idempotency_key_invalid"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "Idempotency-Key must be a UUID string" | "idempotency_key_required" | "invalid_body" | "invalid_json";
+                    };
                 };
             };
-            /** @description unauthenticated */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
             401: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
                 };
             };
-            /** @description forbidden (not a user) */
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
             403: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden";
+                    };
                 };
             };
-            /** @description idempotency_in_flight, idempotency_previous_failed, or subscription_active (a subscription is still running) */
+            /**
+             * @description Conflict:
+             *     - `idempotency_in_flight`: the first request with this key is still running
+             *     - `idempotency_previous_failed`: the first request with this key failed; use a new key
+             *     - `subscription_active`: a subscription still renews
+             */
             409: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1697,40 +3531,190 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the first request with this key is still running",
+                     *       "error": "idempotency_in_flight",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the first request with this key is still running",
+                     *       "status": 409,
+                     *       "title": "Conflict",
+                     *       "type": "/docs/errors#idempotency_in_flight"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "idempotency_in_flight" | "idempotency_previous_failed" | "subscription_active";
+                    };
                 };
             };
-            /** @description invalid_body, invalid_billing_request, billing_request_rejected (Stripe refused the parameters), idempotency_key_body_mismatch */
+            /**
+             * @description Payload Too Large:
+             *     - `payload_too_large`: the body exceeds the limit
+             */
+            413: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body exceeds the limit",
+                     *       "error": "payload_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body exceeds the limit",
+                     *       "status": 413,
+                     *       "title": "Payload Too Large",
+                     *       "type": "/docs/errors#payload_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "payload_too_large";
+                    };
+                };
+            };
+            /**
+             * @description Unsupported Media Type:
+             *     - `unsupported_media_type`: the body is not application/json
+             */
+            415: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body is not application/json",
+                     *       "error": "unsupported_media_type",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body is not application/json",
+                     *       "status": 415,
+                     *       "title": "Unsupported Media Type",
+                     *       "type": "/docs/errors#unsupported_media_type"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unsupported_media_type";
+                    };
+                };
+            };
+            /**
+             * @description Unprocessable Entity:
+             *     - `billing_request_rejected`: Stripe refused the request's parameters
+             *     - `idempotency_key_body_mismatch`: this key was used with another request
+             *     - `invalid_billing_request`: a billing parameter is not acceptable
+             *     - `invalid_body`: the body does not match the route's schema
+             */
             422: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "Stripe refused the request's parameters",
+                     *       "error": "billing_request_rejected",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "Stripe refused the request's parameters",
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity",
+                     *       "type": "/docs/errors#billing_request_rejected"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "billing_request_rejected" | "idempotency_key_body_mismatch" | "invalid_billing_request" | "invalid_body";
+                    };
                 };
             };
-            /** @description stripe_unavailable: Stripe failed or was unreachable; nothing was committed */
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Bad Gateway:
+             *     - `stripe_unavailable`: Stripe failed or is rate limiting; nothing was committed
+             */
             502: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "Stripe failed or is rate limiting; nothing was committed",
+                     *       "error": "stripe_unavailable",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "Stripe failed or is rate limiting; nothing was committed",
+                     *       "status": 502,
+                     *       "title": "Bad Gateway",
+                     *       "type": "/docs/errors#stripe_unavailable"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "stripe_unavailable";
+                    };
                 };
             };
-            /** @description billing_not_configured, billing_busy (Retry-After), stripe_unavailable (Stripe rate limit; Retry-After; retry with the same key), database_busy, database_unavailable or idempotency_store_unavailable */
+            /**
+             * @description Service Unavailable:
+             *     - `billing_busy`: too many requests are waiting on Stripe; retry
+             *     - `billing_not_configured`: billing is not configured on this server
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `stripe_unavailable`: Stripe failed or is rate limiting; nothing was committed
+             */
             503: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1738,20 +3722,51 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "too many requests are waiting on Stripe; retry",
+                     *       "error": "billing_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "too many requests are waiting on Stripe; retry",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#billing_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable";
+                    };
                 };
             };
-            /** @description stripe_timeout: Stripe did not answer in time; nothing was committed */
+            /**
+             * @description Gateway Timeout:
+             *     - `stripe_timeout`: Stripe did not answer in time; nothing was committed
+             */
             504: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "Stripe did not answer in time; nothing was committed",
+                     *       "error": "stripe_timeout",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "Stripe did not answer in time; nothing was committed",
+                     *       "status": 504,
+                     *       "title": "Gateway Timeout",
+                     *       "type": "/docs/errors#stripe_timeout"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "stripe_timeout";
+                    };
                 };
             };
         };
@@ -1780,7 +3795,11 @@ export interface operations {
                     "application/json": components["schemas"]["SubscriptionResponse"];
                 };
             };
-            /** @description malformed JSON */
+            /**
+             * @description Bad Request:
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_json`: the body is not JSON
+             */
             400: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1788,21 +3807,57 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the body does not match the route's schema",
+                     *       "error": "invalid_body",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body does not match the route's schema",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#invalid_body"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "invalid_body" | "invalid_json";
+                    };
                 };
             };
-            /** @description unauthenticated */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
             401: {
                 headers: {
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
                 };
             };
-            /** @description forbidden: not an operator or service */
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
             403: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1810,10 +3865,84 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden";
+                    };
                 };
             };
-            /** @description invalid_body or invalid_subscription */
+            /**
+             * @description Payload Too Large:
+             *     - `payload_too_large`: the body exceeds the limit
+             */
+            413: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body exceeds the limit",
+                     *       "error": "payload_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body exceeds the limit",
+                     *       "status": 413,
+                     *       "title": "Payload Too Large",
+                     *       "type": "/docs/errors#payload_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "payload_too_large";
+                    };
+                };
+            };
+            /**
+             * @description Unsupported Media Type:
+             *     - `unsupported_media_type`: the body is not application/json
+             */
+            415: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body is not application/json",
+                     *       "error": "unsupported_media_type",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body is not application/json",
+                     *       "status": 415,
+                     *       "title": "Unsupported Media Type",
+                     *       "type": "/docs/errors#unsupported_media_type"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unsupported_media_type";
+                    };
+                };
+            };
+            /**
+             * @description Unprocessable Entity:
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_subscription`: the subscription's values are not acceptable
+             */
             422: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1821,10 +3950,57 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the body does not match the route's schema",
+                     *       "error": "invalid_body",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body does not match the route's schema",
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity",
+                     *       "type": "/docs/errors#invalid_body"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "invalid_body" | "invalid_subscription";
+                    };
                 };
             };
-            /** @description database_unavailable */
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
@@ -1834,7 +4010,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                    };
                 };
             };
         };
@@ -1849,6 +4039,7 @@ export interface operations {
                  *     (`Idempotent-Replayed: true`). Keys are retained 24 hours on order and position routes
                  *     (Tier 1) and 7 days on billing and profile routes (Tier 2); after that a key is free
                  *     again. See docs/api.md.
+                 * @example 5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11
                  */
                 "Idempotency-Key"?: string;
             };
@@ -1865,59 +4056,119 @@ export interface operations {
             201: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["PortalSessionResponse"];
+                    "application/json": components["schemas"]["PortalSessionAnswer"];
                 };
             };
-            /** @description malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is all */
+            /**
+             * @description Bad Request:
+             *     - `Idempotency-Key must be a UUID string`: the Idempotency-Key header is not one UUID
+             *     - `idempotency_key_required`: this deployment requires an Idempotency-Key here
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_json`: the body is not JSON
+             */
             400: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the Idempotency-Key header is not one UUID",
+                     *       "error": "Idempotency-Key must be a UUID string",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the Idempotency-Key header is not one UUID",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#idempotency_key_invalid"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "Idempotency-Key must be a UUID string" | "idempotency_key_required" | "invalid_body" | "invalid_json";
+                    };
                 };
             };
-            /** @description unauthenticated */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
             401: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
                 };
             };
-            /** @description forbidden (not a user) */
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
             403: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden";
+                    };
                 };
             };
-            /** @description idempotency_in_flight or idempotency_previous_failed */
+            /**
+             * @description Conflict:
+             *     - `idempotency_in_flight`: the first request with this key is still running
+             *     - `idempotency_previous_failed`: the first request with this key failed; use a new key
+             */
             409: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1925,40 +4176,190 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the first request with this key is still running",
+                     *       "error": "idempotency_in_flight",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the first request with this key is still running",
+                     *       "status": 409,
+                     *       "title": "Conflict",
+                     *       "type": "/docs/errors#idempotency_in_flight"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "idempotency_in_flight" | "idempotency_previous_failed";
+                    };
                 };
             };
-            /** @description invalid_body, invalid_billing_request, billing_request_rejected, idempotency_key_body_mismatch */
+            /**
+             * @description Payload Too Large:
+             *     - `payload_too_large`: the body exceeds the limit
+             */
+            413: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body exceeds the limit",
+                     *       "error": "payload_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body exceeds the limit",
+                     *       "status": 413,
+                     *       "title": "Payload Too Large",
+                     *       "type": "/docs/errors#payload_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "payload_too_large";
+                    };
+                };
+            };
+            /**
+             * @description Unsupported Media Type:
+             *     - `unsupported_media_type`: the body is not application/json
+             */
+            415: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body is not application/json",
+                     *       "error": "unsupported_media_type",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body is not application/json",
+                     *       "status": 415,
+                     *       "title": "Unsupported Media Type",
+                     *       "type": "/docs/errors#unsupported_media_type"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unsupported_media_type";
+                    };
+                };
+            };
+            /**
+             * @description Unprocessable Entity:
+             *     - `billing_request_rejected`: Stripe refused the request's parameters
+             *     - `idempotency_key_body_mismatch`: this key was used with another request
+             *     - `invalid_billing_request`: a billing parameter is not acceptable
+             *     - `invalid_body`: the body does not match the route's schema
+             */
             422: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "Stripe refused the request's parameters",
+                     *       "error": "billing_request_rejected",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "Stripe refused the request's parameters",
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity",
+                     *       "type": "/docs/errors#billing_request_rejected"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "billing_request_rejected" | "idempotency_key_body_mismatch" | "invalid_billing_request" | "invalid_body";
+                    };
                 };
             };
-            /** @description stripe_unavailable: nothing was committed */
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Bad Gateway:
+             *     - `stripe_unavailable`: Stripe failed or is rate limiting; nothing was committed
+             */
             502: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "Stripe failed or is rate limiting; nothing was committed",
+                     *       "error": "stripe_unavailable",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "Stripe failed or is rate limiting; nothing was committed",
+                     *       "status": 502,
+                     *       "title": "Bad Gateway",
+                     *       "type": "/docs/errors#stripe_unavailable"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "stripe_unavailable";
+                    };
                 };
             };
-            /** @description billing_not_configured, billing_busy (Retry-After), stripe_unavailable (Retry-After), database_busy, database_unavailable or idempotency_store_unavailable */
+            /**
+             * @description Service Unavailable:
+             *     - `billing_busy`: too many requests are waiting on Stripe; retry
+             *     - `billing_not_configured`: billing is not configured on this server
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `stripe_unavailable`: Stripe failed or is rate limiting; nothing was committed
+             */
             503: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -1966,20 +4367,51 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "too many requests are waiting on Stripe; retry",
+                     *       "error": "billing_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "too many requests are waiting on Stripe; retry",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#billing_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable";
+                    };
                 };
             };
-            /** @description stripe_timeout: nothing was committed */
+            /**
+             * @description Gateway Timeout:
+             *     - `stripe_timeout`: Stripe did not answer in time; nothing was committed
+             */
             504: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "Stripe did not answer in time; nothing was committed",
+                     *       "error": "stripe_timeout",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "Stripe did not answer in time; nothing was committed",
+                     *       "status": 504,
+                     *       "title": "Gateway Timeout",
+                     *       "type": "/docs/errors#stripe_timeout"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "stripe_timeout";
+                    };
                 };
             };
         };
@@ -1994,13 +4426,14 @@ export interface operations {
                  *     (`Idempotent-Replayed: true`). Keys are retained 24 hours on order and position routes
                  *     (Tier 1) and 7 days on billing and profile routes (Tier 2); after that a key is free
                  *     again. See docs/api.md.
+                 * @example 5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11
                  */
                 "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["CancelSubscriptionRequest"];
             };
@@ -2010,7 +4443,7 @@ export interface operations {
             200: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -2019,63 +4452,140 @@ export interface operations {
                     "application/json": components["schemas"]["SubscriptionResponse"];
                 };
             };
-            /** @description malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is all */
+            /**
+             * @description Bad Request:
+             *     - `Idempotency-Key must be a UUID string`: the Idempotency-Key header is not one UUID
+             *     - `idempotency_key_required`: this deployment requires an Idempotency-Key here
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_json`: the body is not JSON
+             */
             400: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the Idempotency-Key header is not one UUID",
+                     *       "error": "Idempotency-Key must be a UUID string",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the Idempotency-Key header is not one UUID",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#idempotency_key_invalid"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "Idempotency-Key must be a UUID string" | "idempotency_key_required" | "invalid_body" | "invalid_json";
+                    };
                 };
             };
-            /** @description unauthenticated */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
             401: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
                 };
             };
-            /** @description forbidden (not a user) */
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
             403: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden";
+                    };
                 };
             };
-            /** @description not_found: no subscription that can be canceled */
+            /**
+             * @description Not Found:
+             *     - `not_found`: the resource does not exist for this caller
+             */
             404: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the resource does not exist for this caller",
+                     *       "error": "not_found",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the resource does not exist for this caller",
+                     *       "status": 404,
+                     *       "title": "Not Found",
+                     *       "type": "/docs/errors#not_found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "not_found";
+                    };
                 };
             };
-            /** @description idempotency_in_flight or idempotency_previous_failed */
+            /**
+             * @description Conflict:
+             *     - `idempotency_in_flight`: the first request with this key is still running
+             *     - `idempotency_previous_failed`: the first request with this key failed; use a new key
+             */
             409: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2083,40 +4593,189 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the first request with this key is still running",
+                     *       "error": "idempotency_in_flight",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the first request with this key is still running",
+                     *       "status": 409,
+                     *       "title": "Conflict",
+                     *       "type": "/docs/errors#idempotency_in_flight"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "idempotency_in_flight" | "idempotency_previous_failed";
+                    };
                 };
             };
-            /** @description invalid_body, billing_request_rejected, idempotency_key_body_mismatch */
+            /**
+             * @description Payload Too Large:
+             *     - `payload_too_large`: the body exceeds the limit
+             */
+            413: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body exceeds the limit",
+                     *       "error": "payload_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body exceeds the limit",
+                     *       "status": 413,
+                     *       "title": "Payload Too Large",
+                     *       "type": "/docs/errors#payload_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "payload_too_large";
+                    };
+                };
+            };
+            /**
+             * @description Unsupported Media Type:
+             *     - `unsupported_media_type`: the body is not application/json
+             */
+            415: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body is not application/json",
+                     *       "error": "unsupported_media_type",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body is not application/json",
+                     *       "status": 415,
+                     *       "title": "Unsupported Media Type",
+                     *       "type": "/docs/errors#unsupported_media_type"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unsupported_media_type";
+                    };
+                };
+            };
+            /**
+             * @description Unprocessable Entity:
+             *     - `billing_request_rejected`: Stripe refused the request's parameters
+             *     - `idempotency_key_body_mismatch`: this key was used with another request
+             *     - `invalid_body`: the body does not match the route's schema
+             */
             422: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "Stripe refused the request's parameters",
+                     *       "error": "billing_request_rejected",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "Stripe refused the request's parameters",
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity",
+                     *       "type": "/docs/errors#billing_request_rejected"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "billing_request_rejected" | "idempotency_key_body_mismatch" | "invalid_body";
+                    };
                 };
             };
-            /** @description stripe_unavailable: nothing was committed */
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Bad Gateway:
+             *     - `stripe_unavailable`: Stripe failed or is rate limiting; nothing was committed
+             */
             502: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "Stripe failed or is rate limiting; nothing was committed",
+                     *       "error": "stripe_unavailable",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "Stripe failed or is rate limiting; nothing was committed",
+                     *       "status": 502,
+                     *       "title": "Bad Gateway",
+                     *       "type": "/docs/errors#stripe_unavailable"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "stripe_unavailable";
+                    };
                 };
             };
-            /** @description billing_not_configured, billing_busy (Retry-After), stripe_unavailable (Retry-After), database_busy, database_unavailable or idempotency_store_unavailable */
+            /**
+             * @description Service Unavailable:
+             *     - `billing_busy`: too many requests are waiting on Stripe; retry
+             *     - `billing_not_configured`: billing is not configured on this server
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `stripe_unavailable`: Stripe failed or is rate limiting; nothing was committed
+             */
             503: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2124,20 +4783,51 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "too many requests are waiting on Stripe; retry",
+                     *       "error": "billing_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "too many requests are waiting on Stripe; retry",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#billing_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable";
+                    };
                 };
             };
-            /** @description stripe_timeout: nothing was committed */
+            /**
+             * @description Gateway Timeout:
+             *     - `stripe_timeout`: Stripe did not answer in time; nothing was committed
+             */
             504: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "Stripe did not answer in time; nothing was committed",
+                     *       "error": "stripe_timeout",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "Stripe did not answer in time; nothing was committed",
+                     *       "status": 504,
+                     *       "title": "Gateway Timeout",
+                     *       "type": "/docs/errors#stripe_timeout"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "stripe_timeout";
+                    };
                 };
             };
         };
@@ -2170,7 +4860,11 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookAck"];
                 };
             };
-            /** @description invalid_signature (missing, malformed, not matching, or older than 5 minutes) or invalid_payload */
+            /**
+             * @description Bad Request:
+             *     - `invalid_payload`: the webhook's payload is not a Stripe event
+             *     - `invalid_signature`: the Stripe-Signature header does not verify
+             */
             400: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2178,10 +4872,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the webhook's payload is not a Stripe event",
+                     *       "error": "invalid_payload",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the webhook's payload is not a Stripe event",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#invalid_payload"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "invalid_payload" | "invalid_signature";
+                    };
                 };
             };
-            /** @description payload_too_large */
+            /**
+             * @description Payload Too Large:
+             *     - `payload_too_large`: the body exceeds the limit
+             */
             413: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2189,10 +4900,58 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the body exceeds the limit",
+                     *       "error": "payload_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body exceeds the limit",
+                     *       "status": 413,
+                     *       "title": "Payload Too Large",
+                     *       "type": "/docs/errors#payload_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "payload_too_large";
+                    };
                 };
             };
-            /** @description billing_not_configured (no STRIPE_WEBHOOK_SECRET) or database_unavailable */
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `billing_not_configured`: billing is not configured on this server
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
@@ -2202,7 +4961,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "billing is not configured on this server",
+                     *       "error": "billing_not_configured",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "billing is not configured on this server",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#billing_not_configured"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "billing_not_configured" | "database_busy" | "database_unavailable" | "request_timeout";
+                    };
                 };
             };
         };
@@ -2227,15 +5000,150 @@ export interface operations {
                     "application/json": components["schemas"]["AccountResponse"];
                 };
             };
-            /** @description unauthenticated */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
             401: {
+                headers: {
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
+                };
+            };
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
+            403: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden";
+                    };
+                };
+            };
+            /**
+             * @description Not Found:
+             *     - `not_found`: the resource does not exist for this caller
+             */
+            404: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource does not exist for this caller",
+                     *       "error": "not_found",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the resource does not exist for this caller",
+                     *       "status": 404,
+                     *       "title": "Not Found",
+                     *       "type": "/docs/errors#not_found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                    };
                 };
             };
         };
@@ -2250,13 +5158,14 @@ export interface operations {
                  *     (`Idempotent-Replayed: true`). Keys are retained 24 hours on order and position routes
                  *     (Tier 1) and 7 days on billing and profile routes (Tier 2); after that a key is free
                  *     again. See docs/api.md.
+                 * @example 5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11
                  */
                 "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["ResetAccountRequest"];
             };
@@ -2266,7 +5175,7 @@ export interface operations {
             200: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -2275,50 +5184,141 @@ export interface operations {
                     "application/json": components["schemas"]["AccountResponse"];
                 };
             };
-            /** @description malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is tier1 or all */
+            /**
+             * @description Bad Request:
+             *     - `Idempotency-Key must be a UUID string`: the Idempotency-Key header is not one UUID
+             *     - `idempotency_key_required`: this deployment requires an Idempotency-Key here
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_json`: the body is not JSON
+             */
             400: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the Idempotency-Key header is not one UUID",
+                     *       "error": "Idempotency-Key must be a UUID string",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the Idempotency-Key header is not one UUID",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#idempotency_key_invalid"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "Idempotency-Key must be a UUID string" | "idempotency_key_required" | "invalid_body" | "invalid_json";
+                    };
                 };
             };
-            /** @description unauthenticated */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
             401: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
                 };
             };
-            /** @description live_trading_unavailable */
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             *     - `live_trading_unavailable`: the account is not a paper account
+             */
             403: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden" | "live_trading_unavailable";
+                    };
                 };
             };
-            /** @description idempotency_in_flight or idempotency_previous_failed */
+            /**
+             * @description Not Found:
+             *     - `not_found`: the resource does not exist for this caller
+             */
+            404: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource does not exist for this caller",
+                     *       "error": "not_found",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the resource does not exist for this caller",
+                     *       "status": 404,
+                     *       "title": "Not Found",
+                     *       "type": "/docs/errors#not_found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Conflict:
+             *     - `idempotency_in_flight`: the first request with this key is still running
+             *     - `idempotency_previous_failed`: the first request with this key failed; use a new key
+             */
             409: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2326,27 +5326,122 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the first request with this key is still running",
+                     *       "error": "idempotency_in_flight",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the first request with this key is still running",
+                     *       "status": 409,
+                     *       "title": "Conflict",
+                     *       "type": "/docs/errors#idempotency_in_flight"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "idempotency_in_flight" | "idempotency_previous_failed";
+                    };
                 };
             };
-            /** @description idempotency_key_body_mismatch */
+            /**
+             * @description Payload Too Large:
+             *     - `payload_too_large`: the body exceeds the limit
+             */
+            413: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body exceeds the limit",
+                     *       "error": "payload_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body exceeds the limit",
+                     *       "status": 413,
+                     *       "title": "Payload Too Large",
+                     *       "type": "/docs/errors#payload_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "payload_too_large";
+                    };
+                };
+            };
+            /**
+             * @description Unsupported Media Type:
+             *     - `unsupported_media_type`: the body is not application/json
+             */
+            415: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body is not application/json",
+                     *       "error": "unsupported_media_type",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body is not application/json",
+                     *       "status": 415,
+                     *       "title": "Unsupported Media Type",
+                     *       "type": "/docs/errors#unsupported_media_type"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unsupported_media_type";
+                    };
+                };
+            };
+            /**
+             * @description Unprocessable Entity:
+             *     - `idempotency_key_body_mismatch`: this key was used with another request
+             *     - `invalid_body`: the body does not match the route's schema
+             */
             422: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "this key was used with another request",
+                     *       "error": "idempotency_key_body_mismatch",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "this key was used with another request",
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity",
+                     *       "type": "/docs/errors#idempotency_key_body_mismatch"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "idempotency_key_body_mismatch" | "invalid_body";
+                    };
                 };
             };
-            /** @description rate_limited: too many concurrent writes on this account (Retry-After) */
+            /**
+             * @description Too Many Requests:
+             *     - `rate_limited`: too many requests; retry after Retry-After
+             */
             429: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2354,14 +5449,64 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "too many requests; retry after Retry-After",
+                     *       "error": "rate_limited",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "too many requests; retry after Retry-After",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests",
+                     *       "type": "/docs/errors#rate_limited"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "rate_limited";
+                    };
                 };
             };
-            /** @description idempotency_store_unavailable, database_busy or database_unavailable (Retry-After; the key is released) */
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
             503: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2369,7 +5514,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout";
+                    };
                 };
             };
         };
@@ -2378,8 +5537,8 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description `open`, `closed` or `all` (default). */
-                status?: string;
-                /** @description At most this many, newest first (default 100, max 500). */
+                status?: components["schemas"]["OrderListStatus"];
+                /** @description At most this many, newest first (default 100). */
                 limit?: number;
             };
             header?: never;
@@ -2399,7 +5558,10 @@ export interface operations {
                     "application/json": components["schemas"]["OrderResponse"][];
                 };
             };
-            /** @description bad query */
+            /**
+             * @description Bad Request:
+             *     - `invalid_query`: a query parameter is malformed
+             */
             400: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2407,18 +5569,167 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "a query parameter is malformed",
+                     *       "error": "invalid_query",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a query parameter is malformed",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#invalid_query"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "invalid_query";
+                    };
                 };
             };
-            /** @description unauthenticated */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
             401: {
+                headers: {
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
+                };
+            };
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
+            403: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden";
+                    };
+                };
+            };
+            /**
+             * @description Not Found:
+             *     - `not_found`: the resource does not exist for this caller
+             */
+            404: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource does not exist for this caller",
+                     *       "error": "not_found",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the resource does not exist for this caller",
+                     *       "status": 404,
+                     *       "title": "Not Found",
+                     *       "type": "/docs/errors#not_found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                    };
                 };
             };
         };
@@ -2433,6 +5744,7 @@ export interface operations {
                  *     (`Idempotent-Replayed: true`). Keys are retained 24 hours on order and position routes
                  *     (Tier 1) and 7 days on billing and profile routes (Tier 2); after that a key is free
                  *     again. See docs/api.md.
+                 * @example 5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11
                  */
                 "Idempotency-Key"?: string;
             };
@@ -2449,7 +5761,7 @@ export interface operations {
             201: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The created order: `/api/trading/orders/{id}` (replayed too). */
                     Location?: string;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2460,50 +5772,114 @@ export interface operations {
                     "application/json": components["schemas"]["OrderResponse"];
                 };
             };
-            /** @description malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is tier1 or all */
+            /**
+             * @description Bad Request:
+             *     - `Idempotency-Key must be a UUID string`: the Idempotency-Key header is not one UUID
+             *     - `idempotency_key_required`: this deployment requires an Idempotency-Key here
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_json`: the body is not JSON
+             */
             400: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the Idempotency-Key header is not one UUID",
+                     *       "error": "Idempotency-Key must be a UUID string",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the Idempotency-Key header is not one UUID",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#idempotency_key_invalid"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "Idempotency-Key must be a UUID string" | "idempotency_key_required" | "invalid_body" | "invalid_json";
+                    };
                 };
             };
-            /** @description unauthenticated */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
             401: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
                 };
             };
-            /** @description insufficient_buying_power, insufficient_qty, uncovered_short_option, live_trading_unavailable */
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             *     - `insufficient_buying_power`: the order costs more than the buying power
+             *     - `insufficient_qty`: the position is smaller than the quantity
+             *     - `live_trading_unavailable`: the account is not a paper account
+             *     - `uncovered_short_option`: the order would leave a short call uncovered
+             */
             403: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden" | "insufficient_buying_power" | "insufficient_qty" | "live_trading_unavailable" | "uncovered_short_option";
+                    };
                 };
             };
-            /** @description idempotency_in_flight or idempotency_previous_failed */
+            /**
+             * @description Conflict:
+             *     - `idempotency_in_flight`: the first request with this key is still running
+             *     - `idempotency_previous_failed`: the first request with this key failed; use a new key
+             */
             409: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2511,27 +5887,128 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the first request with this key is still running",
+                     *       "error": "idempotency_in_flight",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the first request with this key is still running",
+                     *       "status": 409,
+                     *       "title": "Conflict",
+                     *       "type": "/docs/errors#idempotency_in_flight"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "idempotency_in_flight" | "idempotency_previous_failed";
+                    };
                 };
             };
-            /** @description invalid_order, invalid_symbol, quote_unavailable, contract_expired, duplicate_client_order_id, too_many_open_orders, idempotency_key_body_mismatch */
+            /**
+             * @description Payload Too Large:
+             *     - `payload_too_large`: the body exceeds the limit
+             */
+            413: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body exceeds the limit",
+                     *       "error": "payload_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body exceeds the limit",
+                     *       "status": 413,
+                     *       "title": "Payload Too Large",
+                     *       "type": "/docs/errors#payload_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "payload_too_large";
+                    };
+                };
+            };
+            /**
+             * @description Unsupported Media Type:
+             *     - `unsupported_media_type`: the body is not application/json
+             */
+            415: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body is not application/json",
+                     *       "error": "unsupported_media_type",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body is not application/json",
+                     *       "status": 415,
+                     *       "title": "Unsupported Media Type",
+                     *       "type": "/docs/errors#unsupported_media_type"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unsupported_media_type";
+                    };
+                };
+            };
+            /**
+             * @description Unprocessable Entity:
+             *     - `contract_expired`: the option contract has expired
+             *     - `duplicate_client_order_id`: the account already has an order with this client_order_id
+             *     - `idempotency_key_body_mismatch`: this key was used with another request
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_order`: the order's values are not acceptable
+             *     - `invalid_symbol`: not an equity or OCC option symbol
+             *     - `quote_unavailable`: there is no quote for the symbol
+             *     - `too_many_open_orders`: the account has too many open orders for another to rest
+             */
             422: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the option contract has expired",
+                     *       "error": "contract_expired",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the option contract has expired",
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity",
+                     *       "type": "/docs/errors#contract_expired"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "contract_expired" | "duplicate_client_order_id" | "idempotency_key_body_mismatch" | "invalid_body" | "invalid_order" | "invalid_symbol" | "quote_unavailable" | "too_many_open_orders";
+                    };
                 };
             };
-            /** @description rate_limited: too many concurrent writes on this account (Retry-After) */
+            /**
+             * @description Too Many Requests:
+             *     - `rate_limited`: too many requests; retry after Retry-After
+             */
             429: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2539,14 +6016,65 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "too many requests; retry after Retry-After",
+                     *       "error": "rate_limited",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "too many requests; retry after Retry-After",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests",
+                     *       "type": "/docs/errors#rate_limited"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "rate_limited";
+                    };
                 };
             };
-            /** @description new_orders_disabled, idempotency_store_unavailable, database_busy or database_unavailable (Retry-After; the key is released) */
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
+             *     - `new_orders_disabled`: new orders are switched off for now
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
             503: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2554,7 +6082,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout";
+                    };
                 };
             };
         };
@@ -2582,7 +6124,10 @@ export interface operations {
                     "application/json": components["schemas"]["OrderResponse"];
                 };
             };
-            /** @description bad id */
+            /**
+             * @description Bad Request:
+             *     - `invalid_path`: a path parameter is malformed
+             */
             400: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2590,21 +6135,85 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "a path parameter is malformed",
+                     *       "error": "invalid_path",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a path parameter is malformed",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#invalid_path"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "invalid_path";
+                    };
                 };
             };
-            /** @description unauthenticated */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
             401: {
+                headers: {
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
+                };
+            };
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
+            403: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden";
+                    };
                 };
             };
-            /** @description no such order */
+            /**
+             * @description Not Found:
+             *     - `not_found`: the resource does not exist for this caller
+             */
             404: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2612,7 +6221,81 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the resource does not exist for this caller",
+                     *       "error": "not_found",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the resource does not exist for this caller",
+                     *       "status": 404,
+                     *       "title": "Not Found",
+                     *       "type": "/docs/errors#not_found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                    };
                 };
             };
         };
@@ -2640,7 +6323,10 @@ export interface operations {
                     "application/json": components["schemas"]["OrderResponse"];
                 };
             };
-            /** @description bad id */
+            /**
+             * @description Bad Request:
+             *     - `invalid_path`: a path parameter is malformed
+             */
             400: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2648,21 +6334,86 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "a path parameter is malformed",
+                     *       "error": "invalid_path",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a path parameter is malformed",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#invalid_path"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "invalid_path";
+                    };
                 };
             };
-            /** @description unauthenticated */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
             401: {
+                headers: {
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
+                };
+            };
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             *     - `live_trading_unavailable`: the account is not a paper account
+             */
+            403: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden" | "live_trading_unavailable";
+                    };
                 };
             };
-            /** @description no such order */
+            /**
+             * @description Not Found:
+             *     - `not_found`: the resource does not exist for this caller
+             */
             404: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2670,10 +6421,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the resource does not exist for this caller",
+                     *       "error": "not_found",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the resource does not exist for this caller",
+                     *       "status": 404,
+                     *       "title": "Not Found",
+                     *       "type": "/docs/errors#not_found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "not_found";
+                    };
                 };
             };
-            /** @description order_not_cancelable (filled or expired) */
+            /**
+             * @description Unprocessable Entity:
+             *     - `order_not_cancelable`: the order is filled or expired
+             */
             422: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2681,10 +6449,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the order is filled or expired",
+                     *       "error": "order_not_cancelable",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the order is filled or expired",
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity",
+                     *       "type": "/docs/errors#order_not_cancelable"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "order_not_cancelable";
+                    };
                 };
             };
-            /** @description rate_limited: too many concurrent writes on this account (Retry-After) */
+            /**
+             * @description Too Many Requests:
+             *     - `rate_limited`: too many requests; retry after Retry-After
+             */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
@@ -2694,10 +6479,57 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "too many requests; retry after Retry-After",
+                     *       "error": "rate_limited",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "too many requests; retry after Retry-After",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests",
+                     *       "type": "/docs/errors#rate_limited"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "rate_limited";
+                    };
                 };
             };
-            /** @description database_busy or database_unavailable (Retry-After) */
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
@@ -2707,7 +6539,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                    };
                 };
             };
         };
@@ -2732,15 +6578,150 @@ export interface operations {
                     "application/json": components["schemas"]["PositionResponse"][];
                 };
             };
-            /** @description unauthenticated */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
             401: {
+                headers: {
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
+                };
+            };
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
+            403: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden";
+                    };
+                };
+            };
+            /**
+             * @description Not Found:
+             *     - `not_found`: the resource does not exist for this caller
+             */
+            404: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource does not exist for this caller",
+                     *       "error": "not_found",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the resource does not exist for this caller",
+                     *       "status": 404,
+                     *       "title": "Not Found",
+                     *       "type": "/docs/errors#not_found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                    };
                 };
             };
         };
@@ -2755,6 +6736,7 @@ export interface operations {
                  *     (`Idempotent-Replayed: true`). Keys are retained 24 hours on order and position routes
                  *     (Tier 1) and 7 days on billing and profile routes (Tier 2); after that a key is free
                  *     again. See docs/api.md.
+                 * @example 5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11
                  */
                 "Idempotency-Key"?: string;
             };
@@ -2764,7 +6746,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["ClosePositionRequest"];
             };
@@ -2774,7 +6756,7 @@ export interface operations {
             201: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The created order: `/api/trading/orders/{id}` (replayed too). */
                     Location?: string;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2785,63 +6767,144 @@ export interface operations {
                     "application/json": components["schemas"]["OrderResponse"];
                 };
             };
-            /** @description malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is tier1 or all */
+            /**
+             * @description Bad Request:
+             *     - `Idempotency-Key must be a UUID string`: the Idempotency-Key header is not one UUID
+             *     - `idempotency_key_required`: this deployment requires an Idempotency-Key here
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_json`: the body is not JSON
+             */
             400: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the Idempotency-Key header is not one UUID",
+                     *       "error": "Idempotency-Key must be a UUID string",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the Idempotency-Key header is not one UUID",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#idempotency_key_invalid"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "Idempotency-Key must be a UUID string" | "idempotency_key_required" | "invalid_body" | "invalid_json";
+                    };
                 };
             };
-            /** @description unauthenticated */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
             401: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
                 };
             };
-            /** @description insufficient_qty, live_trading_unavailable */
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             *     - `insufficient_buying_power`: the order costs more than the buying power
+             *     - `insufficient_qty`: the position is smaller than the quantity
+             *     - `live_trading_unavailable`: the account is not a paper account
+             *     - `uncovered_short_option`: the order would leave a short call uncovered
+             */
             403: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden" | "insufficient_buying_power" | "insufficient_qty" | "live_trading_unavailable" | "uncovered_short_option";
+                    };
                 };
             };
-            /** @description no such position */
+            /**
+             * @description Not Found:
+             *     - `not_found`: the resource does not exist for this caller
+             */
             404: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the resource does not exist for this caller",
+                     *       "error": "not_found",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the resource does not exist for this caller",
+                     *       "status": 404,
+                     *       "title": "Not Found",
+                     *       "type": "/docs/errors#not_found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "not_found";
+                    };
                 };
             };
-            /** @description idempotency_in_flight or idempotency_previous_failed */
+            /**
+             * @description Conflict:
+             *     - `idempotency_in_flight`: the first request with this key is still running
+             *     - `idempotency_previous_failed`: the first request with this key failed; use a new key
+             */
             409: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2849,27 +6912,128 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the first request with this key is still running",
+                     *       "error": "idempotency_in_flight",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the first request with this key is still running",
+                     *       "status": 409,
+                     *       "title": "Conflict",
+                     *       "type": "/docs/errors#idempotency_in_flight"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "idempotency_in_flight" | "idempotency_previous_failed";
+                    };
                 };
             };
-            /** @description invalid_order, invalid_symbol, quote_unavailable, contract_expired, too_many_open_orders, idempotency_key_body_mismatch */
+            /**
+             * @description Payload Too Large:
+             *     - `payload_too_large`: the body exceeds the limit
+             */
+            413: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body exceeds the limit",
+                     *       "error": "payload_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body exceeds the limit",
+                     *       "status": 413,
+                     *       "title": "Payload Too Large",
+                     *       "type": "/docs/errors#payload_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "payload_too_large";
+                    };
+                };
+            };
+            /**
+             * @description Unsupported Media Type:
+             *     - `unsupported_media_type`: the body is not application/json
+             */
+            415: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body is not application/json",
+                     *       "error": "unsupported_media_type",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body is not application/json",
+                     *       "status": 415,
+                     *       "title": "Unsupported Media Type",
+                     *       "type": "/docs/errors#unsupported_media_type"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unsupported_media_type";
+                    };
+                };
+            };
+            /**
+             * @description Unprocessable Entity:
+             *     - `contract_expired`: the option contract has expired
+             *     - `duplicate_client_order_id`: the account already has an order with this client_order_id
+             *     - `idempotency_key_body_mismatch`: this key was used with another request
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_order`: the order's values are not acceptable
+             *     - `invalid_symbol`: not an equity or OCC option symbol
+             *     - `quote_unavailable`: there is no quote for the symbol
+             *     - `too_many_open_orders`: the account has too many open orders for another to rest
+             */
             422: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the option contract has expired",
+                     *       "error": "contract_expired",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the option contract has expired",
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity",
+                     *       "type": "/docs/errors#contract_expired"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "contract_expired" | "duplicate_client_order_id" | "idempotency_key_body_mismatch" | "invalid_body" | "invalid_order" | "invalid_symbol" | "quote_unavailable" | "too_many_open_orders";
+                    };
                 };
             };
-            /** @description rate_limited: too many concurrent writes on this account (Retry-After) */
+            /**
+             * @description Too Many Requests:
+             *     - `rate_limited`: too many requests; retry after Retry-After
+             */
             429: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2877,14 +7041,65 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "too many requests; retry after Retry-After",
+                     *       "error": "rate_limited",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "too many requests; retry after Retry-After",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests",
+                     *       "type": "/docs/errors#rate_limited"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "rate_limited";
+                    };
                 };
             };
-            /** @description new_orders_disabled, idempotency_store_unavailable, database_busy or database_unavailable (Retry-After; the key is released) */
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
+             *     - `new_orders_disabled`: new orders are switched off for now
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
             503: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2892,7 +7107,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout";
+                    };
                 };
             };
         };
@@ -2907,6 +7136,7 @@ export interface operations {
                  *     (`Idempotent-Replayed: true`). Keys are retained 24 hours on order and position routes
                  *     (Tier 1) and 7 days on billing and profile routes (Tier 2); after that a key is free
                  *     again. See docs/api.md.
+                 * @example 5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11
                  */
                 "Idempotency-Key"?: string;
             };
@@ -2926,7 +7156,7 @@ export interface operations {
             201: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The created order: `/api/trading/orders/{id}` (replayed too). */
                     Location?: string;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2937,50 +7167,144 @@ export interface operations {
                     "application/json": components["schemas"]["OrderResponse"];
                 };
             };
-            /** @description malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is tier1 or all */
+            /**
+             * @description Bad Request:
+             *     - `Idempotency-Key must be a UUID string`: the Idempotency-Key header is not one UUID
+             *     - `idempotency_key_required`: this deployment requires an Idempotency-Key here
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_json`: the body is not JSON
+             */
             400: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the Idempotency-Key header is not one UUID",
+                     *       "error": "Idempotency-Key must be a UUID string",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the Idempotency-Key header is not one UUID",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#idempotency_key_invalid"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "Idempotency-Key must be a UUID string" | "idempotency_key_required" | "invalid_body" | "invalid_json";
+                    };
                 };
             };
-            /** @description unauthenticated */
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
             401: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
                 };
             };
-            /** @description insufficient_qty, uncovered_short_option, insufficient_buying_power, live_trading_unavailable */
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             *     - `insufficient_buying_power`: the order costs more than the buying power
+             *     - `insufficient_qty`: the position is smaller than the quantity
+             *     - `live_trading_unavailable`: the account is not a paper account
+             *     - `uncovered_short_option`: the order would leave a short call uncovered
+             */
             403: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden" | "insufficient_buying_power" | "insufficient_qty" | "live_trading_unavailable" | "uncovered_short_option";
+                    };
                 };
             };
-            /** @description idempotency_in_flight or idempotency_previous_failed */
+            /**
+             * @description Not Found:
+             *     - `not_found`: the resource does not exist for this caller
+             */
+            404: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource does not exist for this caller",
+                     *       "error": "not_found",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the resource does not exist for this caller",
+                     *       "status": 404,
+                     *       "title": "Not Found",
+                     *       "type": "/docs/errors#not_found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Conflict:
+             *     - `idempotency_in_flight`: the first request with this key is still running
+             *     - `idempotency_previous_failed`: the first request with this key failed; use a new key
+             */
             409: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2988,27 +7312,128 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the first request with this key is still running",
+                     *       "error": "idempotency_in_flight",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the first request with this key is still running",
+                     *       "status": 409,
+                     *       "title": "Conflict",
+                     *       "type": "/docs/errors#idempotency_in_flight"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "idempotency_in_flight" | "idempotency_previous_failed";
+                    };
                 };
             };
-            /** @description invalid_order, invalid_symbol, quote_unavailable, contract_expired, duplicate_client_order_id, too_many_open_orders, idempotency_key_body_mismatch */
+            /**
+             * @description Payload Too Large:
+             *     - `payload_too_large`: the body exceeds the limit
+             */
+            413: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body exceeds the limit",
+                     *       "error": "payload_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body exceeds the limit",
+                     *       "status": 413,
+                     *       "title": "Payload Too Large",
+                     *       "type": "/docs/errors#payload_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "payload_too_large";
+                    };
+                };
+            };
+            /**
+             * @description Unsupported Media Type:
+             *     - `unsupported_media_type`: the body is not application/json
+             */
+            415: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body is not application/json",
+                     *       "error": "unsupported_media_type",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body is not application/json",
+                     *       "status": 415,
+                     *       "title": "Unsupported Media Type",
+                     *       "type": "/docs/errors#unsupported_media_type"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unsupported_media_type";
+                    };
+                };
+            };
+            /**
+             * @description Unprocessable Entity:
+             *     - `contract_expired`: the option contract has expired
+             *     - `duplicate_client_order_id`: the account already has an order with this client_order_id
+             *     - `idempotency_key_body_mismatch`: this key was used with another request
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_order`: the order's values are not acceptable
+             *     - `invalid_symbol`: not an equity or OCC option symbol
+             *     - `quote_unavailable`: there is no quote for the symbol
+             *     - `too_many_open_orders`: the account has too many open orders for another to rest
+             */
             422: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
                     "x-request-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the option contract has expired",
+                     *       "error": "contract_expired",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the option contract has expired",
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity",
+                     *       "type": "/docs/errors#contract_expired"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "contract_expired" | "duplicate_client_order_id" | "idempotency_key_body_mismatch" | "invalid_body" | "invalid_order" | "invalid_symbol" | "quote_unavailable" | "too_many_open_orders";
+                    };
                 };
             };
-            /** @description rate_limited: too many concurrent writes on this account (Retry-After) */
+            /**
+             * @description Too Many Requests:
+             *     - `rate_limited`: too many requests; retry after Retry-After
+             */
             429: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -3016,14 +7441,65 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "too many requests; retry after Retry-After",
+                     *       "error": "rate_limited",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "too many requests; retry after Retry-After",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests",
+                     *       "type": "/docs/errors#rate_limited"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "rate_limited";
+                    };
                 };
             };
-            /** @description new_orders_disabled, idempotency_store_unavailable, database_busy or database_unavailable (Retry-After; the key is released) */
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
+             *     - `new_orders_disabled`: new orders are switched off for now
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
             503: {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
-                    "Idempotent-Replayed"?: string;
+                    "Idempotent-Replayed"?: "true" | "false";
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -3031,7 +7507,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout";
+                    };
                 };
             };
         };
@@ -3060,7 +7550,11 @@ export interface operations {
                     "application/json": components["schemas"]["WaitlistSignupResponse"];
                 };
             };
-            /** @description invalid_json */
+            /**
+             * @description Bad Request:
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_json`: the body is not JSON
+             */
             400: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -3068,10 +7562,84 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the body does not match the route's schema",
+                     *       "error": "invalid_body",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body does not match the route's schema",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#invalid_body"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "invalid_body" | "invalid_json";
+                    };
                 };
             };
-            /** @description invalid_email, invalid_body */
+            /**
+             * @description Payload Too Large:
+             *     - `payload_too_large`: the body exceeds the limit
+             */
+            413: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body exceeds the limit",
+                     *       "error": "payload_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body exceeds the limit",
+                     *       "status": 413,
+                     *       "title": "Payload Too Large",
+                     *       "type": "/docs/errors#payload_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "payload_too_large";
+                    };
+                };
+            };
+            /**
+             * @description Unsupported Media Type:
+             *     - `unsupported_media_type`: the body is not application/json
+             */
+            415: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the body is not application/json",
+                     *       "error": "unsupported_media_type",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body is not application/json",
+                     *       "status": 415,
+                     *       "title": "Unsupported Media Type",
+                     *       "type": "/docs/errors#unsupported_media_type"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unsupported_media_type";
+                    };
+                };
+            };
+            /**
+             * @description Unprocessable Entity:
+             *     - `invalid_body`: the body does not match the route's schema
+             *     - `invalid_email`: not an email address
+             */
             422: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -3079,7 +7647,81 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorBody"];
+                    /**
+                     * @example {
+                     *       "detail": "the body does not match the route's schema",
+                     *       "error": "invalid_body",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the body does not match the route's schema",
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity",
+                     *       "type": "/docs/errors#invalid_body"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "invalid_body" | "invalid_email";
+                    };
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                    };
                 };
             };
         };
@@ -3104,6 +7746,34 @@ export interface operations {
                     "application/json": components["schemas"]["HealthResponse"];
                 };
             };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
         };
     };
     get_metrics: {
@@ -3126,6 +7796,34 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
         };
     };
     get_readyz: {
@@ -3146,6 +7844,34 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HealthResponse"];
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
                 };
             };
             /** @description Postgres does not answer (`unavailable`), or shutdown has begun (`draining`) */

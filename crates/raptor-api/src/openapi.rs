@@ -148,6 +148,8 @@ pub fn finish(spec: &mut Spec) {
     symbol_parameters(spec);
     optional_bodies(spec);
     key_header_forms(spec);
+    public_operations(spec);
+    spec.servers = Some(vec![utoipa::openapi::server::Server::new("/")]);
     for item in spec.paths.paths.values_mut() {
         let operations = [
             &mut item.get,
@@ -187,7 +189,7 @@ pub fn finish(spec: &mut Spec) {
                 if instrumented {
                     response.headers.insert(
                         "Idempotent-Replayed".to_owned(),
-                        header("`true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at).", Type::String),
+                        replayed_header("`true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at)."),
                     );
                 }
                 if code == 401 {
@@ -490,4 +492,29 @@ fn key_header_forms(spec: &mut Spec) {
             }
         }
     }
+}
+
+/// Operations without a bearer token say so (`security: [{}]`, anonymous), so a reader and a
+/// linter can tell "public" from "forgot to say". Runs after `error_responses`, which reads an
+/// absent `security` as public.
+fn public_operations(spec: &mut Spec) {
+    use utoipa::openapi::security::SecurityRequirement;
+    for item in spec.paths.paths.values_mut() {
+        for (_, operation) in operations_mut(item) {
+            if operation.security.as_ref().is_none_or(Vec::is_empty) {
+                operation.security = Some(vec![SecurityRequirement::default()]);
+            }
+        }
+    }
+}
+
+/// `Idempotent-Replayed`: `"true"` or `"false"`.
+fn replayed_header(description: &str) -> utoipa::openapi::Header {
+    let mut header = utoipa::openapi::Header::new(
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(["true", "false"])),
+    );
+    header.description = Some(description.to_owned());
+    header
 }

@@ -7,7 +7,7 @@ use axum::Json;
 use raptor_idempotency::{Idempotent, Reply, Tier2};
 use serde_json::Value;
 
-use super::dto::{ProfileChanges, ProfilePatch, ProfileResponse};
+use super::dto::{AccountExport, ErasureResponse, ProfileChanges, ProfilePatch, ProfileResponse};
 use super::store::{self, Profile};
 use crate::auth::AuthUser;
 use crate::error::{ApiResult, ResultExt};
@@ -69,7 +69,7 @@ pub(crate) async fn update_profile(
 #[utoipa::path(get, path = "/api/account/export", tag = "account",
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "the caller's data", body = Object),
+        (status = 200, description = "the caller's data", body = AccountExport),
     ))]
 pub(crate) async fn export_account(
     State(state): State<ApiState>,
@@ -88,7 +88,7 @@ pub(crate) async fn export_account(
 #[utoipa::path(post, path = "/api/account/erasure", tag = "account",
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "erased; counts of deleted rows", body = Object),
+        (status = 200, description = "erased; counts of deleted rows", body = ErasureResponse),
     ))]
 pub(crate) async fn erase_account(
     State(state): State<ApiState>,

@@ -300,7 +300,7 @@ pub struct PositionResponse {
     /// Cumulative realized P&L on this symbol.
     #[schema(value_type = String, format = "decimal")]
     pub realized_pnl: Decimal,
-    /// `long`, `short` or `flat`.
+    /// `long` or `short` (flat positions are not listed).
     #[schema(value_type = PositionSideDto)]
     pub side: &'static str,
 }
