@@ -358,6 +358,40 @@ async fn portal_urls_are_not_stored(pool: PgPool) {
     app.close().await;
 }
 
+/// The portal keeps no success body (the URL is a credential), but a refusal holds none: it is
+/// stored and replayed in full, as a problem, not as the bare "not stored" marker the fuzzer
+/// found (which had no `error` and the wrong media type).
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn portal_refusals_replay_in_full(pool: PgPool) {
+    let (app, fake) = app_with_fake(&pool).await;
+    let (_, token) = app.user("portal-refused@example.com").await;
+    let key = Uuid::new_v4();
+    let body = json!({ "return_url": "ftp://app.example.com/settings" });
+    let first = app.post(PORTAL, &token, Some(key), &body).await;
+    assert_eq!(
+        first.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        first.text
+    );
+    assert_eq!(first.body["error"], "invalid_billing_request");
+    let replay = app.post(PORTAL, &token, Some(key), &body).await;
+    assert_eq!(replay.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(
+        replay.header("content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(
+        replay.body["error"], "invalid_billing_request",
+        "{}",
+        replay.text
+    );
+    assert_eq!(replay.body["idempotency_replayed"], true);
+    assert!(fake.requests_to("/v1/billing_portal/sessions").is_empty());
+    app.close().await;
+}
+
 /// A user whose subscription is running cannot start a second one through checkout.
 #[sqlx::test(migrator = "raptor_api::MIGRATOR")]
 async fn checkout_refuses_a_second_subscription(pool: PgPool) {

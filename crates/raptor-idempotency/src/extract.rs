@@ -204,21 +204,20 @@ fn parse_json<T: DeserializeOwned>(bytes: &[u8], json_content: bool) -> Result<T
         .iter()
         .find(|b| !b.is_ascii_whitespace())
         .is_none_or(|first| *first == b'{');
-    let parsed = serde_json::from_slice(source);
-    if parsed.is_ok() && !object {
+    if !object && serde_json::from_slice::<serde::de::IgnoredAny>(source).is_ok() {
         return Err(error_response(
             StatusCode::UNPROCESSABLE_ENTITY,
             error_body("invalid_body", "the body must be a JSON object"),
         )
         .into());
     }
-    parsed.map_err(|err| {
-        use serde_json::error::Category;
-        let (status, code) = match err.classify() {
-            Category::Data => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body"),
-            Category::Syntax | Category::Eof | Category::Io => {
-                (StatusCode::BAD_REQUEST, "invalid_json")
-            }
+    serde_json::from_slice(source).map_err(|err| {
+        // serde_json calls some shape errors syntax (`null` for an enum is "expected value"):
+        // well-formed JSON of the wrong shape is 422, only unparsable bytes are 400.
+        let (status, code) = if serde_json::from_slice::<serde::de::IgnoredAny>(source).is_ok() {
+            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body")
+        } else {
+            (StatusCode::BAD_REQUEST, "invalid_json")
         };
         error_response(status, error_body(code, &err.to_string())).into()
     })
