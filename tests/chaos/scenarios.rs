@@ -136,14 +136,10 @@ async fn check_ledger(
         if ids.len() > 1 {
             wrong_id += 1;
         }
-        match answers.last() {
-            Some(last) if last.retryable() => open += 1,
-            Some(last) if last.status == 201 => {}
-            _ => {
-                if !orders.is_empty() {
-                    unexplained += 1;
-                }
-            }
+        if answers.iter().all(Answer::retryable) {
+            open += 1;
+        } else if !answers.iter().any(|a| a.status == 201) && !orders.is_empty() {
+            unexplained += 1;
         }
     }
     let ok_ids = audited(db, &received).await?;
