@@ -247,6 +247,7 @@ impl Bouncer {
     pub(crate) async fn start(
         dir: &Path,
         cluster: &Cluster,
+        mode: &str,
         reset_always: bool,
     ) -> anyhow::Result<Self> {
         let binary = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"]
@@ -255,7 +256,7 @@ impl Bouncer {
             .find(|p| p.exists())
             .context("pgbouncer is not installed (make chaos installs it with apt-get)")?;
         let port = free_port()?;
-        let bdir = dir.join("pgbouncer");
+        let bdir = dir.join(format!("pgbouncer-{mode}"));
         std::fs::create_dir_all(&bdir)?;
         let users = bdir.join("userlist.txt");
         std::fs::write(
@@ -273,9 +274,9 @@ impl Bouncer {
              unix_socket_dir =\n\
              auth_type = trust\n\
              auth_file = {users}\n\
-             pool_mode = transaction\n\
+             pool_mode = {mode}\n\
              max_client_conn = 1000\n\
-             default_pool_size = 20\n\
+             default_pool_size = {pool}\n\
              reserve_pool_size = 0\n\
              server_login_retry = 1\n\
              ignore_startup_parameters = extra_float_digits\n\
@@ -286,6 +287,7 @@ impl Bouncer {
             pg = cluster.port,
             users = users.display(),
             reset = u8::from(reset_always),
+            pool = if mode == "session" { 80 } else { 20 },
             log = bdir.join("pgbouncer.log").display(),
         );
         std::fs::write(&ini, text)?;

@@ -1072,6 +1072,26 @@ pub(crate) async fn session_state_in_log(
         let lower = line.to_ascii_lowercase();
         if let Some(idx) = lower.find("statement: ") {
             let stmt = lower[idx + 11..].trim_start();
+            // PgBouncer itself re-applies the client's tracked startup parameters on the server
+            // session it links (`set timezone=…;set application_name=…`): not the application's.
+            let tracked = stmt
+                .split(';')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .all(|p| {
+                    [
+                        "set timezone=",
+                        "set application_name=",
+                        "set client_encoding=",
+                        "set datestyle=",
+                        "set standard_conforming_strings=",
+                    ]
+                    .iter()
+                    .any(|prefix| p.starts_with(prefix))
+                });
+            if tracked {
+                continue;
+            }
             if (stmt.starts_with("set ") && !stmt.starts_with("set local"))
                 || stmt.starts_with("listen")
                 || stmt.starts_with("prepare")
@@ -1087,4 +1107,60 @@ pub(crate) async fn session_state_in_log(
 
 pub(crate) fn log_len(world: &World) -> u64 {
     std::fs::metadata(world.cluster.dir.join("log")).map_or(0, |m| m.len())
+}
+
+/// `pgbouncer --version`'s first line.
+pub(crate) fn pgbouncer_version() -> String {
+    std::process::Command::new("pgbouncer")
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|t| t.lines().next().map(str::to_owned))
+        .unwrap_or_else(|| "(version unknown)".to_owned())
+}
+
+/// Reads the session settings `n` times per role through PgBouncer, each on a fresh client
+/// connection and in the simple query protocol (what a transaction pooler passes through);
+/// returns what was seen and whether it matched the role's settings.
+pub(crate) async fn role_settings_via(
+    bouncer: &Bouncer,
+    n: usize,
+) -> anyhow::Result<Vec<(String, bool)>> {
+    use sqlx::Row;
+    let half = env::STORE_TIMEOUT_MS / 2;
+    let want = [
+        (
+            "raptor",
+            format!(
+                "{}ms/{}ms/on",
+                env::LOCK_TIMEOUT_MS,
+                env::STATEMENT_TIMEOUT_MS
+            ),
+        ),
+        ("raptor_idem", format!("{half}ms/{half}ms/off")),
+    ];
+    let mut seen = Vec::new();
+    for (role, expected) in want {
+        let options: sqlx::postgres::PgConnectOptions = bouncer.url(role).parse()?;
+        for _ in 0..n {
+            let mut conn = sqlx::PgConnection::connect_with(&options).await?;
+            let row = sqlx::raw_sql(
+                "select (select setting from pg_settings where name = 'lock_timeout'),
+                        (select setting from pg_settings where name = 'statement_timeout'),
+                        current_setting('synchronous_commit')",
+            )
+            .fetch_one(&mut conn)
+            .await?;
+            let text = format!(
+                "{}ms/{}ms/{}",
+                row.try_get::<String, _>(0)?,
+                row.try_get::<String, _>(1)?,
+                row.try_get::<String, _>(2)?
+            );
+            seen.push((format!("{role}: {text}"), text == expected));
+            conn.close().await?;
+        }
+    }
+    Ok(seen)
 }
