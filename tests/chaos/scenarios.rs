@@ -71,6 +71,33 @@ impl World {
     pub(crate) async fn users(&self, prefix: &str, n: usize) -> anyhow::Result<Vec<User>> {
         env::users(&self.env, prefix, n, "user").await
     }
+
+    /// Brings every replica back to a healthy state before a scenario: after an earlier
+    /// scenario restarted Postgres, an idle replica's pooled connections are dead, and each
+    /// answers one 503 when first used (pools do not ping before lending). Returns the 503s
+    /// drained (bounded: 200 requests per replica).
+    pub(crate) async fn warm(&self, bases: &[String]) -> anyhow::Result<usize> {
+        let probe = self.users("warm", 1).await?.remove(0);
+        let mut drained = 0;
+        for base in bases {
+            let mut ok = 0;
+            for _ in 0..200 {
+                let a = self.http.order(base, &probe.token, Some(&new_key())).await;
+                if a.status == 201 {
+                    ok += 1;
+                    if ok == 25 {
+                        break;
+                    }
+                } else {
+                    drained += 1;
+                }
+            }
+            if ok < 25 {
+                anyhow::bail!("replica {base} did not become healthy");
+            }
+        }
+        Ok(drained)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -484,6 +511,10 @@ pub(crate) async fn duplicates(
     let mut out = Outcome::new(name);
     let copies = 8;
     let users = world.users("dup", 40).await?;
+    let drained = world.warm(bases).await?;
+    out.fact(format!(
+        "warm-up: {drained} answers other than 201 drained from the replicas"
+    ));
     let started = Instant::now();
     let tally = Arc::new(Tally::default());
     let mut ledger: BTreeMap<String, Vec<Answer>> = BTreeMap::new();
@@ -750,6 +781,10 @@ pub(crate) async fn slow_database(world: &World) -> anyhow::Result<Outcome> {
     );
     let users = world.users("slow", 12).await?;
     let bases = world.bases();
+    let drained = world.warm(&bases).await?;
+    out.fact(format!(
+        "warm-up: {drained} answers other than 201 drained from the replicas"
+    ));
     let mut all: Vec<Answer> = Vec::new();
     let mut ledger: BTreeMap<String, Vec<Answer>> = BTreeMap::new();
     for (delay, label) in [
@@ -806,6 +841,13 @@ pub(crate) async fn slow_database(world: &World) -> anyhow::Result<Outcome> {
             ledger.insert(key, answers);
         }
         let slowest = round.iter().map(|a| a.elapsed).max().unwrap_or_default();
+        out.check(
+            slowest >= Duration::from_millis(1400),
+            format!(
+                "the injected delay was felt ({label}: slowest {:.2} s)",
+                slowest.as_secs_f64()
+            ),
+        );
         out.fact(format!(
             "{label}: {} requests, slowest {:.2} s; {}",
             round.len(),
@@ -890,6 +932,10 @@ pub(crate) async fn kill_switch(world: &World, secs: u64) -> anyhow::Result<Outc
     let users = world.users("flag", clients + 3).await?;
     let (load_users, probes) = users.split_at(clients);
     let bases = world.bases();
+    let drained = world.warm(&bases).await?;
+    out.fact(format!(
+        "warm-up: {drained} answers other than 201 drained from the replicas"
+    ));
     let stop = Arc::new(AtomicBool::new(false));
     let tally = Arc::new(Tally::default());
     // Each key is sent once, and again only after a 503 (nothing committed): with the switch off
