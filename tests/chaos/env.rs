@@ -537,6 +537,7 @@ pub(crate) struct Answer {
     pub(crate) replayed: Option<String>,
     pub(crate) retry_after: Option<String>,
     pub(crate) code: Option<String>,
+    pub(crate) message: Option<String>,
     pub(crate) order_id: Option<String>,
     pub(crate) elapsed: Duration,
     pub(crate) transport: Option<String>,
@@ -627,6 +628,7 @@ impl Http {
                     .or_else(|| json["code"].as_str())
                     .map(str::to_owned)
                     .filter(|_| status >= 400);
+                let message = json["message"].as_str().map(str::to_owned);
                 let order_id = json["id"]
                     .as_str()
                     .map(str::to_owned)
@@ -636,6 +638,7 @@ impl Http {
                     replayed,
                     retry_after,
                     code,
+                    message,
                     order_id,
                     elapsed: started.elapsed(),
                     transport: None,
@@ -646,6 +649,7 @@ impl Http {
                 replayed: None,
                 retry_after: None,
                 code: None,
+                message: None,
                 order_id: None,
                 elapsed: started.elapsed(),
                 transport: Some(err.to_string()),

@@ -574,6 +574,22 @@ pub(crate) async fn duplicates(
             "every duplicate got the replay or 409 idempotency_in_flight ({bad} other answers)"
         ),
     );
+    // Requests here take milliseconds, far below the stale threshold: an attempt fenced off
+    // (its completion found the key taken over) or a key taken over as stale means two
+    // attempts of one key ran at once.
+    let overlapping = ledger
+        .values()
+        .flatten()
+        .filter(|a| {
+            a.message.as_deref().is_some_and(|m| {
+                m.contains("outlived the stale threshold") || m.contains("abandoned attempt")
+            })
+        })
+        .count();
+    out.check(
+        overlapping == 0,
+        format!("no attempt was fenced off or taken over as stale ({overlapping})"),
+    );
     // Keys nobody executed (every copy saw another in flight that then rolled back) are
     // finished now, sequentially, so the count below is exact.
     let mut followed = 0;
