@@ -35,10 +35,10 @@ fn workspace() -> anyhow::Result<PathBuf> {
 }
 
 pub(crate) fn target_dir() -> anyhow::Result<PathBuf> {
-    Ok(std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(
         || workspace().map(|w| w.join("target")),
         |t| Ok(PathBuf::from(t)),
-    )?)
+    )
 }
 
 pub(crate) fn raptor_binary() -> anyhow::Result<PathBuf> {

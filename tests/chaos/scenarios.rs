@@ -15,6 +15,9 @@ use crate::env::{
     REQUEST_TIMEOUT_SECS, STALE_AFTER_SECS,
 };
 
+/// The answers each key got, in order.
+type KeyLedger = Vec<(String, Vec<Answer>)>;
+
 /// What a scenario did.
 pub(crate) struct Outcome {
     pub(crate) name: String,
@@ -43,6 +46,7 @@ impl Outcome {
         let text = text.into();
         if ok {
             println!("  ok: {text}");
+            self.facts.push(format!("ok: {text}"));
         } else {
             println!("  VIOLATION: {text}");
             self.violations.push(text);
@@ -169,6 +173,24 @@ async fn check_ledger(
             unexplained += 1;
         }
     }
+    let answered: Vec<String> = finals
+        .iter()
+        .filter(|(_, answers)| answers.iter().any(|a| a.status == 201))
+        .map(|(k, _)| k.clone())
+        .collect();
+    let completed: i64 = sqlx::query_scalar(
+        "select count(*) from idempotency_keys where idem_key = any($1) and status = 'completed'",
+    )
+    .bind(&answered)
+    .fetch_one(db)
+    .await?;
+    out.check(
+        usize::try_from(completed).unwrap_or(0) == answered.len(),
+        format!(
+            "every key answered 201 is completed in the key table ({completed} of {})",
+            answered.len()
+        ),
+    );
     let ok_ids = audited(db, &received).await?;
     let unaudited = received.iter().filter(|id| !ok_ids.contains(*id)).count();
     let executions: usize = made.values().map(Vec::len).sum();
@@ -1028,7 +1050,7 @@ pub(crate) async fn kill_switch(world: &World, secs: u64) -> anyhow::Result<Outc
     }
     tokio::time::sleep(pause).await;
     stop.store(true, Ordering::Release);
-    let mut per_user: Vec<(i32, Vec<(String, Vec<Answer>)>)> = Vec::new();
+    let mut per_user: Vec<(i32, KeyLedger)> = Vec::new();
     while let Some(joined) = set.join_next().await {
         per_user.push(joined?);
     }
