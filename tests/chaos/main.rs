@@ -6,7 +6,9 @@
 //! runs the scenarios (docs/SCALING.md, "What the chaos suite measured"):
 //!
 //! 1. kill -9 mid-transaction (the driver holds the account row lock), retry after the stale
-//!    threshold on a restarted replica: no rows from the killed attempt, one execution;
+//!    threshold on a restarted replica: no rows from the killed attempt, one execution; then
+//!    (1b) a replica still on longer timeouts (a rolling deploy) whose attempt is taken over
+//!    while it waits on a lock: when it resumes it must be fenced off, one execution;
 //! 2. `pg_ctl stop -m fast` and `-m immediate` (then start) under keyed load from 32 clients
 //!    across 3 replicas: every 201 is a committed, audited order; no key twice; only 201, 503
 //!    or 409 in flight; every replica ready and taking orders within 5 s, without a restart;
@@ -163,6 +165,11 @@ async fn run(args: &Args) -> anyhow::Result<bool> {
         1,
         "1 kill -9 mid-transaction",
         scenarios::kill9(&mut world).await
+    );
+    scenario!(
+        1,
+        "1b late attempt fenced off",
+        scenarios::late_attempt(&world).await
     );
     let bases = world.bases();
     let load = if quick { 15 } else { 30 };

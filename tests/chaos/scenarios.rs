@@ -356,6 +356,124 @@ pub(crate) async fn kill9(world: &mut World) -> anyhow::Result<Outcome> {
     Ok(out)
 }
 
+/// Counts server backends of the replicas waiting on a lock.
+async fn lock_waiters(db: &PgPool) -> anyhow::Result<i64> {
+    Ok(sqlx::query_scalar(
+        "select count(*) from pg_stat_activity
+          where wait_event_type = 'Lock' and application_name = 'raptor'",
+    )
+    .fetch_one(db)
+    .await?)
+}
+
+/// 1b. A rolling deploy that shortens the timeouts: one replica still runs with a 10 s request
+/// timeout and stale threshold while the others declare a key stale after 5 s. An attempt on
+/// the old replica, blocked on the account row the driver holds, is taken over by a retry on a
+/// new replica; when the driver lets go, the old attempt gets the lock first and must be
+/// fenced off (its completion finds the key taken over), so the key executes once.
+pub(crate) async fn late_attempt(world: &World) -> anyhow::Result<Outcome> {
+    let mut out = Outcome::new("1b late attempt fenced off");
+    let old_env = env::base_env(
+        &world.cluster.url("postgres"),
+        &[
+            ("RAPTOR_REQUEST_TIMEOUT_SECS", "10".to_owned()),
+            ("IDEMPOTENCY_STALE_AFTER_SECS", "10".to_owned()),
+            ("RAPTOR_DB_LOCK_TIMEOUT_MS", "9000".to_owned()),
+            ("RAPTOR_DB_STATEMENT_TIMEOUT_MS", "9000".to_owned()),
+        ],
+    );
+    let mut old = Replica::spawn(&world.dir, "replica-old", old_env).await?;
+    let user = world.users("late", 1).await?.remove(0);
+    let key = new_key();
+    let mut blocker =
+        sqlx::PgConnection::connect_with(&world.cluster.options(env::DATABASE, "postgres")).await?;
+    let mut tx = blocker.begin().await?;
+    sqlx::query("select cash from paper_accounts where user_id = $1 for update")
+        .bind(user.id)
+        .fetch_one(&mut *tx)
+        .await?;
+    let first = {
+        let (http, base, token, key) = (
+            world.http.clone(),
+            old.base.clone(),
+            user.token.clone(),
+            key.clone(),
+        );
+        tokio::spawn(async move { http.order(&base, &token, Some(&key)).await })
+    };
+    // Past the new replicas' stale threshold (5 s), well inside the old one's (10 s).
+    tokio::time::sleep(Duration::from_millis(STALE_AFTER_SECS * 1000 + 500)).await;
+    let new_base = world.replicas[0].base.clone();
+    let takeover = world.http.order(&new_base, &user.token, Some(&key)).await;
+    out.fact(format!(
+        "retry on a new replica after {STALE_AFTER_SECS}.5 s: {} ({})",
+        takeover.label(),
+        takeover.message.as_deref().unwrap_or("")
+    ));
+    let retry = {
+        let (http, base, token, key) = (
+            world.http.clone(),
+            new_base.clone(),
+            user.token.clone(),
+            key.clone(),
+        );
+        tokio::spawn(async move { http.order(&base, &token, Some(&key)).await })
+    };
+    // Both attempts wait on the account row now; the old one queued first.
+    let deadline = Instant::now() + Duration::from_millis(1500);
+    let mut both = false;
+    while Instant::now() < deadline {
+        if lock_waiters(&world.db).await? >= 2 {
+            both = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    out.check(
+        both,
+        "the old attempt and the retry both waited on the account row",
+    );
+    tx.rollback().await?;
+    blocker.close().await?;
+    let first = first.await?;
+    let retry = retry.await?;
+    out.fact(format!(
+        "old attempt answered {} ({}); the retry answered {}",
+        first.label(),
+        first.message.as_deref().unwrap_or(""),
+        retry.label()
+    ));
+    let answers = until_final(
+        &world.http,
+        std::slice::from_ref(&new_base),
+        &user.token,
+        &key,
+        100,
+        Duration::from_secs(15),
+        Duration::from_millis(200),
+    )
+    .await;
+    let last = answers.last().cloned().context("no answer")?;
+    out.check(
+        last.status == 201,
+        format!("the key ends in 201 ({})", last.label()),
+    );
+    out.check(
+        first.status != 201 || retry.status != 201 || first.order_id == retry.order_id,
+        "the old attempt and the retry did not both report a new order",
+    );
+    let orders: i64 = sqlx::query_scalar("select count(*) from paper_orders where user_id = $1")
+        .bind(user.id)
+        .fetch_one(&world.db)
+        .await?;
+    out.check(
+        orders == 1,
+        format!("exactly one execution ({orders} orders)"),
+    );
+    old.kill9().await?;
+    Ok(out)
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2. Postgres restarted during keyed load
 
