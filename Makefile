@@ -5,15 +5,23 @@ APP_DB := eval "$$(scripts/db.sh raptor)"
 STRIPE := eval "$$(scripts/stripe.sh)"
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: run test lint fmt openapi bench chaos chaos-quick build db-up db-down ci
+.PHONY: run test lint fmt openapi bench build db-up db-down ci docs-assets openapi-lint fuzz-api \
+        client-generate client-e2e docs-check quickstart-check chaos chaos-quick
 
 # A development RAPTOR_RESPONSE_KEYS (a random key written to .env once) unless one is set.
 DEV_RESPONSE_KEY := { [ -n "$${RAPTOR_RESPONSE_KEYS:-}" ] || grep -qs '^RAPTOR_RESPONSE_KEYS=.' .env || scripts/dotenv.sh RAPTOR_RESPONSE_KEYS "$$(scripts/response-key.sh dev)"; }
 
-## run: start Postgres (and stripe-mock where Docker exists) if needed, then serve the API on
-## RAPTOR_ADDR (default 127.0.0.1:8080), with a development key for stored responses
+## run: install Swagger UI's files for /docs, start Postgres (and stripe-mock where Docker exists)
+## if needed, then serve the API on RAPTOR_ADDR (default 127.0.0.1:8080), with a development key
+## for stored responses
 run:
+	@$(MAKE) --no-print-directory docs-assets || echo "make: Swagger UI's files not installed; /docs serves the plain route list" >&2
 	@$(APP_DB) && $(STRIPE) && scripts/dotenv.sh DATABASE_URL "$$DATABASE_URL" && $(DEV_RESPONSE_KEY) && cargo run --locked -p raptor-server --bin raptor -- serve
+
+## docs-assets: Swagger UI's files for /docs (npm ci --omit=dev: swagger-ui-dist only); `make run`
+## goes on without them (npm missing or offline): /docs then serves the plain route list
+docs-assets:
+	@scripts/npm-ci.sh . --omit=dev
 
 ## test: start Postgres if needed, then run every test (one database per test)
 test:
@@ -35,6 +43,34 @@ openapi:
 bench:
 	@$(DB) && cargo build --locked --release -p raptor-server --bin raptor \
 	  && cargo run --locked --release -p raptor-integration-tests --bin raptor-bench
+
+## openapi-lint: Redocly CLI (recommended ruleset, redocly.yaml) on openapi/openapi.json
+openapi-lint:
+	@scripts/npm-ci.sh .
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --no-install redocly lint --format=stylish
+
+## client-generate: regenerate clients/typescript/src/schema.d.ts from openapi/openapi.json
+client-generate:
+	@scripts/npm-ci.sh clients/typescript
+	cd clients/typescript && npx --no-install openapi-typescript ../../openapi/openapi.json --output src/schema.d.ts
+
+## client-e2e: the typed TypeScript client runs Antlers' journey against a real server
+client-e2e:
+	@scripts/client-e2e.sh
+
+## fuzz-api: Schemathesis (pinned) against a real server on a fresh, seeded database: zero 5xx,
+## zero answers the document does not allow, zero unauthenticated successes
+fuzz-api:
+	@scripts/fuzz-api.sh
+
+## docs-check: headless Chromium, network off, loads /docs from a real server; every operation
+## renders; screenshot in target/docs.png
+docs-check:
+	@scripts/docs-check.sh
+
+## quickstart-check: the README's quick start, run as written against a fresh server
+quickstart-check:
+	@scripts/quickstart.sh
 
 ## chaos: fault injection against 3 release replicas and a Postgres cluster of its own
 ## (target/chaos): kill -9, Postgres restarts, duplicates, pool exhaustion, PgBouncer, a slow

@@ -2,6 +2,7 @@
 //! (`#[sqlx::test]`), the real router, and real Postgres.
 
 mod billing;
+mod docs;
 mod encryption;
 mod fake_stripe;
 mod foundation;

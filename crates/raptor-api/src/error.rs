@@ -128,8 +128,9 @@ impl From<sqlx::Error> for ApiError {
 /// the message and the code's context members (e.g. `buying_power`, `retry_after_ms`).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
-    /// Stable machine code, e.g. `insufficient_buying_power`.
-    #[schema(example = "insufficient_buying_power")]
+    /// Stable machine code, e.g. `insufficient_buying_power`; each response narrows it to the
+    /// codes that route answers with that status.
+    #[schema(value_type = crate::codes::ErrorCode, example = "insufficient_buying_power")]
     pub error: String,
     /// Human-readable explanation.
     pub message: String,
@@ -146,8 +147,33 @@ pub struct ErrorBody {
     /// Same as `message`.
     pub detail: String,
     /// This occurrence: `urn:request:<x-request-id>`.
-    #[schema(example = "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11")]
+    #[schema(
+        nullable = false,
+        example = "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11"
+    )]
     pub instance: Option<String>,
+    /// `idempotency_in_flight`: milliseconds until the first attempt may be taken over.
+    #[schema(nullable = false)]
+    pub retry_after_ms: Option<u64>,
+    /// `insufficient_buying_power`: the account's buying power.
+    #[schema(required = false, value_type = String, format = "decimal")]
+    pub buying_power: Option<String>,
+    /// `insufficient_buying_power`: what the order would reserve.
+    #[schema(required = false, value_type = String, format = "decimal")]
+    pub cost_basis: Option<String>,
+    /// `insufficient_qty`, `quote_unavailable`, `contract_expired`, `uncovered_short_option`:
+    /// the symbol concerned.
+    #[schema(nullable = false)]
+    pub symbol: Option<String>,
+    /// `insufficient_qty`: the quantity the position has.
+    #[schema(required = false, value_type = String, format = "decimal")]
+    pub available: Option<String>,
+    /// `insufficient_qty`: the quantity the order asked for.
+    #[schema(required = false, value_type = String, format = "decimal")]
+    pub requested: Option<String>,
+    /// `order_not_cancelable`: the order's status (`status` is the HTTP status).
+    #[schema(required = false, value_type = crate::trading::dto::OrderStatusDto)]
+    pub order_status: Option<String>,
 }
 
 impl ApiError {
@@ -254,7 +280,7 @@ impl ApiError {
                 body.insert("symbol".into(), json!(symbol));
             }
             Self::OrderNotCancelable { status } => {
-                body.insert("status".into(), json!(status));
+                body.insert("order_status".into(), json!(status));
             }
             Self::TooManyRequests { retry_after_secs } => {
                 body.insert("retry_after_ms".into(), json!(retry_after_secs * 1000));

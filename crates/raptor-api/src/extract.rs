@@ -7,10 +7,31 @@ use axum::http::StatusCode;
 use crate::error::ApiError;
 
 /// `axum::Json` with rejections as [`ApiError`]: malformed JSON 400, wrong content type 415,
-/// too large 413, wrong shape 422.
-#[derive(Debug, FromRequest)]
-#[from_request(via(axum::Json), rejection(ApiError))]
+/// too large 413, wrong shape 422. Every request body is a JSON object: serde would also read a
+/// struct from an array (`[]`, `[null]`), which the document does not allow.
+#[derive(Debug)]
 pub struct ApiJson<T>(pub T);
+
+impl<S, T> FromRequest<S> for ApiJson<T>
+where
+    S: Send + Sync,
+    T: serde::de::DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        let axum::Json(value) = axum::Json::<serde_json::Value>::from_request(req, state).await?;
+        if !value.is_object() {
+            return Err(ApiError::invalid(
+                "invalid_body",
+                "the body must be a JSON object",
+            ));
+        }
+        serde_json::from_value(value)
+            .map(ApiJson)
+            .map_err(|err| ApiError::invalid("invalid_body", err.to_string()))
+    }
+}
 
 /// `axum::extract::Path` with rejections as [`ApiError`] (400 `invalid_path`).
 #[derive(Debug, FromRequestParts)]

@@ -1,4 +1,4 @@
-//! Operational endpoints: liveness, readiness, metrics, the OpenAPI document and its page.
+//! Operational endpoints: liveness, readiness, metrics, the OpenAPI document and its pages.
 
 use std::time::Duration;
 
@@ -83,7 +83,6 @@ pub(crate) async fn get_metrics() -> Response {
         .into_response()
 }
 
-/// `GET /openapi.json` and `GET /docs`, served from the generated document.
 /// `docs/errors.md`, embedded: the page every error's `type` points into.
 const ERRORS_MD: &str = include_str!("../../../docs/errors.md");
 
@@ -98,9 +97,13 @@ fn errors_page() -> String {
     html
 }
 
-pub(crate) fn docs_router(spec: &utoipa::openapi::OpenApi) -> axum::Router<ApiState> {
+/// `GET /openapi.json` (the generated document), `GET /docs/errors`, and `GET /docs` with
+/// `/docs/assets/*` (Swagger UI from `assets`, see [`crate::docs_ui`]).
+pub(crate) fn docs_router(
+    spec: &utoipa::openapi::OpenApi,
+    assets: std::path::PathBuf,
+) -> axum::Router<ApiState> {
     let json = crate::openapi::to_json(spec);
-    let page = crate::openapi::to_html(spec);
     let errors = errors_page();
     axum::Router::new()
         .route(
@@ -117,11 +120,5 @@ pub(crate) fn docs_router(spec: &utoipa::openapi::OpenApi) -> axum::Router<ApiSt
                 async move { ([(header::CONTENT_TYPE, "application/json")], json) }
             }),
         )
-        .route(
-            "/docs",
-            axum::routing::get(move || {
-                let page = page.clone();
-                async move { Html(page) }
-            }),
-        )
+        .merge(crate::docs_ui::router(spec, assets))
 }

@@ -5,6 +5,8 @@ pub mod admin;
 pub mod audit;
 pub mod auth;
 pub mod billing;
+pub mod codes;
+mod docs_ui;
 pub mod error;
 pub mod extract;
 mod health;
@@ -62,7 +64,7 @@ pub fn app_with(state: ApiState, extra: Router<ApiState>) -> Router {
     openapi::finish(&mut spec);
     let config = state.config.clone();
     let router = routes
-        .merge(health::docs_router(&spec))
+        .merge(health::docs_router(&spec, config.docs_assets.clone()))
         .merge(extra)
         .fallback(not_found)
         .with_state(state);

@@ -5,6 +5,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::OpenApi as Spec;
 use utoipa::{IntoParams, Modify, OpenApi};
 
+use crate::codes;
 use crate::error::ErrorBody;
 
 /// The document's fixed parts; every path comes from the routers via utoipa-axum.
@@ -19,7 +20,7 @@ use crate::error::ErrorBody;
         license(name = "Proprietary", identifier = "LicenseRef-Proprietary")
     ),
     modifiers(&BearerAuth),
-    components(schemas(ErrorBody)),
+    components(schemas(ErrorBody, codes::ErrorCode, crate::trading::dto::OrderListStatus)),
     tags(
         (name = "ops", description = "Health, readiness, metrics"),
         (name = "trading", description = "Paper orders, rolls, closes, account"),
@@ -53,7 +54,8 @@ pub struct IdempotencyKeyHeader {
     /// (`Idempotent-Replayed: true`). Keys are retained 24 hours on order and position routes
     /// (Tier 1) and 7 days on billing and profile routes (Tier 2); after that a key is free
     /// again. See docs/api.md.
-    #[param(rename = "Idempotency-Key", value_type = String, format = Uuid, required = false)]
+    #[param(rename = "Idempotency-Key", value_type = String, format = Uuid, required = false,
+            example = "5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11")]
     pub idempotency_key: Option<String>,
 }
 
@@ -142,6 +144,12 @@ fn header(description: &str, schema: utoipa::openapi::schema::Type) -> utoipa::o
 /// - the `idempotency_replayed` member a replay adds to its stored body.
 pub fn finish(spec: &mut Spec) {
     use utoipa::openapi::schema::Type;
+    error_responses(spec);
+    symbol_parameters(spec);
+    optional_bodies(spec);
+    key_header_forms(spec);
+    public_operations(spec);
+    spec.servers = Some(vec![utoipa::openapi::server::Server::new("/")]);
     for item in spec.paths.paths.values_mut() {
         let operations = [
             &mut item.get,
@@ -181,7 +189,13 @@ pub fn finish(spec: &mut Spec) {
                 if instrumented {
                     response.headers.insert(
                         "Idempotent-Replayed".to_owned(),
-                        header("`true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at).", Type::String),
+                        replayed_header("`true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at)."),
+                    );
+                }
+                if code == 401 {
+                    response.headers.insert(
+                        "WWW-Authenticate".to_owned(),
+                        header("`Bearer`.", Type::String),
                     );
                 }
                 if matches!(code, 409 | 429 | 503) {
@@ -203,6 +217,10 @@ pub fn finish(spec: &mut Spec) {
         }
     }
     if let Some(components) = spec.components.as_mut() {
+        for schema in components.schemas.values_mut() {
+            decimal_patterns(schema);
+            symbol_patterns(schema);
+        }
         for name in REPLAYABLE {
             if let Some(utoipa::openapi::RefOr::T(utoipa::openapi::schema::Schema::Object(
                 object,
@@ -220,4 +238,283 @@ pub fn finish(spec: &mut Spec) {
             }
         }
     }
+}
+
+/// The operations of a path item, with their method names.
+fn operations_mut(
+    item: &mut utoipa::openapi::PathItem,
+) -> impl Iterator<Item = (&'static str, &mut utoipa::openapi::path::Operation)> {
+    [
+        ("GET", &mut item.get),
+        ("PUT", &mut item.put),
+        ("POST", &mut item.post),
+        ("DELETE", &mut item.delete),
+        ("PATCH", &mut item.patch),
+    ]
+    .into_iter()
+    .filter_map(|(method, operation)| operation.as_mut().map(|op| (method, op)))
+}
+
+/// What `codes::operation_codes` needs to know about an operation, read off the operation.
+fn shape(route: &str, operation: &utoipa::openapi::path::Operation) -> codes::Shape {
+    use utoipa::openapi::path::ParameterIn;
+    let parameters = operation.parameters.as_deref().unwrap_or_default();
+    codes::Shape {
+        ops: operation.tags.iter().flatten().any(|t| t == "ops"),
+        authenticated: operation.security.as_ref().is_some_and(|s| !s.is_empty()),
+        json_body: operation.request_body.is_some() && !codes::RAW_BODY.contains(&route),
+        keyed: parameters.iter().any(|p| p.name == "Idempotency-Key"),
+        query: parameters
+            .iter()
+            .any(|p| matches!(p.parameter_in, ParameterIn::Query)),
+        uuid_path: parameters
+            .iter()
+            .any(|p| matches!(p.parameter_in, ParameterIn::Path) && p.name == "id"),
+    }
+}
+
+/// Replaces every operation's error responses with the ones `crate::codes` computes: one per
+/// status, `application/problem+json`, whose `error` is an enum of that operation's codes at
+/// that status, with an example. Operations the table does not know keep what their attributes
+/// say (a unit test keeps that list empty).
+fn error_responses(spec: &mut Spec) {
+    use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, Type};
+    use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+    for (path, item) in spec.paths.paths.iter_mut() {
+        for (method, operation) in operations_mut(item) {
+            let route = format!("{method} {path}");
+            let Some(codes) = codes::operation_codes(&route, shape(&route, operation)) else {
+                continue;
+            };
+            let mut by_status: std::collections::BTreeMap<u16, Vec<&codes::Code>> =
+                Default::default();
+            for code in codes.iter().filter_map(|c| codes::lookup(c)) {
+                for status in code.statuses {
+                    by_status.entry(*status).or_default().push(code);
+                }
+            }
+            let responses = &mut operation.responses.responses;
+            // The envelope responses the attributes wrote are replaced; others (`/readyz`'s
+            // 503) stay.
+            responses.retain(|status, response| {
+                status.parse::<u16>().unwrap_or(0) < 400
+                    || !matches!(response, RefOr::T(r) if r.content.values().any(|c|
+                        matches!(&c.schema, Some(RefOr::Ref(r)) if r.ref_location.ends_with("/ErrorBody"))))
+            });
+            for (status, codes) in by_status {
+                if responses.contains_key(&status.to_string()) {
+                    continue;
+                }
+                let reason = axum::http::StatusCode::from_u16(status)
+                    .ok()
+                    .and_then(|s| s.canonical_reason())
+                    .unwrap_or("Error");
+                let description = codes
+                    .iter()
+                    .map(|c| format!("- `{}`: {}", c.code, c.summary))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                let schema = AllOfBuilder::new()
+                    .item(Ref::from_schema_name("ErrorBody"))
+                    .item(
+                        ObjectBuilder::new()
+                            .property(
+                                "error",
+                                ObjectBuilder::new()
+                                    .schema_type(Type::String)
+                                    .enum_values(Some(codes.iter().map(|c| c.code))),
+                            )
+                            .required("error"),
+                    );
+                let first = codes[0];
+                let example = serde_json::json!({
+                    "error": first.code,
+                    "message": first.summary,
+                    "type": crate::problem::type_uri(first.code),
+                    "title": reason,
+                    "status": status,
+                    "detail": first.summary,
+                    "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                });
+                let response = ResponseBuilder::new()
+                    .description(format!("{reason}:\n{description}"))
+                    .content(
+                        crate::problem::CONTENT_TYPE,
+                        ContentBuilder::new()
+                            .schema(Some(schema))
+                            .example(Some(example))
+                            .build(),
+                    )
+                    .build();
+                responses.insert(status.to_string(), RefOr::T(response));
+            }
+        }
+    }
+}
+
+/// What a decimal string looks like: an optional minus, digits, an optional fraction.
+pub const DECIMAL_PATTERN: &str = r"^-?[0-9]{1,20}(\.[0-9]{1,12})?$";
+
+/// Gives every `format: decimal` string (money, quantities, prices) its pattern, in nested
+/// properties and array items too.
+fn decimal_patterns(schema: &mut utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>) {
+    use utoipa::openapi::schema::{ArrayItems, Schema, SchemaFormat};
+    use utoipa::openapi::RefOr;
+    let RefOr::T(schema) = schema else { return };
+    match schema {
+        Schema::Object(object) => {
+            if matches!(&object.format, Some(SchemaFormat::Custom(f)) if f == "decimal") {
+                object.pattern = Some(DECIMAL_PATTERN.to_owned());
+            }
+            object.properties.values_mut().for_each(decimal_patterns);
+        }
+        Schema::Array(array) => {
+            if let ArrayItems::RefOrSchema(items) = &mut array.items {
+                decimal_patterns(items);
+            }
+        }
+        Schema::AllOf(all) => all.items.iter_mut().for_each(decimal_patterns),
+        Schema::OneOf(one) => one.items.iter_mut().for_each(decimal_patterns),
+        Schema::AnyOf(any) => any.items.iter_mut().for_each(decimal_patterns),
+        _ => {}
+    }
+}
+
+/// What a symbol looks like: an equity ticker (letters, at most one `.`; at most 6 letters in
+/// all, which a pattern does not say) or a compact OCC option symbol (root, `YYMMDD`, `C`/`P`,
+/// strike × 1000 in 8 digits). The engine's parser is stricter (a real expiry date, a non-zero
+/// strike): those answer `422 invalid_symbol`.
+pub const SYMBOL_PATTERN: &str =
+    r"^([A-Z]{1,6}|[A-Z]{1,5}\.[A-Z]{1,5}|[A-Z]{1,6}[0-9]{6}[CP][0-9]{8})$";
+
+/// Gives every `symbol`/`to_symbol` string property its pattern.
+fn symbol_patterns(schema: &mut utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>) {
+    use utoipa::openapi::schema::Schema;
+    use utoipa::openapi::RefOr;
+    let RefOr::T(Schema::Object(object)) = schema else {
+        return;
+    };
+    for (name, property) in object.properties.iter_mut() {
+        if let RefOr::T(Schema::Object(property)) = property {
+            if matches!(name.as_str(), "symbol" | "to_symbol") {
+                property.pattern = Some(SYMBOL_PATTERN.to_owned());
+            }
+        }
+    }
+}
+
+/// Gives every `{symbol}` path parameter the symbol pattern.
+fn symbol_parameters(spec: &mut Spec) {
+    use utoipa::openapi::path::ParameterIn;
+    use utoipa::openapi::schema::Schema;
+    use utoipa::openapi::RefOr;
+    for item in spec.paths.paths.values_mut() {
+        for (_, operation) in operations_mut(item) {
+            for parameter in operation.parameters.iter_mut().flatten() {
+                if matches!(parameter.parameter_in, ParameterIn::Path) && parameter.name == "symbol"
+                {
+                    if let Some(RefOr::T(Schema::Object(object))) = parameter.schema.as_mut() {
+                        object.pattern = Some(SYMBOL_PATTERN.to_owned());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// An instrumented route reads an absent body as `{}`: where `{}` is a valid body (no required
+/// member: the account reset, a profile patch, a close of everything, a cancellation), the
+/// document says the body is optional.
+fn optional_bodies(spec: &mut Spec) {
+    use utoipa::openapi::schema::Schema;
+    use utoipa::openapi::{RefOr, Required};
+    let Some(components) = spec.components.as_ref() else {
+        return;
+    };
+    let empty_is_valid = |name: &str| {
+        matches!(components.schemas.get(name), Some(RefOr::T(Schema::Object(object)))
+            if object.required.is_empty())
+    };
+    for item in spec.paths.paths.values_mut() {
+        for (_, operation) in operations_mut(item) {
+            let keyed = operation
+                .parameters
+                .iter()
+                .flatten()
+                .any(|p| p.name == "Idempotency-Key");
+            let Some(body) = operation.request_body.as_mut() else {
+                continue;
+            };
+            let schema = body
+                .content
+                .get("application/json")
+                .and_then(|c| c.schema.as_ref());
+            if let Some(RefOr::Ref(reference)) = schema {
+                let name = reference
+                    .ref_location
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or_default();
+                if keyed && empty_is_valid(name) {
+                    body.required = Some(Required::False);
+                }
+            }
+        }
+    }
+}
+
+/// The `Idempotency-Key` header's two accepted forms: a bare UUID, or the IETF draft's
+/// structured-field string (the UUID in double quotes).
+fn key_header_forms(spec: &mut Spec) {
+    use utoipa::openapi::schema::{
+        AnyOfBuilder, KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type,
+    };
+    use utoipa::openapi::RefOr;
+    let uuid = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
+    let schema = AnyOfBuilder::new()
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid))),
+        )
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some(format!("^\"{uuid}\"$"))),
+        )
+        .build();
+    for item in spec.paths.paths.values_mut() {
+        for (_, operation) in operations_mut(item) {
+            for parameter in operation.parameters.iter_mut().flatten() {
+                if parameter.name == "Idempotency-Key" {
+                    parameter.schema = Some(RefOr::T(Schema::AnyOf(schema.clone())));
+                }
+            }
+        }
+    }
+}
+
+/// Operations without a bearer token say so (`security: [{}]`, anonymous), so a reader and a
+/// linter can tell "public" from "forgot to say". Runs after `error_responses`, which reads an
+/// absent `security` as public.
+fn public_operations(spec: &mut Spec) {
+    use utoipa::openapi::security::SecurityRequirement;
+    for item in spec.paths.paths.values_mut() {
+        for (_, operation) in operations_mut(item) {
+            if operation.security.as_ref().is_none_or(Vec::is_empty) {
+                operation.security = Some(vec![SecurityRequirement::default()]);
+            }
+        }
+    }
+}
+
+/// `Idempotent-Replayed`: `"true"` or `"false"`.
+fn replayed_header(description: &str) -> utoipa::openapi::Header {
+    let mut header = utoipa::openapi::Header::new(
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(["true", "false"])),
+    );
+    header.description = Some(description.to_owned());
+    header
 }

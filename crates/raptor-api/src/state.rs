@@ -39,7 +39,14 @@ pub struct ApiConfig {
     pub auth_limits: AuthLimits,
     /// Stripe: API base, keys and the per-call timeout.
     pub billing: BillingConfig,
+    /// `RAPTOR_DOCS_ASSETS`: the directory of Swagger UI's files (the `swagger-ui-dist` npm
+    /// package) that `/docs` loads; relative to the working directory. Without them `/docs`
+    /// answers the built-in route list.
+    pub docs_assets: std::path::PathBuf,
 }
+
+/// Where `npm ci` installs Swagger UI in a checkout, relative to the repository root.
+pub const DEFAULT_DOCS_ASSETS: &str = "node_modules/swagger-ui-dist";
 
 /// Rate limits of `POST /api/auth/register` and `POST /api/auth/login`.
 #[derive(Debug, Clone, Copy)]
@@ -119,6 +126,7 @@ impl Default for ApiConfig {
             session_ttl: Duration::from_secs(30 * 24 * 60 * 60),
             auth_limits: AuthLimits::default(),
             billing: BillingConfig::default(),
+            docs_assets: std::path::PathBuf::from(DEFAULT_DOCS_ASSETS),
         }
     }
 }

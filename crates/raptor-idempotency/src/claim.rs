@@ -121,7 +121,10 @@ impl Claim {
         if let Some(tracked) = guard.tracked {
             let headers = reply::stored_headers(reply.location.as_deref());
             let code = i16::try_from(reply.status.as_u16()).unwrap_or(i16::MAX);
-            let body = tracked.store_body.then_some(&reply.body);
+            // A policy that keeps no body (its success carries a credential) still keeps an
+            // error's: errors carry none, and their replay should say what went wrong.
+            let body =
+                (tracked.store_body || reply.status.is_client_error()).then_some(&reply.body);
             // With keys configured the body is stored sealed (response_body stays NULL),
             // bound to this row; without, as plain JSON.
             let identity = RowIdentity {

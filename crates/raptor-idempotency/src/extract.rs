@@ -81,19 +81,17 @@ where
             idem.inner.keyless.record(&endpoint, req.headers());
         }
         let enabled = idem.enabled().await;
-        let key = if enabled {
-            match IdempotencyKey::from_headers(req.headers()) {
-                Ok(key) => key,
-                Err(err) => {
-                    Outcome::InvalidKey.record(&endpoint);
-                    return Err(invalid_key(err).into());
-                }
+        // A malformed key is refused whether or not the mechanism is on: its syntax does not
+        // depend on the store, and a client should learn of its bug before an incident, not
+        // during one. With the kill switch off a valid key is not used for dedup, but still
+        // reaches the handler, so ids derived from it (a client_order_id) stop a retry from
+        // executing twice once the switch is back on.
+        let key = match IdempotencyKey::from_headers(req.headers()) {
+            Ok(key) => key,
+            Err(err) => {
+                Outcome::InvalidKey.record(&endpoint);
+                return Err(invalid_key(err).into());
             }
-        } else {
-            // Kill switch off: the header is ignored for dedup, but a valid key still reaches
-            // the handler, so ids derived from it (a client_order_id) stop a retry from executing
-            // twice once the switch is back on.
-            IdempotencyKey::from_headers(req.headers()).ok().flatten()
         };
         // Required by the route's policy, or by the configured level for its tier
         // (`IDEMPOTENCY_REQUIRE_KEY`). With the kill switch off nothing is required.
@@ -201,7 +199,20 @@ fn parse_json<T: DeserializeOwned>(bytes: &[u8], json_content: bool) -> Result<T
         )
         .into());
     };
-    serde_json::from_slice(source).map_err(|err| {
+    // Every request body is a JSON object: serde would also read a struct from an array.
+    let object = source
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_none_or(|first| *first == b'{');
+    let parsed = serde_json::from_slice(source);
+    if parsed.is_ok() && !object {
+        return Err(error_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            error_body("invalid_body", "the body must be a JSON object"),
+        )
+        .into());
+    }
+    parsed.map_err(|err| {
         use serde_json::error::Category;
         let (status, code) = match err.classify() {
             Category::Data => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body"),

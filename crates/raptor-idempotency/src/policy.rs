@@ -49,8 +49,9 @@ pub trait Policy: Send + Sync + 'static {
     /// Answer `400 idempotency_key_required` when the header is absent, whatever the
     /// configured [`RequireKey`] level.
     const REQUIRE_KEY: bool = false;
-    /// Store the response body for replay. Off for responses that would hold personal data: the
-    /// replay then carries the status code and headers with a body saying it was not stored.
+    /// Store the response body for replay. Off for successes that would hold personal data or a
+    /// credential: their replay then carries the status code and headers with a body saying it
+    /// was not stored. A 4xx's body is stored either way (it holds neither).
     const STORE_BODY: bool = true;
 }
 

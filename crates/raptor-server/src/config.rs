@@ -13,8 +13,8 @@
 //! `RAPTOR_AUTH_EMAIL_PER_HOUR`, `RAPTOR_AUTH_IP_PER_MINUTE`, `RAPTOR_BILLING_CONCURRENCY`,
 //! `STRIPE_API_BASE`,
 //! `STRIPE_SECRET_KEY`, `STRIPE_WEBHOOK_SECRET`, `STRIPE_TIMEOUT_MS`, `RAPTOR_RESPONSE_KEYS`,
-//! `IDEMPOTENCY_REQUIRE_KEY`, `RAPTOR_DB_STATEMENT_CACHE`, `RAPTOR_DB_SESSION_SETTINGS`,
-//! `IDEMPOTENCY_STORE_DATABASE_URL`.
+//! `IDEMPOTENCY_REQUIRE_KEY`, `RAPTOR_DOCS_ASSETS`, `RAPTOR_DB_STATEMENT_CACHE`,
+//! `RAPTOR_DB_SESSION_SETTINGS`, `IDEMPOTENCY_STORE_DATABASE_URL`.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -394,6 +394,18 @@ pub struct Config {
         hide_env_values = true
     )]
     pub stripe_webhook_secret: Option<Secret>,
+
+    /// Directory of Swagger UI's files (the `swagger-ui-dist` npm package, installed by
+    /// `npm ci --omit=dev`) served at `/docs/assets/`; relative paths are from the working
+    /// directory. When it holds no Swagger UI, `/docs` answers a plain route list instead.
+    #[arg(
+        long,
+        env = "RAPTOR_DOCS_ASSETS",
+        value_name = "RAPTOR_DOCS_ASSETS",
+        default_value = raptor_api::state::DEFAULT_DOCS_ASSETS,
+        global = true
+    )]
+    pub docs_assets: std::path::PathBuf,
 }
 
 impl Config {
@@ -489,6 +501,7 @@ impl Config {
                 timeout: Duration::from_millis(self.stripe_timeout_ms),
                 concurrency: usize::try_from(self.billing_concurrency).unwrap_or(usize::MAX),
             },
+            docs_assets: self.docs_assets.clone(),
             ..ApiConfig::default()
         }
     }

@@ -63,7 +63,7 @@ pub struct ProfilePatch {
     pub time_zone: Option<Option<String>>,
     /// Marketing email consent.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<bool>)]
+    #[schema(value_type = bool, required = false)]
     pub marketing_opt_in: Option<Option<bool>>,
 }
 
@@ -100,7 +100,12 @@ impl TryFrom<ProfilePatch> for ProfileChanges {
             // A blank name clears it, like `null`.
             .map(Option::flatten);
         let time_zone = match patch.time_zone {
-            Some(Some(zone)) if zone.is_empty() || zone.len() > 64 => {
+            // IANA names are printable ASCII (and a NUL could not even be looked up).
+            Some(Some(zone))
+                if zone.is_empty()
+                    || zone.len() > 64
+                    || !zone.bytes().all(|b| b.is_ascii_graphic()) =>
+            {
                 return Err(invalid_time_zone(&zone))
             }
             other => other,
@@ -241,4 +246,71 @@ mod tests {
             assert!(Email::parse(bad).is_err(), "{bad}");
         }
     }
+}
+
+/// One stored row, column name → value, as the export shows it.
+pub type Row = std::collections::BTreeMap<String, serde_json::Value>;
+
+/// `200` of `GET /api/account/export`: everything stored about the caller, by table (the rows
+/// as stored; secrets such as token hashes are left out). Documentation type: the handler
+/// builds the same members.
+#[derive(Debug, ToSchema)]
+pub struct AccountExport {
+    /// The user row.
+    #[schema(value_type = Object)]
+    pub user: Row,
+    /// The profile.
+    #[schema(value_type = Object)]
+    pub profile: Row,
+    /// The paper account.
+    #[schema(value_type = Vec<Object>)]
+    pub account: Vec<Row>,
+    /// Every order, oldest first.
+    #[schema(value_type = Vec<Object>)]
+    pub orders: Vec<Row>,
+    /// Every order leg.
+    #[schema(value_type = Vec<Object>)]
+    pub order_legs: Vec<Row>,
+    /// Every fill.
+    #[schema(value_type = Vec<Object>)]
+    pub fills: Vec<Row>,
+    /// Every position.
+    #[schema(value_type = Vec<Object>)]
+    pub positions: Vec<Row>,
+    /// The caller's audit rows.
+    #[schema(value_type = Vec<Object>)]
+    pub audit_log: Vec<Row>,
+    /// Sessions (without their token hashes).
+    #[schema(value_type = Vec<Object>)]
+    pub sessions: Vec<Row>,
+    /// Sign-in links (without their token hashes).
+    #[schema(value_type = Vec<Object>)]
+    pub sign_in_links: Vec<Row>,
+    /// Messages queued for the caller's address.
+    #[schema(value_type = Vec<Object>)]
+    pub email_outbox: Vec<Row>,
+    /// Waitlist rows for the caller's address.
+    #[schema(value_type = Vec<Object>)]
+    pub waitlist: Vec<Row>,
+    /// The Stripe customer link, if any.
+    #[schema(value_type = Option<Object>)]
+    pub billing_customer: Option<Row>,
+    /// The subscription mirror.
+    #[schema(value_type = Vec<Object>)]
+    pub billing_subscriptions: Vec<Row>,
+    /// Idempotency keys with their stored requests and answers.
+    #[schema(value_type = Vec<Object>)]
+    pub idempotency_keys: Vec<Row>,
+}
+
+/// `200` of `POST /api/account/erasure`: how many rows each table lost, and whose they were.
+/// Documentation type: the handler builds the same members.
+#[derive(Debug, ToSchema)]
+pub struct ErasureResponse {
+    /// The erased user's id.
+    pub user_id: i32,
+    /// Table name → deleted (or detached) rows, e.g. `"paper_orders": 3`.
+    #[serde(flatten)]
+    #[schema(additional_properties)]
+    pub counts: std::collections::BTreeMap<String, u64>,
 }

@@ -7,10 +7,10 @@ use axum::Json;
 use raptor_idempotency::{Idempotent, Reply, Tier2};
 use serde_json::Value;
 
-use super::dto::{ProfileChanges, ProfilePatch, ProfileResponse};
+use super::dto::{AccountExport, ErasureResponse, ProfileChanges, ProfilePatch, ProfileResponse};
 use super::store::{self, Profile};
 use crate::auth::AuthUser;
-use crate::error::{ApiResult, ErrorBody, ResultExt};
+use crate::error::{ApiResult, ResultExt};
 use crate::openapi::IdempotencyKeyHeader;
 use crate::state::ApiState;
 
@@ -32,8 +32,6 @@ impl From<Profile> for ProfileResponse {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "the profile", body = ProfileResponse),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
-        (status = 403, description = "forbidden (a service principal)", body = ErrorBody),
     ))]
 pub(crate) async fn get_profile(
     State(state): State<ApiState>,
@@ -51,11 +49,6 @@ pub(crate) async fn get_profile(
     request_body = ProfilePatch,
     responses(
         (status = 200, description = "the profile after the change", body = ProfileResponse),
-        (status = 400, description = "malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is all", body = ErrorBody),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
-        (status = 403, description = "forbidden (a service principal)", body = ErrorBody),
-        (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
-        (status = 422, description = "invalid_body (unknown field, wrong type), invalid_display_name, invalid_time_zone, invalid_marketing_opt_in, idempotency_key_body_mismatch", body = ErrorBody),
     ))]
 pub(crate) async fn update_profile(
     user: AuthUser,
@@ -76,9 +69,7 @@ pub(crate) async fn update_profile(
 #[utoipa::path(get, path = "/api/account/export", tag = "account",
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "the caller's data", body = Object),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
-        (status = 403, description = "forbidden (a service principal)", body = ErrorBody),
+        (status = 200, description = "the caller's data", body = AccountExport),
     ))]
 pub(crate) async fn export_account(
     State(state): State<ApiState>,
@@ -97,10 +88,7 @@ pub(crate) async fn export_account(
 #[utoipa::path(post, path = "/api/account/erasure", tag = "account",
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "erased; counts of deleted rows", body = Object),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
-        (status = 403, description = "forbidden (a service principal)", body = ErrorBody),
-        (status = 409, description = "subscription_active: a subscription still renews; cancel it first", body = ErrorBody),
+        (status = 200, description = "erased; counts of deleted rows", body = ErasureResponse),
     ))]
 pub(crate) async fn erase_account(
     State(state): State<ApiState>,

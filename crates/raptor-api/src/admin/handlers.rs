@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use crate::audit::{self, AuditEvent};
 use crate::auth::Operator;
-use crate::error::{ApiError, ApiResult, ErrorBody, ResultExt};
+use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::extract::{ApiJson, ApiPath};
 use crate::state::ApiState;
 
@@ -34,13 +34,10 @@ pub struct FlagResponse {
 /// server process within one second, without a restart.
 #[utoipa::path(put, path = "/api/admin/flags/{name}", tag = "admin",
     security(("bearer" = [])),
-    params(("name" = String, Path, description = "Flag name, e.g. FLAG_IDEMPOTENCY_MIDDLEWARE")),
+    params(("name" = String, Path, description = "Flag name: FLAG_IDEMPOTENCY_MIDDLEWARE", example = "FLAG_IDEMPOTENCY_MIDDLEWARE")),
     request_body = SetFlagRequest,
     responses(
         (status = 200, description = "stored", body = FlagResponse),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
-        (status = 403, description = "not an operator", body = ErrorBody),
-        (status = 404, description = "unknown flag", body = ErrorBody),
     ))]
 pub(crate) async fn set_flag(
     State(state): State<ApiState>,

@@ -78,6 +78,29 @@ pub struct PortalSessionResponse {
     pub url: String,
 }
 
+/// A replay of an answer whose body was not stored (the portal's URL is a credential).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct UnstoredReplay {
+    /// Always `false`: ask again with a new key.
+    #[schema(value_type = bool, example = false)]
+    pub body_stored: bool,
+    /// Always `true`.
+    #[schema(example = true)]
+    pub idempotency_replayed: bool,
+}
+
+/// `201` of `POST /api/billing/portal-sessions`: the session, or on a replay the marker that
+/// its URL was not kept (documentation only: the handler answers a `PortalSessionResponse`,
+/// the idempotency layer the marker).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum PortalSessionAnswer {
+    /// A fresh answer.
+    Session(PortalSessionResponse),
+    /// A replay.
+    Unstored(UnstoredReplay),
+}
+
 /// `POST /api/billing/subscription/cancel`: `{}` or no body.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

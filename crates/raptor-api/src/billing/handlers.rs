@@ -15,7 +15,7 @@ use raptor_idempotency::{Idempotent, Policy, Reply, Tier, Tier2};
 
 use super::dto::{
     CancelSubscriptionRequest, CheckoutSessionResponse, CreateCheckoutSessionRequest,
-    CreatePortalSessionRequest, MirrorSyncRequest, PortalSessionResponse, SubscriptionResponse,
+    CreatePortalSessionRequest, MirrorSyncRequest, PortalSessionAnswer, SubscriptionResponse,
     WebhookAck,
 };
 use super::gate::{not_configured, BillingUser};
@@ -23,7 +23,7 @@ use super::ops::{self, SyncActor};
 use super::stripe::ForwardKeys;
 use super::webhook;
 use crate::auth::{Principal, Role};
-use crate::error::{ApiError, ApiResult, ErrorBody, ResultExt};
+use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::extract::ApiJson;
 use crate::openapi::IdempotencyKeyHeader;
 use crate::state::ApiState;
@@ -36,14 +36,6 @@ use crate::state::ApiState;
     request_body = CreateCheckoutSessionRequest,
     responses(
         (status = 201, description = "the Stripe Checkout Session", body = CheckoutSessionResponse),
-        (status = 400, description = "malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is all", body = ErrorBody),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
-        (status = 403, description = "forbidden (not a user)", body = ErrorBody),
-        (status = 409, description = "idempotency_in_flight, idempotency_previous_failed, or subscription_active (a subscription is still running)", body = ErrorBody),
-        (status = 422, description = "invalid_body, invalid_billing_request, billing_request_rejected (Stripe refused the parameters), idempotency_key_body_mismatch", body = ErrorBody),
-        (status = 502, description = "stripe_unavailable: Stripe failed or was unreachable; nothing was committed", body = ErrorBody),
-        (status = 503, description = "billing_not_configured, billing_busy (Retry-After), stripe_unavailable (Stripe rate limit; Retry-After; retry with the same key), database_busy, database_unavailable or idempotency_store_unavailable", body = ErrorBody),
-        (status = 504, description = "stripe_timeout: Stripe did not answer in time; nothing was committed", body = ErrorBody),
     ))]
 pub(crate) async fn create_checkout_session(
     billing: BillingUser,
@@ -87,15 +79,7 @@ impl Policy for Tier2Unstored {
     params(IdempotencyKeyHeader),
     request_body = CreatePortalSessionRequest,
     responses(
-        (status = 201, description = "the portal session (a replay carries `{\"body_stored\": false}` instead: the URL is a credential and is not kept)", body = PortalSessionResponse),
-        (status = 400, description = "malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is all", body = ErrorBody),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
-        (status = 403, description = "forbidden (not a user)", body = ErrorBody),
-        (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
-        (status = 422, description = "invalid_body, invalid_billing_request, billing_request_rejected, idempotency_key_body_mismatch", body = ErrorBody),
-        (status = 502, description = "stripe_unavailable: nothing was committed", body = ErrorBody),
-        (status = 503, description = "billing_not_configured, billing_busy (Retry-After), stripe_unavailable (Retry-After), database_busy, database_unavailable or idempotency_store_unavailable", body = ErrorBody),
-        (status = 504, description = "stripe_timeout: nothing was committed", body = ErrorBody),
+        (status = 201, description = "the portal session (a replay carries `{\"body_stored\": false}` instead: the URL is a credential and is not kept)", body = PortalSessionAnswer),
     ))]
 pub(crate) async fn create_portal_session(
     billing: BillingUser,
@@ -129,15 +113,6 @@ pub(crate) async fn create_portal_session(
     request_body = CancelSubscriptionRequest,
     responses(
         (status = 200, description = "the subscription mirror, `cancel_at_period_end: true`", body = SubscriptionResponse),
-        (status = 400, description = "malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is all", body = ErrorBody),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
-        (status = 403, description = "forbidden (not a user)", body = ErrorBody),
-        (status = 404, description = "not_found: no subscription that can be canceled", body = ErrorBody),
-        (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
-        (status = 422, description = "invalid_body, billing_request_rejected, idempotency_key_body_mismatch", body = ErrorBody),
-        (status = 502, description = "stripe_unavailable: nothing was committed", body = ErrorBody),
-        (status = 503, description = "billing_not_configured, billing_busy (Retry-After), stripe_unavailable (Retry-After), database_busy, database_unavailable or idempotency_store_unavailable", body = ErrorBody),
-        (status = 504, description = "stripe_timeout: nothing was committed", body = ErrorBody),
     ))]
 pub(crate) async fn cancel_subscription(
     State(state): State<ApiState>,
@@ -162,11 +137,6 @@ pub(crate) async fn cancel_subscription(
     request_body = MirrorSyncRequest,
     responses(
         (status = 200, description = "the mirror row", body = SubscriptionResponse),
-        (status = 400, description = "malformed JSON", body = ErrorBody),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
-        (status = 403, description = "forbidden: not an operator or service", body = ErrorBody),
-        (status = 422, description = "invalid_body or invalid_subscription", body = ErrorBody),
-        (status = 503, description = "database_unavailable", body = ErrorBody),
     ))]
 pub(crate) async fn sync_subscription_mirror(
     State(state): State<ApiState>,
@@ -195,9 +165,6 @@ pub(crate) async fn sync_subscription_mirror(
     request_body(content = Object, description = "a Stripe event", content_type = "application/json"),
     responses(
         (status = 200, description = "received (applied, recorded, or a duplicate)", body = WebhookAck),
-        (status = 400, description = "invalid_signature (missing, malformed, not matching, or older than 5 minutes) or invalid_payload", body = ErrorBody),
-        (status = 413, description = "payload_too_large", body = ErrorBody),
-        (status = 503, description = "billing_not_configured (no STRIPE_WEBHOOK_SECRET) or database_unavailable", body = ErrorBody),
     ))]
 pub(crate) async fn receive_stripe_webhook(
     State(state): State<ApiState>,

@@ -19,7 +19,7 @@ use crate::accounts::dto::Email;
 use crate::accounts::store as accounts;
 use crate::audit::{self, AuditEvent};
 use crate::auth::{self, AuthUser, Role};
-use crate::error::{ApiError, ApiResult, ErrorBody, ResultExt};
+use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::extract::ApiJson;
 use crate::state::ApiState;
 
@@ -62,9 +62,6 @@ fn admit(state: &ApiState, peer: Peer, request: &EmailRequest) -> ApiResult<Emai
     request_body = EmailRequest,
     responses(
         (status = 202, description = "accepted; a link is on its way if the address can receive one", body = AcceptedResponse),
-        (status = 400, description = "invalid_json", body = ErrorBody),
-        (status = 422, description = "invalid_email, invalid_body", body = ErrorBody),
-        (status = 429, description = "rate_limited (Retry-After)", body = ErrorBody),
     ))]
 pub(crate) async fn register(
     State(state): State<ApiState>,
@@ -117,9 +114,6 @@ pub(crate) async fn register(
     request_body = EmailRequest,
     responses(
         (status = 202, description = "accepted; a link is on its way if the address has an account", body = AcceptedResponse),
-        (status = 400, description = "invalid_json", body = ErrorBody),
-        (status = 422, description = "invalid_email, invalid_body", body = ErrorBody),
-        (status = 429, description = "rate_limited (Retry-After)", body = ErrorBody),
     ))]
 pub(crate) async fn login(
     State(state): State<ApiState>,
@@ -195,8 +189,6 @@ async fn queue_login_link(
     request_body = VerifyRequest,
     responses(
         (status = 200, description = "a new session (Cache-Control: no-store)", body = SessionResponse),
-        (status = 400, description = "invalid_token (unknown, expired, spent), invalid_json", body = ErrorBody),
-        (status = 422, description = "invalid_body", body = ErrorBody),
     ))]
 pub(crate) async fn verify_link(
     State(state): State<ApiState>,
@@ -293,8 +285,6 @@ async fn first_verification(
     security(("bearer" = [])),
     responses(
         (status = 204, description = "the session is revoked"),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
-        (status = 403, description = "forbidden (a service token)", body = ErrorBody),
     ))]
 pub(crate) async fn logout(
     State(state): State<ApiState>,

@@ -93,21 +93,31 @@ pub struct CreateOrderRequest {
     #[schema(example = "AAPL260918C00065000")]
     pub symbol: Option<String>,
     /// Shares or contracts (simple) or strategy units (mleg).
-    #[schema(value_type = String, example = "1")]
+    #[schema(value_type = String, format = "decimal", example = "1")]
+    #[serde(deserialize_with = "decimal")]
     pub qty: Decimal,
     /// Simple orders: `buy` or `sell` (may be implied by `position_intent`).
+    #[serde(default, deserialize_with = "not_null")]
+    #[schema(nullable = false)]
     pub side: Option<SideDto>,
     /// `market` or `limit`.
     #[serde(rename = "type")]
     pub order_type: OrderTypeDto,
     /// Defaults to `day`.
+    #[serde(default, deserialize_with = "not_null")]
+    #[schema(nullable = false)]
     pub time_in_force: Option<TimeInForceDto>,
     /// Limit orders: per share (simple) or net per unit, positive = debit (mleg).
-    #[schema(value_type = Option<String>, example = "1.25")]
+    #[schema(value_type = Option<String>, format = "decimal", example = "1.25")]
+    #[serde(default, deserialize_with = "optional_decimal")]
     pub limit_price: Option<Decimal>,
     /// Simple orders: inferred from the position when absent.
+    #[serde(default, deserialize_with = "not_null")]
+    #[schema(nullable = false)]
     pub position_intent: Option<PositionIntentDto>,
     /// Defaults to `simple`.
+    #[serde(default, deserialize_with = "not_null")]
+    #[schema(nullable = false)]
     pub order_class: Option<OrderClassDto>,
     /// Multi-leg orders: 2-4 legs.
     pub legs: Option<Vec<LegRequest>>,
@@ -124,8 +134,12 @@ pub struct LegRequest {
     /// Contracts per strategy unit (default 1).
     pub ratio_qty: Option<u32>,
     /// `buy` or `sell` (may be implied by `position_intent`).
+    #[serde(default, deserialize_with = "not_null")]
+    #[schema(nullable = false)]
     pub side: Option<SideDto>,
     /// Inferred from the position when absent.
+    #[serde(default, deserialize_with = "not_null")]
+    #[schema(nullable = false)]
     pub position_intent: Option<PositionIntentDto>,
 }
 
@@ -138,10 +152,12 @@ pub struct RollRequest {
     #[schema(example = "XYZ270115C00067500")]
     pub to_symbol: String,
     /// Contracts to roll.
-    #[schema(value_type = String, example = "1")]
+    #[schema(value_type = String, format = "decimal", example = "1")]
+    #[serde(deserialize_with = "decimal")]
     pub qty: Decimal,
     /// Net limit per unit (negative = credit); market when absent.
-    #[schema(value_type = Option<String>, example = "-0.80")]
+    #[schema(value_type = Option<String>, format = "decimal", example = "-0.80")]
+    #[serde(default, deserialize_with = "optional_decimal")]
     pub limit_price: Option<Decimal>,
 }
 
@@ -150,7 +166,8 @@ pub struct RollRequest {
 #[serde(deny_unknown_fields)]
 pub struct ClosePositionRequest {
     /// Partial close.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = "decimal")]
+    #[serde(default, deserialize_with = "optional_decimal")]
     pub qty: Option<Decimal>,
 }
 
@@ -173,13 +190,13 @@ pub struct LegResponse {
     /// Ratio.
     pub ratio_qty: i32,
     /// Contracts.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub qty: Decimal,
     /// Filled contracts.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub filled_qty: Decimal,
     /// Fill price.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = "decimal")]
     pub filled_avg_price: Option<Decimal>,
     /// The parent's status.
     #[schema(value_type = OrderStatusDto)]
@@ -209,28 +226,30 @@ pub struct OrderResponse {
     /// Simple orders: symbol.
     pub symbol: Option<String>,
     /// Simple orders: side.
-    #[schema(value_type = Option<SideDto>)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = SideDto, required = false)]
     pub side: Option<String>,
     /// Simple orders: intent.
-    #[schema(value_type = Option<PositionIntentDto>)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = PositionIntentDto, required = false)]
     pub position_intent: Option<String>,
     /// Quantity.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub qty: Decimal,
     /// Filled quantity.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub filled_qty: Decimal,
     /// Average fill price (net per unit for mleg).
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = "decimal")]
     pub filled_avg_price: Option<Decimal>,
     /// Limit.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = "decimal")]
     pub limit_price: Option<Decimal>,
     /// `new`, `filled`, `canceled` or `expired`.
     #[schema(value_type = OrderStatusDto)]
     pub status: String,
     /// Fees charged.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub fees: Decimal,
     /// Legs (every order has at least one).
     pub legs: Vec<LegResponse>,
@@ -254,16 +273,16 @@ pub struct AccountResponse {
     #[schema(value_type = CurrencyDto)]
     pub currency: &'static str,
     /// Settled cash.
-    #[schema(value_type = String, example = "100000.00")]
+    #[schema(value_type = String, format = "decimal", example = "100000.00")]
     pub cash: Decimal,
     /// Cash minus the reservations of open orders.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub buying_power: Decimal,
     /// Reserved by open orders.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub reserved_cash: Decimal,
     /// Cumulative realized P&L.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub realized_pnl: Decimal,
 }
 
@@ -273,15 +292,15 @@ pub struct PositionResponse {
     /// Symbol.
     pub symbol: String,
     /// Signed quantity (negative when short).
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub qty: Decimal,
     /// Weighted average entry price.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub avg_entry_price: Decimal,
     /// Cumulative realized P&L on this symbol.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub realized_pnl: Decimal,
-    /// `long`, `short` or `flat`.
+    /// `long` or `short` (flat positions are not listed).
     #[schema(value_type = PositionSideDto)]
     pub side: &'static str,
 }
@@ -291,10 +310,12 @@ pub struct PositionResponse {
 #[serde(deny_unknown_fields)]
 pub struct SetQuoteRequest {
     /// Bid.
-    #[schema(value_type = String, example = "1.20")]
+    #[schema(value_type = String, format = "decimal", example = "1.20")]
+    #[serde(deserialize_with = "decimal")]
     pub bid: Decimal,
     /// Ask.
-    #[schema(value_type = String, example = "1.25")]
+    #[schema(value_type = String, format = "decimal", example = "1.25")]
+    #[serde(deserialize_with = "decimal")]
     pub ask: Decimal,
 }
 
@@ -304,22 +325,92 @@ pub struct QuoteResponse {
     /// Symbol.
     pub symbol: String,
     /// Bid.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub bid: Decimal,
     /// Ask.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, format = "decimal")]
     pub ask: Decimal,
     /// Resting orders this quote filled.
     pub filled_order_ids: Vec<Uuid>,
 }
+
+/// A decimal in a request, as the document types it: a JSON string matching
+/// `openapi::DECIMAL_PATTERN` (at most 20 integer and 12 fraction digits). A number, `"1e3"`,
+/// `"+1"`, `".5"` or `" 1"` is refused like any other wrong type (`422 invalid_body`).
+fn decimal<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Decimal, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    parse_decimal(&text).map_err(serde::de::Error::custom)
+}
+
+/// [`decimal`] for an optional field (`null` or absent is `None`).
+fn optional_decimal<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Decimal>, D::Error> {
+    Option::<String>::deserialize(deserializer)?
+        .map(|text| parse_decimal(&text).map_err(serde::de::Error::custom))
+        .transpose()
+}
+
+fn parse_decimal(text: &str) -> Result<Decimal, String> {
+    let unsigned = text.strip_prefix('-').unwrap_or(text);
+    let (int, fraction) = unsigned.split_once('.').unwrap_or((unsigned, "1"));
+    let digits = |part: &str, max: usize| {
+        (1..=max).contains(&part.len()) && part.bytes().all(|b| b.is_ascii_digit())
+    };
+    if !digits(int, 20) || !digits(fraction, 12) {
+        return Err(format!(
+            "{text:?} is not a decimal string (digits, an optional '-' and '.')"
+        ));
+    }
+    text.parse::<Decimal>()
+        .map_err(|_| format!("{text:?} is out of range"))
+}
+
+/// An optional field that may be absent but not `null` (the document types it without `null`,
+/// so a client never needs to send one, and a `null` is refused like any other wrong type).
+fn not_null<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
+/// Which orders `GET /api/trading/orders` lists.
+#[derive(Debug, Clone, Copy, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderListStatus {
+    /// Resting (`new`).
+    Open,
+    /// `filled`, `canceled` or `expired`.
+    Closed,
+    /// Every order.
+    #[default]
+    All,
+}
+
+impl OrderListStatus {
+    /// The order statuses it selects.
+    pub fn statuses(self) -> &'static [&'static str] {
+        match self {
+            Self::Open => &["new"],
+            Self::Closed => &["filled", "canceled", "expired"],
+            Self::All => &["new", "filled", "canceled", "expired"],
+        }
+    }
+}
+
+/// The bounds of `limit`.
+pub const LIST_LIMIT: std::ops::RangeInclusive<i64> = 1..=500;
 
 /// `GET /api/trading/orders` query.
 #[derive(Debug, Clone, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListOrdersQuery {
     /// `open`, `closed` or `all` (default).
-    pub status: Option<String>,
-    /// At most this many, newest first (default 100, max 500).
+    pub status: Option<OrderListStatus>,
+    /// At most this many, newest first (default 100).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
 }
 
@@ -623,5 +714,34 @@ impl ClosePositionRequest {
             instrument: instrument(symbol)?,
             qty: self.qty,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_decimals_are_plain_decimal_strings() {
+        for good in ["1", "0.5", "-0.80", "190.10", "00012.5"] {
+            assert!(parse_decimal(good).is_ok(), "{good} refused");
+        }
+        for bad in [
+            "", "-", "1.", ".5", "+1", "1e3", " 1", "1 ", "1,5", "0x1", "１",
+        ] {
+            assert!(parse_decimal(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(
+            parse_decimal("123456789012345678901").is_err(),
+            "21 integer digits"
+        );
+        let quote: Result<SetQuoteRequest, _> =
+            serde_json::from_str(r#"{"bid": 0, "ask": "1.25"}"#);
+        assert!(quote.is_err(), "a JSON number is not a decimal string");
+        let close: ClosePositionRequest = serde_json::from_str(r#"{"qty": null}"#).expect("null");
+        assert!(close.qty.is_none());
+        let order: Result<CreateOrderRequest, _> =
+            serde_json::from_str(r#"{"qty": "1", "type": "market", "side": null}"#);
+        assert!(order.is_err(), "side may be absent, not null");
     }
 }

@@ -11,12 +11,12 @@ use uuid::Uuid;
 use super::book::{self, Intent};
 use super::dto::{
     AccountResponse, ClosePositionRequest, CreateOrderRequest, ListOrdersQuery, OrderResponse,
-    PositionResponse, QuoteResponse, ResetAccountRequest, RollRequest, SetQuoteRequest,
+    PositionResponse, QuoteResponse, ResetAccountRequest, RollRequest, SetQuoteRequest, LIST_LIMIT,
 };
 use super::gate::{AccountWrite, NewOrderGate, PaperTrader};
 use super::store;
 use crate::auth::{AuthUser, Operator};
-use crate::error::{ApiError, ApiResult, ErrorBody, ResultExt};
+use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::extract::{ApiJson, ApiPath};
 use crate::openapi::IdempotencyKeyHeader;
 use crate::state::ApiState;
@@ -34,13 +34,6 @@ fn created(order: OrderResponse) -> Reply {
     request_body = CreateOrderRequest,
     responses(
         (status = 201, description = "accepted (filled or resting); Location names it", body = OrderResponse),
-        (status = 400, description = "malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is tier1 or all", body = ErrorBody),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
-        (status = 403, description = "insufficient_buying_power, insufficient_qty, uncovered_short_option, live_trading_unavailable", body = ErrorBody),
-        (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
-        (status = 422, description = "invalid_order, invalid_symbol, quote_unavailable, contract_expired, duplicate_client_order_id, too_many_open_orders, idempotency_key_body_mismatch", body = ErrorBody),
-        (status = 429, description = "rate_limited: too many concurrent writes on this account (Retry-After)", body = ErrorBody),
-        (status = 503, description = "new_orders_disabled, idempotency_store_unavailable, database_busy or database_unavailable (Retry-After; the key is released)", body = ErrorBody),
     ))]
 pub(crate) async fn create_order(
     State(state): State<ApiState>,
@@ -68,13 +61,6 @@ pub(crate) async fn create_order(
     request_body = RollRequest,
     responses(
         (status = 201, description = "the roll order", body = OrderResponse),
-        (status = 400, description = "malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is tier1 or all", body = ErrorBody),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
-        (status = 403, description = "insufficient_qty, uncovered_short_option, insufficient_buying_power, live_trading_unavailable", body = ErrorBody),
-        (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
-        (status = 422, description = "invalid_order, invalid_symbol, quote_unavailable, contract_expired, duplicate_client_order_id, too_many_open_orders, idempotency_key_body_mismatch", body = ErrorBody),
-        (status = 429, description = "rate_limited: too many concurrent writes on this account (Retry-After)", body = ErrorBody),
-        (status = 503, description = "new_orders_disabled, idempotency_store_unavailable, database_busy or database_unavailable (Retry-After; the key is released)", body = ErrorBody),
     ))]
 pub(crate) async fn roll_position(
     State(state): State<ApiState>,
@@ -102,14 +88,6 @@ pub(crate) async fn roll_position(
     request_body = ClosePositionRequest,
     responses(
         (status = 201, description = "the closing order", body = OrderResponse),
-        (status = 400, description = "malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is tier1 or all", body = ErrorBody),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
-        (status = 403, description = "insufficient_qty, live_trading_unavailable", body = ErrorBody),
-        (status = 404, description = "no such position", body = ErrorBody),
-        (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
-        (status = 422, description = "invalid_order, invalid_symbol, quote_unavailable, contract_expired, too_many_open_orders, idempotency_key_body_mismatch", body = ErrorBody),
-        (status = 429, description = "rate_limited: too many concurrent writes on this account (Retry-After)", body = ErrorBody),
-        (status = 503, description = "new_orders_disabled, idempotency_store_unavailable, database_busy or database_unavailable (Retry-After; the key is released)", body = ErrorBody),
     ))]
 pub(crate) async fn close_position(
     State(state): State<ApiState>,
@@ -137,13 +115,6 @@ pub(crate) async fn close_position(
     request_body = ResetAccountRequest,
     responses(
         (status = 200, description = "the reset account", body = AccountResponse),
-        (status = 400, description = "malformed JSON or Idempotency-Key; idempotency_key_required when the header is absent and IDEMPOTENCY_REQUIRE_KEY is tier1 or all", body = ErrorBody),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
-        (status = 403, description = "live_trading_unavailable", body = ErrorBody),
-        (status = 409, description = "idempotency_in_flight or idempotency_previous_failed", body = ErrorBody),
-        (status = 422, description = "idempotency_key_body_mismatch", body = ErrorBody),
-        (status = 429, description = "rate_limited: too many concurrent writes on this account (Retry-After)", body = ErrorBody),
-        (status = 503, description = "idempotency_store_unavailable, database_busy or database_unavailable (Retry-After; the key is released)", body = ErrorBody),
     ))]
 pub(crate) async fn reset_account(
     State(state): State<ApiState>,
@@ -163,12 +134,6 @@ pub(crate) async fn reset_account(
     params(("id" = Uuid, Path, description = "Order id")),
     responses(
         (status = 200, description = "the canceled order", body = OrderResponse),
-        (status = 400, description = "bad id", body = ErrorBody),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
-        (status = 404, description = "no such order", body = ErrorBody),
-        (status = 422, description = "order_not_cancelable (filled or expired)", body = ErrorBody),
-        (status = 429, description = "rate_limited: too many concurrent writes on this account (Retry-After)", body = ErrorBody),
-        (status = 503, description = "database_busy or database_unavailable (Retry-After)", body = ErrorBody),
     ))]
 pub(crate) async fn cancel_order(
     State(state): State<ApiState>,
@@ -187,7 +152,6 @@ pub(crate) async fn cancel_order(
     security(("bearer" = [])),
     responses(
         (status = 200, description = "the account", body = AccountResponse),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
     ))]
 pub(crate) async fn get_account(
     State(state): State<ApiState>,
@@ -204,8 +168,6 @@ pub(crate) async fn get_account(
     params(ListOrdersQuery),
     responses(
         (status = 200, description = "orders", body = [OrderResponse]),
-        (status = 400, description = "bad query", body = ErrorBody),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
     ))]
 pub(crate) async fn list_orders(
     State(state): State<ApiState>,
@@ -214,18 +176,14 @@ pub(crate) async fn list_orders(
 ) -> ApiResult<Json<Vec<OrderResponse>>> {
     let Query(query) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
     book::expire_for_read(&state, user.id).await?;
-    let statuses: &[&str] = match query.status.as_deref().unwrap_or("all") {
-        "open" => &["new"],
-        "closed" => &["filled", "canceled", "expired"],
-        "all" => &["new", "filled", "canceled", "expired"],
-        other => {
-            return Err(ApiError::bad_request(
-                "invalid_query",
-                format!("status must be open, closed or all, not {other:?}"),
-            ))
-        }
-    };
-    let limit = query.limit.unwrap_or(100).clamp(1, 500);
+    let statuses = query.status.unwrap_or_default().statuses();
+    let limit = query.limit.unwrap_or(100);
+    if !LIST_LIMIT.contains(&limit) {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            format!("limit must be between 1 and 500, not {limit}"),
+        ));
+    }
     let mut conn = state.db.acquire().await.context("acquire")?;
     Ok(Json(
         store::list_orders(&mut conn, user.id, statuses, limit)
@@ -242,9 +200,6 @@ pub(crate) async fn list_orders(
     params(("id" = Uuid, Path, description = "Order id")),
     responses(
         (status = 200, description = "the order", body = OrderResponse),
-        (status = 400, description = "bad id", body = ErrorBody),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
-        (status = 404, description = "no such order", body = ErrorBody),
     ))]
 pub(crate) async fn get_order(
     State(state): State<ApiState>,
@@ -264,7 +219,6 @@ pub(crate) async fn get_order(
     security(("bearer" = [])),
     responses(
         (status = 200, description = "positions", body = [PositionResponse]),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
     ))]
 pub(crate) async fn list_positions(
     State(state): State<ApiState>,
@@ -283,9 +237,6 @@ pub(crate) async fn list_positions(
     request_body = SetQuoteRequest,
     responses(
         (status = 200, description = "stored; lists the orders it filled", body = QuoteResponse),
-        (status = 401, description = "unauthenticated", body = ErrorBody),
-        (status = 403, description = "not an operator", body = ErrorBody),
-        (status = 422, description = "invalid_symbol or invalid_quote", body = ErrorBody),
     ))]
 pub(crate) async fn set_quote(
     State(state): State<ApiState>,

@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 #[serde(deny_unknown_fields)]
 pub struct WaitlistSignupRequest {
     /// The address to notify.
-    #[schema(example = "ada@example.com")]
+    #[schema(example = "ada@example.com", format = Email, max_length = 254)]
     pub email: String,
 }
 

@@ -9,7 +9,7 @@ use super::dto::{WaitlistSignupRequest, WaitlistSignupResponse};
 use super::store;
 use crate::accounts::dto::Email;
 use crate::audit::{self, AuditEvent};
-use crate::error::{ApiResult, ErrorBody, ResultExt};
+use crate::error::{ApiResult, ResultExt};
 use crate::extract::ApiJson;
 use crate::state::ApiState;
 
@@ -18,8 +18,6 @@ use crate::state::ApiState;
     request_body = WaitlistSignupRequest,
     responses(
         (status = 202, description = "on the list", body = WaitlistSignupResponse),
-        (status = 400, description = "invalid_json", body = ErrorBody),
-        (status = 422, description = "invalid_email, invalid_body", body = ErrorBody),
     ))]
 pub(crate) async fn join_waitlist(
     State(state): State<ApiState>,

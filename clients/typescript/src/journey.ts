@@ -1,0 +1,316 @@
+// Antlers' journey against a real Raptor server (make client-e2e): an operator, quotes, a keyed
+// market order and its replay, a LEAPS covered call opened and rolled, a resting order
+// canceled, a position closed, the account, positions, orders and the export read. Every
+// response is checked against the document the server serves (status, media type, error
+// code); statuses and codes are switched on exhaustively.
+//
+//   RAPTOR_URL=http://127.0.0.1:PORT RAPTOR_BIN=target/debug/raptor DATABASE_URL=… node dist/journey.js
+
+import { execFileSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+
+import createClient from "openapi-fetch";
+
+import {
+  ContractError,
+  contractCheck,
+  isOpen,
+  retryAdvice,
+  signOf,
+  type Advice,
+  type DeclaredStatus,
+  type Method,
+  type OpenApiDocument,
+  type OrderResponse,
+  type Schemas,
+  type Seen,
+} from "./contract.js";
+import type { paths } from "./schema.js";
+
+function env(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is required`);
+  return value;
+}
+
+function check(condition: boolean, what: string): asserts condition {
+  if (!condition) throw new Error(`check failed: ${what}`);
+}
+
+function step(text: string): void {
+  console.log(`journey: ${text}`);
+}
+
+/** The response's status is `expected`, which must be one the document declares for the
+ * operation (a status it lacks does not compile). */
+function expectStatus<P extends keyof paths, M extends Method>(
+  response: Response,
+  _path: P,
+  _method: M,
+  expected: DeclaredStatus<P, M>,
+): void {
+  check(response.status === expected, `${_method.toUpperCase()} ${_path}: status ${response.status}, expected ${expected}`);
+}
+
+function success<T>(label: string, result: { data?: T; error?: unknown; response: Response }): T {
+  if (result.data === undefined || !result.response.ok) {
+    throw new Error(`${label}: ${result.response.status} ${JSON.stringify(result.error)}`);
+  }
+  return result.data;
+}
+
+/** The error body's code, narrowed to the operation's declared codes (the middleware has
+ * already checked it at run time against the document). */
+function errorCode<C>(label: string, result: { error?: { error: C }; response: Response }): C {
+  const code = result.error?.error;
+  if (typeof code !== "string") {
+    throw new ContractError(`${label}: expected an error, got ${result.response.status}`);
+  }
+  return code;
+}
+
+function expectAdvice(code: Parameters<typeof retryAdvice>[0], advice: Advice): void {
+  check(retryAdvice(code) === advice, `${code} means ${advice}`);
+}
+
+/** Decimal strings to cents (exact; the API never sends more than 2 places for money). */
+function cents(text: string): bigint {
+  const match = /^(-?)(\d+)(?:\.(\d{1,2}))?$/.exec(text);
+  if (!match) throw new ContractError(`${text} is not a money decimal`);
+  const value = BigInt(match[2]!) * 100n + BigInt((match[3] ?? "0").padEnd(2, "0"));
+  return match[1] === "-" ? -value : value;
+}
+
+/** A compact OCC call symbol on XYZ. */
+function call(yearsAhead: number, monthDay: string, strike: number): string {
+  const yy = String((new Date().getUTCFullYear() + yearsAhead) % 100).padStart(2, "0");
+  return `XYZ${yy}${monthDay}C${String(Math.round(strike * 1000)).padStart(8, "0")}`;
+}
+
+async function main(): Promise<void> {
+  const base = env("RAPTOR_URL");
+  const bin = env("RAPTOR_BIN");
+
+  // The document the types were generated from is the one the server serves.
+  const served = await fetch(`${base}/openapi.json`);
+  check(served.status === 200, "GET /openapi.json answers 200");
+  const text = await served.text();
+  const onDisk = readFileSync(new URL("../../../openapi/openapi.json", import.meta.url), "utf8");
+  check(text === onDisk, "the served /openapi.json is openapi/openapi.json");
+  const doc = JSON.parse(text) as OpenApiDocument;
+  const seen: Seen[] = [];
+
+  step("an operator from the CLI (raptor users create --role operator)");
+  const email = `antlers-${randomUUID()}@example.com`;
+  const created = JSON.parse(
+    execFileSync(bin, ["users", "create", "--email", email, "--role", "operator"], { encoding: "utf8" }),
+  ) as { user_id: number; token: string };
+  check(typeof created.token === "string" && created.token.length > 0, "the CLI printed a token");
+
+  const api = createClient<paths>({ baseUrl: base });
+  api.use(contractCheck(doc, seen));
+  api.use({
+    onRequest({ request }) {
+      request.headers.set("authorization", `Bearer ${created.token}`);
+      return request;
+    },
+  });
+  const anonymous = createClient<paths>({ baseUrl: base });
+  anonymous.use(contractCheck(doc, seen));
+
+  step("no token: 401 unauthenticated");
+  {
+    const r = await anonymous.GET("/api/trading/account");
+    expectStatus(r.response, "/api/trading/account", "get", 401);
+    const code = errorCode("GET /api/trading/account", r);
+    check(code === "unauthenticated", code);
+    expectAdvice(code, "sign_in");
+    check(r.response.headers.get("www-authenticate") === "Bearer", "WWW-Authenticate: Bearer");
+  }
+
+  step("the paper account");
+  const start = success("account", await api.GET("/api/trading/account"));
+  check(start.mode === "paper" && start.currency === "USD", "a USD paper account");
+  const startCash = cents(start.cash);
+
+  async function quote(symbol: string, bid: string, ask: string): Promise<void> {
+    const r = await api.PUT("/api/admin/quotes/{symbol}", { params: { path: { symbol } }, body: { bid, ask } });
+    expectStatus(r.response, "/api/admin/quotes/{symbol}", "put", 200);
+    const q = success(`quote ${symbol}`, r);
+    check(q.symbol === symbol && q.bid === bid && q.ask === ask, `quote ${symbol} stored`);
+  }
+
+  async function place(body: Schemas["CreateOrderRequest"], key = randomUUID()) {
+    return api.POST("/api/trading/orders", { params: { header: { "Idempotency-Key": key } }, body });
+  }
+
+  function filled(label: string, order: OrderResponse, price: string): void {
+    check(!isOpen(order.status) && order.status === "filled", `${label} filled (${order.status})`);
+    check(order.filled_avg_price === price, `${label} at ${price} (got ${order.filled_avg_price})`);
+  }
+
+  step("quotes: AAPL 189.90 / 190.10");
+  await quote("AAPL", "189.90", "190.10");
+
+  step("a keyed market order, then its retry with the same key (a replay)");
+  const key = randomUUID();
+  const buy: Schemas["CreateOrderRequest"] = { symbol: "AAPL", qty: "1", side: "buy", type: "market" };
+  const first = await place(buy, key);
+  expectStatus(first.response, "/api/trading/orders", "post", 201);
+  const order = success("order", first);
+  filled("AAPL buy", order, "190.10");
+  check(first.response.headers.get("idempotent-replayed") === "false", "a fresh answer: Idempotent-Replayed: false");
+  check(order.idempotency_replayed === undefined, "no replay marker on the original");
+  const location = first.response.headers.get("location");
+  check(location === `/api/trading/orders/${order.id}`, `Location names the order (${location})`);
+
+  const retry = await place(buy, key);
+  expectStatus(retry.response, "/api/trading/orders", "post", 201);
+  const replayed = success("replay", retry);
+  check(retry.response.headers.get("idempotent-replayed") === "true", "Idempotent-Replayed: true");
+  check(replayed.idempotency_replayed === true, "idempotency_replayed: true in the body");
+  check(replayed.id === order.id && replayed.status === order.status, "the same order");
+  check(retry.response.headers.get("location") === location, "the same Location");
+
+  step("the same key with another body: 422 idempotency_key_body_mismatch");
+  {
+    const r = await place({ ...buy, qty: "2" }, key);
+    expectStatus(r.response, "/api/trading/orders", "post", 422);
+    const code = errorCode("mismatch", r);
+    check(code === "idempotency_key_body_mismatch", code);
+    expectAdvice(code, "new_key");
+  }
+
+  step("LEAPS covered call: long the LEAPS, short a near call");
+  const leaps = call(2, "0121", 50);
+  const near = call(1, "0618", 65);
+  const next = call(1, "0716", 67.5);
+  await quote(leaps, "12.30", "12.40");
+  await quote(near, "1.20", "1.25");
+  {
+    const r = await place({ symbol: leaps, qty: "1", side: "buy", type: "market", position_intent: "buy_to_open" });
+    expectStatus(r.response, "/api/trading/orders", "post", 201);
+    filled("LEAPS buy to open", success("leaps", r), "12.40");
+  }
+  {
+    const r = await place({ symbol: near, qty: "1", side: "sell", type: "market", position_intent: "sell_to_open" });
+    expectStatus(r.response, "/api/trading/orders", "post", 201);
+    filled("near call sell to open", success("short", r), "1.20");
+  }
+
+  step("a second short call is uncovered: 403 uncovered_short_option");
+  await quote(next, "1.30", "1.35");
+  {
+    const r = await place({ symbol: next, qty: "1", side: "sell", type: "market", position_intent: "sell_to_open" });
+    expectStatus(r.response, "/api/trading/orders", "post", 403);
+    const code = errorCode("uncovered", r);
+    check(code === "uncovered_short_option", code);
+    expectAdvice(code, "final");
+  }
+
+  step(`roll the short call ${near} -> ${next} (and replay the roll)`);
+  await quote(near, "0.40", "0.45");
+  const rollKey = randomUUID();
+  const roll = () =>
+    api.POST("/api/trading/positions/{symbol}/roll", {
+      params: { path: { symbol: near }, header: { "Idempotency-Key": rollKey } },
+      body: { to_symbol: next, qty: "1" },
+    });
+  const rolled = await roll();
+  expectStatus(rolled.response, "/api/trading/positions/{symbol}/roll", "post", 201);
+  const rollOrder = success("roll", rolled);
+  check(rollOrder.purpose === "roll" && rollOrder.order_class === "mleg", "a multi-leg roll order");
+  filled("roll", rollOrder, "-0.85");
+  check(rollOrder.legs.length === 2, "two legs");
+  const [closeLeg, openLeg] = rollOrder.legs;
+  check(closeLeg?.symbol === near && closeLeg.position_intent === "buy_to_close", "leg 1 buys to close");
+  check(openLeg?.symbol === next && openLeg.position_intent === "sell_to_open", "leg 2 sells to open");
+  for (const leg of rollOrder.legs) check(!isOpen(leg.status), `leg ${leg.symbol} done`);
+  const rollAgain = await roll();
+  expectStatus(rollAgain.response, "/api/trading/positions/{symbol}/roll", "post", 201);
+  check(rollAgain.response.headers.get("idempotent-replayed") === "true", "the roll replayed");
+  check(success("roll replay", rollAgain).id === rollOrder.id, "the same roll order");
+
+  step("a resting limit order, canceled (twice: cancel is idempotent)");
+  const resting = success(
+    "resting",
+    await place({ symbol: "AAPL", qty: "1", side: "buy", type: "limit", limit_price: "100.00", time_in_force: "gtc" }),
+  );
+  check(isOpen(resting.status), `a limit below the ask rests (${resting.status})`);
+  {
+    const open = success("open orders", await api.GET("/api/trading/orders", { params: { query: { status: "open" } } }));
+    check(open.some((o) => o.id === resting.id) && open.every((o) => isOpen(o.status)), "listed as open");
+    const account = success("account", await api.GET("/api/trading/account"));
+    check(cents(account.reserved_cash) === 10000n, `100.00 reserved (${account.reserved_cash})`);
+  }
+  for (const attempt of [1, 2]) {
+    const r = await api.DELETE("/api/trading/orders/{id}", { params: { path: { id: resting.id } } });
+    expectStatus(r.response, "/api/trading/orders/{id}", "delete", 200);
+    const canceled = success(`cancel ${attempt}`, r);
+    check(canceled.status === "canceled" && !isOpen(canceled.status), `canceled (${canceled.status})`);
+  }
+
+  step("close the AAPL position at market");
+  {
+    const r = await api.POST("/api/trading/positions/{symbol}/close", {
+      params: { path: { symbol: "AAPL" }, header: { "Idempotency-Key": randomUUID() } },
+      body: {},
+    });
+    expectStatus(r.response, "/api/trading/positions/{symbol}/close", "post", 201);
+    const closing = success("close", r);
+    check(closing.purpose === "close", "a closing order");
+    filled("AAPL close", closing, "189.90");
+  }
+
+  step("account, positions and orders");
+  const account = success("account", await api.GET("/api/trading/account"));
+  // -190.10 + 189.90 (AAPL) - 1240.00 (LEAPS) + 120.00 (short) + 85.00 (roll credit)
+  const expectedCash = startCash - 19010n + 18990n - 124000n + 12000n + 8500n;
+  check(cents(account.cash) === expectedCash, `cash ${account.cash}`);
+  check(cents(account.reserved_cash) === 0n && account.buying_power === account.cash, "nothing reserved");
+  check(cents(account.realized_pnl) === -20n + 7500n, `realized P&L ${account.realized_pnl}`);
+
+  const positions = success("positions", await api.GET("/api/trading/positions"));
+  const held = new Map(positions.map((p) => [p.symbol, p]));
+  check(held.size === 2, `two positions (${[...held.keys()].join(", ")})`);
+  for (const [symbol, qty] of [[leaps, 1], [next, -1]] as const) {
+    const p = held.get(symbol);
+    check(p !== undefined && Number(p.qty) === qty && signOf(p.side) === Math.sign(qty), `${symbol} ${qty}`);
+  }
+
+  const orders = success("orders", await api.GET("/api/trading/orders", { params: { query: { status: "all", limit: 100 } } }));
+  const open = orders.filter((o) => isOpen(o.status));
+  check(orders.length === 6 && open.length === 0, `6 orders, none open (${orders.length}, ${open.length})`);
+  const one = success("order", await api.GET("/api/trading/orders/{id}", { params: { path: { id: order.id } } }));
+  check(one.id === order.id && one.status === "filled", "an order by id");
+  {
+    const r = await api.GET("/api/trading/orders/{id}", { params: { path: { id: randomUUID() } } });
+    expectStatus(r.response, "/api/trading/orders/{id}", "get", 404);
+    const code = errorCode("unknown order", r);
+    check(code === "not_found", code);
+    expectAdvice(code, "final");
+  }
+
+  step("export (GET /api/account/export)");
+  {
+    const r = await api.GET("/api/account/export");
+    expectStatus(r.response, "/api/account/export", "get", 200);
+    const exported: unknown = success("export", r);
+    check(typeof exported === "object" && exported !== null, "an object");
+    const dump = JSON.stringify(exported);
+    check(dump.includes(email), "holds the user's email");
+    check(dump.includes(order.id), "holds the orders");
+  }
+
+  const operations = new Set(seen.map((s) => s.operation));
+  console.log(
+    `journey: ok: ${seen.length} responses checked against the document, ` +
+      `${operations.size} operations: ${[...operations].sort().join("; ")}`,
+  );
+}
+
+main().catch((error: unknown) => {
+  console.error(`journey: FAILED: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+  process.exit(1);
+});

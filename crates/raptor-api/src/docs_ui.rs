@@ -1,0 +1,75 @@
+//! `GET /docs`: Swagger UI, served from the `swagger-ui-dist` npm package installed in the
+//! checkout (`npm ci --omit=dev`), never from a CDN. The assets directory comes from
+//! `RAPTOR_DOCS_ASSETS` ([`crate::ApiConfig::docs_assets`]); `/docs/assets/*` serves its files.
+//! While it holds no Swagger UI (npm not run), `/docs` answers the built-in route table
+//! ([`crate::openapi::to_html`]) with a note saying how to install the assets.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::response::Html;
+use axum::routing::get;
+use axum::Router;
+use tower_http::services::ServeDir;
+
+use crate::state::ApiState;
+
+/// Our page: loads `/docs/assets/swagger-ui-bundle.js` and its CSS, and reads `/openapi.json`.
+const INDEX_HTML: &str = include_str!("docs_ui.html");
+
+/// The files `INDEX_HTML` loads; all must exist for the Swagger UI page to be served.
+const REQUIRED_ASSETS: [&str; 2] = ["swagger-ui-bundle.js", "swagger-ui.css"];
+
+/// Whether `dir` holds Swagger UI's assets (checked per request, so installing them while the
+/// server runs is picked up).
+async fn assets_installed(dir: &Path) -> bool {
+    for file in REQUIRED_ASSETS {
+        match tokio::fs::metadata(dir.join(file)).await {
+            Ok(meta) if meta.is_file() => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// The fallback: the built-in page, with a note on what is missing.
+fn fallback_page(spec: &utoipa::openapi::OpenApi, dir: &Path) -> String {
+    let note = format!(
+        "<p style=\"background:#fff3cd;padding:.6em\">The interactive reference (Swagger UI) \
+         is not installed: no <code>swagger-ui-bundle.js</code> in <code>{}</code> \
+         (<code>RAPTOR_DOCS_ASSETS</code>). Run <code>npm ci --omit=dev</code> in the \
+         repository, or <code>make run</code>, which does. This is the plain route list.</p>",
+        escape(&dir.display().to_string())
+    );
+    crate::openapi::to_html(spec).replacen("<body>", &format!("<body>{note}"), 1)
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// `/docs` and `/docs/assets/*`.
+pub(crate) fn router(spec: &utoipa::openapi::OpenApi, assets: PathBuf) -> Router<ApiState> {
+    let fallback: Arc<str> = fallback_page(spec, &assets).into();
+    let dir: Arc<Path> = assets.clone().into();
+    Router::new()
+        .route(
+            "/docs",
+            get(move || {
+                let fallback = fallback.clone();
+                let dir = dir.clone();
+                async move {
+                    if assets_installed(&dir).await {
+                        Html(INDEX_HTML.to_owned())
+                    } else {
+                        Html(fallback.to_string())
+                    }
+                }
+            }),
+        )
+        // A missing file is a 404, which `json_errors` turns into `not_found` problem details.
+        .nest_service("/docs/assets", ServeDir::new(assets))
+}
