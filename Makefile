@@ -6,7 +6,7 @@ STRIPE := eval "$$(scripts/stripe.sh)"
 export CARGO_TERM_COLOR ?= never
 
 .PHONY: run test lint fmt openapi bench build db-up db-down ci docs-assets openapi-lint fuzz-api \
-        client-generate client-e2e docs-check quickstart-check
+        client-generate client-e2e docs-check quickstart-check chaos chaos-quick
 
 # A development RAPTOR_RESPONSE_KEYS (a random key written to .env once) unless one is set.
 DEV_RESPONSE_KEY := { [ -n "$${RAPTOR_RESPONSE_KEYS:-}" ] || grep -qs '^RAPTOR_RESPONSE_KEYS=.' .env || scripts/dotenv.sh RAPTOR_RESPONSE_KEYS "$$(scripts/response-key.sh dev)"; }
@@ -71,6 +71,19 @@ docs-check:
 ## quickstart-check: the README's quick start, run as written against a fresh server
 quickstart-check:
 	@scripts/quickstart.sh
+
+## chaos: fault injection against 3 release replicas and a Postgres cluster of its own
+## (target/chaos): kill -9, Postgres restarts, duplicates, pool exhaustion, PgBouncer, a slow
+## database, the kill switch; installs postgresql/pgbouncer with apt-get when missing.
+## CHAOS_ARGS passes flags (e.g. CHAOS_ARGS="--only 2,3").
+chaos:
+	scripts/chaos-deps.sh
+	cargo build --locked --release -p raptor-server --bin raptor
+	cargo run --locked --release -q -p raptor-integration-tests --bin raptor-chaos -- $(CHAOS_ARGS)
+
+## chaos-quick: the CI subset (shorter scenarios, no PgBouncer)
+chaos-quick:
+	$(MAKE) chaos CHAOS_ARGS="--quick $(CHAOS_ARGS)"
 
 build:
 	cargo build --workspace --locked

@@ -113,6 +113,8 @@ impl From<sqlx::Error> for ApiError {
             sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
                 Self::Unavailable(err)
             }
+            // The connection was lost or Postgres is restarting: nothing committed, retry.
+            ref gone if raptor_idempotency::is_connection_lost(gone) => Self::Unavailable(err),
             // lock_timeout (55P03) and statement_timeout (57014): nothing committed, a retry
             // can succeed.
             ref busy if raptor_idempotency::is_lock_wait(busy) => Self::Busy(err),

@@ -212,6 +212,13 @@ async fn json_errors(request: Request, next: Next) -> Response {
             .headers
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     }
+    if status == StatusCode::SERVICE_UNAVAILABLE && !parts.headers.contains_key(header::RETRY_AFTER)
+    {
+        // Every 503 says when to retry; the request timeout's comes from the timeout layer bare.
+        parts
+            .headers
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
     let body = serde_json::to_vec(&serde_json::Value::Object(map)).unwrap_or_default();
     Response::from_parts(parts, Body::from(body))
 }

@@ -176,10 +176,14 @@ impl Claim {
                         replayed,
                     );
                 }
-                Err(err) if crate::store::is_lock_wait(&err) => {
+                Err(err)
+                    if crate::store::is_lock_wait(&err)
+                        || crate::store::is_connection_lost(&err) =>
+                {
                     // Duplicates briefly lock the key row: a completion that timed out waiting
-                    // for it committed nothing. Release the key so the client's retry runs.
-                    tracing::warn!(error = %err, %endpoint, "storing the idempotent response timed out on a lock; rolling back");
+                    // for it committed nothing; nor did one whose connection was lost. Release
+                    // the key so the client's retry runs.
+                    tracing::warn!(error = %err, %endpoint, "storing the idempotent response timed out on a lock or lost its connection; rolling back");
                     rollback(tx).await;
                     guard.settle_error(StatusCode::SERVICE_UNAVAILABLE).await;
                     return mark(reply::store_unavailable(), replayed);
@@ -203,6 +207,17 @@ impl Claim {
                     .record(tracked.claimed_at.elapsed().as_secs_f64());
                 }
                 reply.into_response_with(replayed)
+            }
+            Err(err) if crate::store::is_connection_lost(&err) => {
+                // The COMMIT's outcome is unknown (the connection went away, e.g. Postgres
+                // restarting). Releasing is safe either way: the release is fenced on
+                // `status = 'in_flight'` and waits for the key row's lock, so if the commit
+                // landed the row is `completed` (it carried the completion) and the release
+                // matches nothing, and the client's retry gets the replay; if it did not, the
+                // retry executes. 503 tells the client to retry with the same key.
+                tracing::warn!(error = %err, %endpoint, "commit outcome unknown (connection lost); releasing the key");
+                guard.settle_error(StatusCode::SERVICE_UNAVAILABLE).await;
+                mark(reply::store_unavailable(), replayed)
             }
             Err(err) => {
                 tracing::error!(error = %err, %endpoint, "commit failed");

@@ -23,6 +23,6 @@ pub use policy::{Policy, RequireKey, Tier, Tier1, Tier2};
 pub use reply::{error_body, ErrorReply, Rejection, Reply, REPLAYED_HEADER};
 pub use seal::{KeysError, ResponseKeys};
 pub use store::{
-    is_lock_wait, AuditFuture, ClaimRequest, Idempotency, IdempotencyConfig, ReplayAudit,
-    ReplayEvent,
+    is_connection_lost, is_lock_wait, AuditFuture, ClaimRequest, Idempotency, IdempotencyConfig,
+    ReplayAudit, ReplayEvent,
 };

@@ -760,6 +760,22 @@ pub fn is_lock_wait(err: &sqlx::Error) -> bool {
         .is_some_and(|code| code == "55P03" || code == "57014")
 }
 
+/// The connection was lost or the server is going away: an I/O error (reset, EOF), SQLSTATE
+/// class 08 (connection exception), or 57P01–57P03 (admin or crash shutdown, cannot connect
+/// now). A statement that failed this way committed nothing; only a lost COMMIT is ambiguous,
+/// and the key row settles that (see `Claim::finish`).
+pub fn is_connection_lost(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Io(_) => true,
+        other => other
+            .as_database_error()
+            .and_then(|db| db.code())
+            .is_some_and(|code| {
+                code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03")
+            }),
+    }
+}
+
 fn database_unavailable() -> Response {
     error_response(
         StatusCode::SERVICE_UNAVAILABLE,

@@ -13,7 +13,8 @@
 //! `RAPTOR_AUTH_EMAIL_PER_HOUR`, `RAPTOR_AUTH_IP_PER_MINUTE`, `RAPTOR_BILLING_CONCURRENCY`,
 //! `STRIPE_API_BASE`,
 //! `STRIPE_SECRET_KEY`, `STRIPE_WEBHOOK_SECRET`, `STRIPE_TIMEOUT_MS`, `RAPTOR_RESPONSE_KEYS`,
-//! `IDEMPOTENCY_REQUIRE_KEY`, `RAPTOR_DOCS_ASSETS`.
+//! `IDEMPOTENCY_REQUIRE_KEY`, `RAPTOR_DOCS_ASSETS`, `RAPTOR_DB_STATEMENT_CACHE`,
+//! `RAPTOR_DB_SESSION_SETTINGS`, `IDEMPOTENCY_STORE_DATABASE_URL`.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -81,6 +82,18 @@ impl From<RequireKeyLevel> for RequireKey {
             RequireKeyLevel::All => Self::All,
         }
     }
+}
+
+/// `RAPTOR_DB_SESSION_SETTINGS`: how the pools' session settings (`lock_timeout`,
+/// `statement_timeout`, and the store pool's `synchronous_commit=off`) reach Postgres.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SessionSettings {
+    /// Sent as the startup `options` parameter of every connection (a direct connection).
+    Connect,
+    /// Nothing is sent: the settings are the roles' own (`ALTER ROLE … SET`), checked against
+    /// the configuration at start-up. For PgBouncer in transaction pooling mode, which does
+    /// not forward startup options (docs/SCALING.md).
+    Role,
 }
 
 /// A boolean flag as the environment writes it: `1`/`0`, `true`/`false`, `on`/`off`.
@@ -273,6 +286,38 @@ pub struct Config {
           default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000), global = true)]
     pub db_statement_timeout_ms: u64,
 
+    /// Prepared statements cached per connection (sqlx's statement cache); 0 turns the cache
+    /// off (PgBouncer in transaction pooling mode, which cannot keep named statements).
+    #[arg(long, env = "RAPTOR_DB_STATEMENT_CACHE", value_name = "RAPTOR_DB_STATEMENT_CACHE",
+          default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=100_000), global = true)]
+    pub db_statement_cache: u64,
+
+    /// Where the pools' session settings come from: `connect` sends them with every connection
+    /// (startup options); `role` sends nothing and checks at start-up that the roles of
+    /// DATABASE_URL and IDEMPOTENCY_STORE_DATABASE_URL carry them (`ALTER ROLE … SET`), for
+    /// PgBouncer in transaction pooling mode.
+    #[arg(
+        long,
+        env = "RAPTOR_DB_SESSION_SETTINGS",
+        value_name = "RAPTOR_DB_SESSION_SETTINGS",
+        value_enum,
+        default_value = "connect",
+        global = true
+    )]
+    pub db_session_settings: SessionSettings,
+
+    /// Postgres URL of the idempotency store's own pool (claims, settling keys, the flag): the
+    /// same database as DATABASE_URL, usually another role. Unset: DATABASE_URL. Required with
+    /// RAPTOR_DB_SESSION_SETTINGS=role.
+    #[arg(
+        long,
+        env = "IDEMPOTENCY_STORE_DATABASE_URL",
+        value_name = "IDEMPOTENCY_STORE_DATABASE_URL",
+        global = true,
+        hide_env_values = true
+    )]
+    pub idempotency_store_database_url: Option<Secret>,
+
     /// Concurrent writes per account in one process (orders, rolls, closes, resets, cancels).
     #[arg(long, env = "RAPTOR_ACCOUNT_WRITE_CONCURRENCY", value_name = "RAPTOR_ACCOUNT_WRITE_CONCURRENCY",
           default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1000), global = true)]
@@ -366,6 +411,15 @@ pub struct Config {
 impl Config {
     /// Checks relations between settings.
     pub fn validate(&self) -> anyhow::Result<()> {
+        if self.db_session_settings == SessionSettings::Role
+            && self.idempotency_store_database_url.is_none()
+        {
+            bail!(
+                "RAPTOR_DB_SESSION_SETTINGS=role needs IDEMPOTENCY_STORE_DATABASE_URL: the \
+                 idempotency store's settings (synchronous_commit=off, short timeouts) come from \
+                 a role of its own"
+            );
+        }
         if self.idempotency_stale_after_secs < self.request_timeout_secs {
             bail!(
                 "IDEMPOTENCY_STALE_AFTER_SECS ({}) must be >= RAPTOR_REQUEST_TIMEOUT_SECS ({}): \
@@ -497,7 +551,17 @@ impl Config {
         let url = self.database_url()?;
         Ok(PgConnectOptions::from_str(url)
             .context("DATABASE_URL is not a valid Postgres URL")?
-            .application_name("raptor"))
+            .application_name("raptor")
+            .statement_cache_capacity(self.statement_cache()))
+    }
+
+    fn statement_cache(&self) -> usize {
+        usize::try_from(self.db_statement_cache).unwrap_or(usize::MAX)
+    }
+
+    /// Whether the pools' session settings come from the roles (PgBouncer).
+    pub fn role_settings(&self) -> bool {
+        self.db_session_settings == SessionSettings::Role
     }
 
     /// Applies pending migrations on a connection of its own, without the pool's statement
@@ -519,13 +583,16 @@ impl Config {
     /// business `lock_timeout` and `statement_timeout` as session defaults, so they cost no
     /// round trip; the idempotency claim sets its own, shorter ones per transaction.
     pub async fn pool(&self) -> anyhow::Result<PgPool> {
-        let options = self.connect_options()?.options([
-            ("lock_timeout", format!("{}ms", self.db_lock_timeout_ms)),
-            (
-                "statement_timeout",
-                format!("{}ms", self.db_statement_timeout_ms),
-            ),
-        ]);
+        let mut options = self.connect_options()?;
+        if !self.role_settings() {
+            options = options.options([
+                ("lock_timeout", format!("{}ms", self.db_lock_timeout_ms)),
+                (
+                    "statement_timeout",
+                    format!("{}ms", self.db_statement_timeout_ms),
+                ),
+            ]);
+        }
         PgPoolOptions::new()
             // No ping before every acquire (a round trip on every request): a connection that
             // died is found by its first statement, which fails like any database error
@@ -536,5 +603,135 @@ impl Config {
             .connect_with(options)
             .await
             .context("could not connect to DATABASE_URL")
+    }
+
+    /// The idempotency store's own pool (half the business pool, at least 2; lazily connected):
+    /// on IDEMPOTENCY_STORE_DATABASE_URL when set, else on `pool`'s options. With `connect`
+    /// session settings its sessions get `synchronous_commit=off` and half the store timeout as
+    /// lock and statement timeouts at connect ([`Idempotency::store_options`]); with `role`
+    /// they are the role's (see [`Config::check_role_settings`]).
+    ///
+    /// [`Idempotency::store_options`]: raptor_idempotency::Idempotency::store_options
+    pub fn store_pool(&self, pool: &PgPool) -> anyhow::Result<PgPool> {
+        let idempotency = self.idempotency()?;
+        let base = match &self.idempotency_store_database_url {
+            Some(url) => PgConnectOptions::from_str(url.expose())
+                .context("IDEMPOTENCY_STORE_DATABASE_URL is not a valid Postgres URL")?
+                .application_name("raptor-idempotency")
+                .statement_cache_capacity(self.statement_cache()),
+            None => (*pool.connect_options()).clone(),
+        };
+        let options = if self.role_settings() {
+            base
+        } else {
+            let half = format!("{}ms", (idempotency.store_timeout.as_millis() / 2).max(1));
+            base.options([
+                ("synchronous_commit", "off".to_owned()),
+                ("lock_timeout", half.clone()),
+                ("statement_timeout", half),
+            ])
+        };
+        Ok(PgPoolOptions::new()
+            .max_connections((self.db_pool_size / 2).max(2))
+            .acquire_timeout(idempotency.store_timeout)
+            .test_before_acquire(false)
+            .connect_lazy_with(options))
+    }
+
+    /// With `RAPTOR_DB_SESSION_SETTINGS=role`: refuses to start unless the business role
+    /// carries RAPTOR_DB_LOCK_TIMEOUT_MS and RAPTOR_DB_STATEMENT_TIMEOUT_MS and the store's
+    /// role carries `synchronous_commit=off` and half of IDEMPOTENCY_STORE_TIMEOUT_MS as its
+    /// timeouts (the values `connect` mode would send), and unless no migration is pending
+    /// (`serve` does not migrate through a transaction pooler: sqlx's migration lock is a
+    /// session advisory lock; run `raptor migrate` on a direct connection first).
+    pub async fn check_role_settings(&self, pool: &PgPool, store: &PgPool) -> anyhow::Result<()> {
+        let read = |pool: PgPool| async move {
+            sqlx::query_as::<_, (String, String, String)>(
+                "select current_setting('lock_timeout'), current_setting('statement_timeout'),
+                        current_setting('synchronous_commit')",
+            )
+            .fetch_one(&pool)
+            .await
+        };
+        let ms = |text: &str| -> Option<u64> {
+            let text = text.trim();
+            let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+            let value: u64 = digits.trim().parse().ok()?;
+            match &text[digits.len()..] {
+                "" | "ms" => Some(value),
+                "s" => Some(value * 1000),
+                "min" => Some(value * 60_000),
+                "h" => Some(value * 3_600_000),
+                _ => None,
+            }
+        };
+        let business = read(pool.clone())
+            .await
+            .context("could not read the business role's settings")?;
+        let half = (self.idempotency_store_timeout_ms / 2).max(1);
+        let stored = read(store.clone())
+            .await
+            .context("could not read the idempotency store role's settings")?;
+        let mut wrong = Vec::new();
+        for (pool_name, (lock, statement, sync), want_lock, want_statement, want_sync) in [
+            (
+                "DATABASE_URL",
+                &business,
+                self.db_lock_timeout_ms,
+                self.db_statement_timeout_ms,
+                None,
+            ),
+            (
+                "IDEMPOTENCY_STORE_DATABASE_URL",
+                &stored,
+                half,
+                half,
+                Some("off"),
+            ),
+        ] {
+            if ms(lock) != Some(want_lock) {
+                wrong.push(format!(
+                    "{pool_name}: lock_timeout is {lock}, want {want_lock}ms"
+                ));
+            }
+            if ms(statement) != Some(want_statement) {
+                wrong.push(format!(
+                    "{pool_name}: statement_timeout is {statement}, want {want_statement}ms"
+                ));
+            }
+            if let Some(want) = want_sync {
+                if sync != want {
+                    wrong.push(format!(
+                        "{pool_name}: synchronous_commit is {sync}, want {want}"
+                    ));
+                }
+            }
+        }
+        if !wrong.is_empty() {
+            bail!(
+                "RAPTOR_DB_SESSION_SETTINGS=role, but the roles do not carry the configured \
+                 settings (ALTER ROLE … SET, docs/SCALING.md): {}",
+                wrong.join("; ")
+            );
+        }
+        let latest = raptor_api::MIGRATOR
+            .iter()
+            .map(|m| m.version)
+            .max()
+            .unwrap_or(0);
+        let applied: Option<i64> =
+            sqlx::query_scalar("select max(version) from _sqlx_migrations where success")
+                .fetch_one(pool)
+                .await
+                .context(
+                    "could not read _sqlx_migrations (run `raptor migrate` on a direct connection)",
+                )?;
+        if applied.unwrap_or(0) < latest {
+            bail!(
+                "migrations are pending: run `raptor migrate` with DATABASE_URL on a direct \
+                 connection to Postgres (not through PgBouncer) before `raptor serve`"
+            );
+        }
+        Ok(())
     }
 }

@@ -171,9 +171,15 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             Ok(())
         }
         Command::Serve => {
-            config.ensure_database().await?;
-            config.migrate().await?;
+            if !config.role_settings() {
+                config.ensure_database().await?;
+                config.migrate().await?;
+            }
             let pool = config.pool().await?;
+            let store = config.store_pool(&pool)?;
+            if config.role_settings() {
+                config.check_role_settings(&pool, &store).await?;
+            }
             let listener = TcpListener::bind(config.addr)
                 .await
                 .with_context(|| format!("could not bind RAPTOR_ADDR {}", config.addr))?;
@@ -192,7 +198,13 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
                      in plain text (readable by anyone with access to the database)"
                 ),
             }
-            let state = ApiState::new(pool, config.api(), idempotency, Arc::new(SystemClock));
+            let state = ApiState::with_store_pool(
+                pool,
+                store,
+                config.api(),
+                idempotency,
+                Arc::new(SystemClock),
+            );
             let expiry = (config.order_expiry_interval_secs > 0).then(|| {
                 spawn_order_expiry(
                     state.clone(),
@@ -287,8 +299,10 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
 /// system clock.
 async fn command_state(config: &Config) -> anyhow::Result<ApiState> {
     let pool = config.pool().await?;
-    Ok(ApiState::new(
+    let store = config.store_pool(&pool)?;
+    Ok(ApiState::with_store_pool(
         pool,
+        store,
         config.api(),
         config.idempotency()?,
         Arc::new(SystemClock),
