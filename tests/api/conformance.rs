@@ -41,6 +41,17 @@ async fn bodies_must_be_json_objects(pool: PgPool) {
             assert_eq!(answer.body["error"], "invalid_body", "{path}");
         }
     }
+    // Whitespace alone is not an absent body (which reads as `{}`): it is not JSON.
+    let blank = app
+        .send(
+            Call::new(Method::PATCH, "/api/account/profile")
+                .token(&operator)
+                .key(Uuid::new_v4())
+                .raw("\r\n", Some("application/json")),
+        )
+        .await;
+    assert_eq!(blank.status, StatusCode::BAD_REQUEST, "{}", blank.text);
+    assert_eq!(blank.body["error"], "invalid_json");
     assert_eq!(app.count("select count(*) from quotes").await, 0);
     assert_eq!(
         app.count("select count(*) from audit_log where action = 'account.reset'")

@@ -131,11 +131,7 @@ where
 
         // An empty body is read as `{}` (above), so it is fingerprinted as `{}` too: a retry
         // that sends `{}` where the first attempt sent nothing is the same request.
-        let fingerprinted: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
-            b"{}"
-        } else {
-            &bytes
-        };
+        let fingerprinted: &[u8] = if bytes.is_empty() { b"{}" } else { &bytes };
         let request = ClaimRequest {
             scope_user_id: scope.user_id,
             request_hash: fingerprint(&method, &path_and_query, fingerprinted),
@@ -182,10 +178,10 @@ fn is_json(headers: &HeaderMap) -> bool {
         || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
-/// An empty body reads as `{}` (routes such as `reset` take no fields); anything else must be
-/// JSON with a JSON content type.
+/// An empty body (no bytes) reads as `{}` (routes such as `reset` take no fields); anything
+/// else, whitespace alone included, must be JSON with a JSON content type.
 fn parse_json<T: DeserializeOwned>(bytes: &[u8], json_content: bool) -> Result<T, Rejection> {
-    let source: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+    let source: &[u8] = if bytes.is_empty() {
         b"{}"
     } else if json_content {
         bytes
