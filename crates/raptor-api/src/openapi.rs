@@ -135,88 +135,37 @@ fn header(description: &str, schema: utoipa::openapi::schema::Type) -> utoipa::o
     header
 }
 
-/// Final touches the route attributes cannot say:
-/// - every 4xx/5xx error envelope is documented with the `application/problem+json` media type
-///   it is sent with;
+/// Final touches the route attributes cannot say, in one pass over the operations and one over
+/// the schemas:
+/// - every operation's error responses, from `crate::codes` ([`error_responses`]);
 /// - the response headers: `x-request-id` on every answer; `Idempotent-Replayed` on instrumented
-///   routes; `Retry-After` where a retry is asked for (409, 429, 503); `Location` on a created
-///   order;
-/// - the `idempotency_replayed` member a replay adds to its stored body.
+///   routes; `WWW-Authenticate` on 401; `Retry-After` where a retry is asked for (409, 429,
+///   503); `Location` on a created order;
+/// - the parameters' accepted forms (symbols, both `Idempotency-Key` forms), bodies that may be
+///   absent, `security: [{}]` on public operations, the server;
+/// - decimal and symbol patterns, and the `idempotency_replayed` member a replay adds to its
+///   stored body.
 pub fn finish(spec: &mut Spec) {
     use utoipa::openapi::schema::Type;
-    error_responses(spec);
-    symbol_parameters(spec);
-    optional_bodies(spec);
-    key_header_forms(spec);
-    public_operations(spec);
-    spec.servers = Some(vec![utoipa::openapi::server::Server::new("/")]);
-    for item in spec.paths.paths.values_mut() {
-        let operations = [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.patch,
-        ];
-        for operation in operations.into_iter().flatten() {
-            let instrumented = operation
-                .parameters
-                .iter()
-                .flatten()
-                .any(|p| p.name == "Idempotency-Key");
-            let creates_order = operation.tags.iter().flatten().any(|t| t == "trading");
-            for (status, response) in operation.responses.responses.iter_mut() {
-                let code = status.parse::<u16>().unwrap_or(0);
-                let utoipa::openapi::RefOr::T(response) = response else {
-                    continue;
-                };
-                // Only the error envelope (`/readyz`'s 503 keeps its own JSON shape).
-                let is_envelope = response.content.get("application/json").is_some_and(|c| {
-                    matches!(&c.schema, Some(utoipa::openapi::RefOr::Ref(r))
-                        if r.ref_location.ends_with("/ErrorBody"))
-                });
-                if code >= 400 && is_envelope {
-                    if let Some(content) = response.content.shift_remove("application/json") {
-                        response
-                            .content
-                            .insert(crate::problem::CONTENT_TYPE.to_owned(), content);
-                    }
-                }
-                response.headers.insert(
-                    "x-request-id".to_owned(),
-                    header("The request's id (sent by the client, or made here); also the error's `instance`.", Type::String),
-                );
-                if instrumented {
-                    response.headers.insert(
-                        "Idempotent-Replayed".to_owned(),
-                        replayed_header("`true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at)."),
-                    );
-                }
-                if code == 401 {
-                    response.headers.insert(
-                        "WWW-Authenticate".to_owned(),
-                        header("`Bearer`.", Type::String),
-                    );
-                }
-                if matches!(code, 409 | 429 | 503) {
-                    response.headers.insert(
-                        "Retry-After".to_owned(),
-                        header("Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help.", Type::Integer),
-                    );
-                }
-                if code == 201 && creates_order {
-                    response.headers.insert(
-                        "Location".to_owned(),
-                        header(
-                            "The created order: `/api/trading/orders/{id}` (replayed too).",
-                            Type::String,
-                        ),
-                    );
-                }
-            }
+    let Spec {
+        paths,
+        components,
+        servers,
+        ..
+    } = spec;
+    for (path, item) in paths.paths.iter_mut() {
+        for (method, operation) in operations_mut(item) {
+            let route = format!("{method} {path}");
+            // Reads an absent `security` as public, so before `mark_public` fills it in.
+            error_responses(&route, operation);
+            response_headers(operation);
+            parameter_forms(operation);
+            optional_body(operation, components.as_ref());
+            mark_public(operation);
         }
     }
-    if let Some(components) = spec.components.as_mut() {
+    *servers = Some(vec![utoipa::openapi::server::Server::new("/")]);
+    if let Some(components) = components.as_mut() {
         for schema in components.schemas.values_mut() {
             decimal_patterns(schema);
             symbol_patterns(schema);
@@ -236,6 +185,65 @@ pub fn finish(spec: &mut Spec) {
                         .into(),
                 );
             }
+        }
+    }
+}
+
+/// Does the operation take an `Idempotency-Key`?
+fn is_keyed(operation: &utoipa::openapi::path::Operation) -> bool {
+    operation
+        .parameters
+        .iter()
+        .flatten()
+        .any(|p| p.name == KEY_HEADER)
+}
+
+/// The header's name as the document spells it.
+const KEY_HEADER: &str = "Idempotency-Key";
+
+/// The response headers of one operation's answers.
+fn response_headers(operation: &mut utoipa::openapi::path::Operation) {
+    use utoipa::openapi::schema::Type;
+    let instrumented = is_keyed(operation);
+    let creates_order = operation.tags.iter().flatten().any(|t| t == "trading");
+    for (status, response) in operation.responses.responses.iter_mut() {
+        let code = status.parse::<u16>().unwrap_or(0);
+        let utoipa::openapi::RefOr::T(response) = response else {
+            continue;
+        };
+        response.headers.insert(
+            "x-request-id".to_owned(),
+            header(
+                "The request's id (sent by the client, or made here); also the error's `instance`.",
+                Type::String,
+            ),
+        );
+        if instrumented {
+            response.headers.insert(
+                "Idempotent-Replayed".to_owned(),
+                replayed_header("`true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at)."),
+            );
+        }
+        if code == 401 {
+            response.headers.insert(
+                "WWW-Authenticate".to_owned(),
+                header("`Bearer`.", Type::String),
+            );
+        }
+        if matches!(code, 409 | 429 | 503) {
+            response.headers.insert(
+                "Retry-After".to_owned(),
+                header("Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help.", Type::Integer),
+            );
+        }
+        if code == 201 && creates_order {
+            response.headers.insert(
+                "Location".to_owned(),
+                header(
+                    "The created order: `/api/trading/orders/{id}` (replayed too).",
+                    Type::String,
+                ),
+            );
         }
     }
 }
@@ -263,7 +271,7 @@ fn shape(route: &str, operation: &utoipa::openapi::path::Operation) -> codes::Sh
         ops: operation.tags.iter().flatten().any(|t| t == "ops"),
         authenticated: operation.security.as_ref().is_some_and(|s| !s.is_empty()),
         json_body: operation.request_body.is_some() && !codes::RAW_BODY.contains(&route),
-        keyed: parameters.iter().any(|p| p.name == "Idempotency-Key"),
+        keyed: is_keyed(operation),
         query: parameters
             .iter()
             .any(|p| matches!(p.parameter_in, ParameterIn::Query)),
@@ -273,82 +281,76 @@ fn shape(route: &str, operation: &utoipa::openapi::path::Operation) -> codes::Sh
     }
 }
 
-/// Replaces every operation's error responses with the ones `crate::codes` computes: one per
+/// Replaces an operation's error responses with the ones `crate::codes` computes: one per
 /// status, `application/problem+json`, whose `error` is an enum of that operation's codes at
-/// that status, with an example. Operations the table does not know keep what their attributes
-/// say (a unit test keeps that list empty).
-fn error_responses(spec: &mut Spec) {
+/// that status, with an example. An operation the table does not know keeps what its attributes
+/// say (a test keeps that list empty).
+fn error_responses(route: &str, operation: &mut utoipa::openapi::path::Operation) {
     use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, Type};
     use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
-    for (path, item) in spec.paths.paths.iter_mut() {
-        for (method, operation) in operations_mut(item) {
-            let route = format!("{method} {path}");
-            let Some(codes) = codes::operation_codes(&route, shape(&route, operation)) else {
-                continue;
-            };
-            let mut by_status: std::collections::BTreeMap<u16, Vec<&codes::Code>> =
-                Default::default();
-            for code in codes.iter().filter_map(|c| codes::lookup(c)) {
-                for status in code.statuses {
-                    by_status.entry(*status).or_default().push(code);
-                }
-            }
-            let responses = &mut operation.responses.responses;
-            // The envelope responses the attributes wrote are replaced; others (`/readyz`'s
-            // 503) stay.
-            responses.retain(|status, response| {
-                status.parse::<u16>().unwrap_or(0) < 400
-                    || !matches!(response, RefOr::T(r) if r.content.values().any(|c|
-                        matches!(&c.schema, Some(RefOr::Ref(r)) if r.ref_location.ends_with("/ErrorBody"))))
-            });
-            for (status, codes) in by_status {
-                if responses.contains_key(&status.to_string()) {
-                    continue;
-                }
-                let reason = axum::http::StatusCode::from_u16(status)
-                    .ok()
-                    .and_then(|s| s.canonical_reason())
-                    .unwrap_or("Error");
-                let description = codes
-                    .iter()
-                    .map(|c| format!("- `{}`: {}", c.code, c.summary))
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                let schema = AllOfBuilder::new()
-                    .item(Ref::from_schema_name("ErrorBody"))
-                    .item(
-                        ObjectBuilder::new()
-                            .property(
-                                "error",
-                                ObjectBuilder::new()
-                                    .schema_type(Type::String)
-                                    .enum_values(Some(codes.iter().map(|c| c.code))),
-                            )
-                            .required("error"),
-                    );
-                let first = codes[0];
-                let example = serde_json::json!({
-                    "error": first.code,
-                    "message": first.summary,
-                    "type": crate::problem::type_uri(first.code),
-                    "title": reason,
-                    "status": status,
-                    "detail": first.summary,
-                    "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
-                });
-                let response = ResponseBuilder::new()
-                    .description(format!("{reason}:\n{description}"))
-                    .content(
-                        crate::problem::CONTENT_TYPE,
-                        ContentBuilder::new()
-                            .schema(Some(schema))
-                            .example(Some(example))
-                            .build(),
-                    )
-                    .build();
-                responses.insert(status.to_string(), RefOr::T(response));
-            }
+    let Some(codes) = codes::operation_codes(route, shape(route, operation)) else {
+        return;
+    };
+    let mut by_status: std::collections::BTreeMap<u16, Vec<&codes::Code>> = Default::default();
+    for code in codes.iter().filter_map(|c| codes::lookup(c)) {
+        for status in code.statuses {
+            by_status.entry(*status).or_default().push(code);
         }
+    }
+    let responses = &mut operation.responses.responses;
+    // The envelope responses the attributes wrote are replaced; others (`/readyz`'s
+    // 503) stay.
+    responses.retain(|status, response| {
+        status.parse::<u16>().unwrap_or(0) < 400
+            || !matches!(response, RefOr::T(r) if r.content.values().any(|c|
+                matches!(&c.schema, Some(RefOr::Ref(r)) if r.ref_location.ends_with("/ErrorBody"))))
+    });
+    for (status, codes) in by_status {
+        if responses.contains_key(&status.to_string()) {
+            continue;
+        }
+        let reason = axum::http::StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("Error");
+        let description = codes
+            .iter()
+            .map(|c| format!("- `{}`: {}", c.code, c.summary))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let schema = AllOfBuilder::new()
+            .item(Ref::from_schema_name("ErrorBody"))
+            .item(
+                ObjectBuilder::new()
+                    .property(
+                        "error",
+                        ObjectBuilder::new()
+                            .schema_type(Type::String)
+                            .enum_values(Some(codes.iter().map(|c| c.code))),
+                    )
+                    .required("error"),
+            );
+        let first = codes[0];
+        let example = serde_json::json!({
+            "error": first.code,
+            "message": first.summary,
+            "type": crate::problem::type_uri(first.code),
+            "title": reason,
+            "status": status,
+            "detail": first.summary,
+            "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+        });
+        let response = ResponseBuilder::new()
+            .description(format!("{reason}:\n{description}"))
+            .content(
+                crate::problem::CONTENT_TYPE,
+                ContentBuilder::new()
+                    .schema(Some(schema))
+                    .example(Some(example))
+                    .build(),
+            )
+            .build();
+        responses.insert(status.to_string(), RefOr::T(response));
     }
 }
 
@@ -403,108 +405,83 @@ fn symbol_patterns(schema: &mut utoipa::openapi::RefOr<utoipa::openapi::schema::
     }
 }
 
-/// Gives every `{symbol}` path parameter the symbol pattern.
-fn symbol_parameters(spec: &mut Spec) {
-    use utoipa::openapi::path::ParameterIn;
-    use utoipa::openapi::schema::Schema;
-    use utoipa::openapi::RefOr;
-    for item in spec.paths.paths.values_mut() {
-        for (_, operation) in operations_mut(item) {
-            for parameter in operation.parameters.iter_mut().flatten() {
-                if matches!(parameter.parameter_in, ParameterIn::Path) && parameter.name == "symbol"
-                {
-                    if let Some(RefOr::T(Schema::Object(object))) = parameter.schema.as_mut() {
-                        object.pattern = Some(SYMBOL_PATTERN.to_owned());
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// An instrumented route reads an absent body as `{}`: where `{}` is a valid body (no required
 /// member: the account reset, a profile patch, a close of everything, a cancellation), the
 /// document says the body is optional.
-fn optional_bodies(spec: &mut Spec) {
+fn optional_body(
+    operation: &mut utoipa::openapi::path::Operation,
+    components: Option<&utoipa::openapi::Components>,
+) {
     use utoipa::openapi::schema::Schema;
     use utoipa::openapi::{RefOr, Required};
-    let Some(components) = spec.components.as_ref() else {
+    let keyed = is_keyed(operation);
+    let Some(body) = operation.request_body.as_mut() else {
         return;
     };
-    let empty_is_valid = |name: &str| {
-        matches!(components.schemas.get(name), Some(RefOr::T(Schema::Object(object)))
-            if object.required.is_empty())
+    let Some(RefOr::Ref(reference)) = body
+        .content
+        .get("application/json")
+        .and_then(|c| c.schema.as_ref())
+    else {
+        return;
     };
-    for item in spec.paths.paths.values_mut() {
-        for (_, operation) in operations_mut(item) {
-            let keyed = operation
-                .parameters
-                .iter()
-                .flatten()
-                .any(|p| p.name == "Idempotency-Key");
-            let Some(body) = operation.request_body.as_mut() else {
-                continue;
-            };
-            let schema = body
-                .content
-                .get("application/json")
-                .and_then(|c| c.schema.as_ref());
-            if let Some(RefOr::Ref(reference)) = schema {
-                let name = reference
-                    .ref_location
-                    .rsplit('/')
-                    .next()
-                    .unwrap_or_default();
-                if keyed && empty_is_valid(name) {
-                    body.required = Some(Required::False);
-                }
-            }
-        }
+    let name = reference
+        .ref_location
+        .rsplit('/')
+        .next()
+        .unwrap_or_default();
+    let empty_is_valid = components.is_some_and(|c| {
+        matches!(c.schemas.get(name), Some(RefOr::T(Schema::Object(object)))
+            if object.required.is_empty())
+    });
+    if keyed && empty_is_valid {
+        body.required = Some(Required::False);
     }
 }
 
-/// The `Idempotency-Key` header's two accepted forms: a bare UUID, or the IETF draft's
-/// structured-field string (the UUID in double quotes).
-fn key_header_forms(spec: &mut Spec) {
+/// The parameters' accepted forms: a `{symbol}` path parameter has the symbol pattern; the
+/// `Idempotency-Key` header is a bare UUID or the IETF draft's structured-field string (the UUID
+/// in double quotes).
+fn parameter_forms(operation: &mut utoipa::openapi::path::Operation) {
+    use utoipa::openapi::path::ParameterIn;
     use utoipa::openapi::schema::{
         AnyOfBuilder, KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type,
     };
     use utoipa::openapi::RefOr;
-    let uuid = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
-    let schema = AnyOfBuilder::new()
-        .item(
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid))),
-        )
-        .item(
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .pattern(Some(format!("^\"{uuid}\"$"))),
-        )
-        .build();
-    for item in spec.paths.paths.values_mut() {
-        for (_, operation) in operations_mut(item) {
-            for parameter in operation.parameters.iter_mut().flatten() {
-                if parameter.name == "Idempotency-Key" {
-                    parameter.schema = Some(RefOr::T(Schema::AnyOf(schema.clone())));
-                }
+    for parameter in operation.parameters.iter_mut().flatten() {
+        if matches!(parameter.parameter_in, ParameterIn::Path) && parameter.name == "symbol" {
+            if let Some(RefOr::T(Schema::Object(object))) = parameter.schema.as_mut() {
+                object.pattern = Some(SYMBOL_PATTERN.to_owned());
             }
+        }
+        if parameter.name == KEY_HEADER {
+            let uuid =
+                "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
+            let forms = AnyOfBuilder::new()
+                .item(
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid))),
+                )
+                .item(
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .pattern(Some(format!("^\"{uuid}\"$"))),
+                )
+                .build();
+            parameter.schema = Some(RefOr::T(Schema::AnyOf(forms)));
         }
     }
 }
 
-/// Operations without a bearer token say so (`security: [{}]`, anonymous), so a reader and a
-/// linter can tell "public" from "forgot to say". Runs after `error_responses`, which reads an
+/// An operation without a bearer token says so (`security: [{}]`, anonymous), so a reader and
+/// a linter can tell "public" from "forgot to say". Runs after `error_responses`, which reads an
 /// absent `security` as public.
-fn public_operations(spec: &mut Spec) {
-    use utoipa::openapi::security::SecurityRequirement;
-    for item in spec.paths.paths.values_mut() {
-        for (_, operation) in operations_mut(item) {
-            if operation.security.as_ref().is_none_or(Vec::is_empty) {
-                operation.security = Some(vec![SecurityRequirement::default()]);
-            }
-        }
+fn mark_public(operation: &mut utoipa::openapi::path::Operation) {
+    if operation.security.as_ref().is_none_or(Vec::is_empty) {
+        operation.security = Some(vec![
+            utoipa::openapi::security::SecurityRequirement::default(),
+        ]);
     }
 }
 
