@@ -42,16 +42,13 @@ use anyhow::{anyhow, bail, Context};
 use raptor_api::accounts::store as accounts;
 use raptor_api::auth::Role;
 use raptor_api::MIGRATOR;
+use raptor_integration_tests::{free_port, new_key, raptor_binary, ORDERS, ORDER_BODY};
 use rust_decimal::Decimal;
 use serde::Serialize;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
 use sqlx::{Connection, PgConnection, PgPool};
 use tokio::task::JoinSet;
-use uuid::Uuid;
 
-const ORDERS: &str = "/api/trading/orders";
-const ORDER_BODY: &str =
-    r#"{"symbol":"AAPL","qty":"1","side":"buy","type":"market","time_in_force":"day"}"#;
 const LEAPS: &str = "XYZ280121C00050000";
 const NEAR: &str = "XYZ261218C00065000";
 const NEXT: &str = "XYZ270115C00067500";
@@ -735,32 +732,11 @@ fn pgbench(settings: &Settings, clients: usize, umin: i32, umax: i32) -> anyhow:
 // ---------------------------------------------------------------------------------------------
 // The server
 
-fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
-}
-
-fn raptor_binary() -> anyhow::Result<PathBuf> {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .context("the tests package has no parent directory")?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace.join("target"), PathBuf::from);
-    let binary = target.join("release/raptor");
-    if !binary.exists() {
-        bail!(
-            "{} is missing: `make bench` builds it (cargo build --release -p raptor-server)",
-            binary.display()
-        );
-    }
-    Ok(binary)
-}
-
 async fn start_server(
     database_url: &str,
     port: u16,
 ) -> anyhow::Result<(tokio::process::Child, u32)> {
-    let child = tokio::process::Command::new(raptor_binary()?)
+    let child = tokio::process::Command::new(raptor_binary("make bench")?)
         .arg("serve")
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -919,10 +895,6 @@ async fn postgres_info(pool: &PgPool) -> anyhow::Result<PostgresInfo> {
         fsync: show("fsync").await?,
         synchronous_commit: show("synchronous_commit").await?,
     })
-}
-
-fn new_key() -> String {
-    Uuid::new_v4().to_string()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use raptor_integration_tests::{free_port, raptor_binary, ORDERS, ORDER_BODY};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -20,37 +21,10 @@ pub(crate) const STATEMENT_TIMEOUT_MS: u64 = 3_000;
 pub(crate) const STORE_TIMEOUT_MS: u64 = 2_000;
 pub(crate) const POOL_SIZE: u32 = 20;
 pub(crate) const DATABASE: &str = "chaos";
+/// Every account's starting cash (`RAPTOR_PAPER_STARTING_CASH`): enough for any scenario.
+pub(crate) const STARTING_CASH: rust_decimal::Decimal =
+    rust_decimal::Decimal::from_parts(100_000_000, 0, 0, false, 0);
 const RESPONSE_KEYS: &str = "chaos:Q2hhb3NLZXlDaGFvc0tleUNoYW9zS2V5Q2hhb3NLZXk=";
-
-pub(crate) fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
-}
-
-fn workspace() -> anyhow::Result<PathBuf> {
-    Ok(Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .context("the tests package has no parent directory")?
-        .to_path_buf())
-}
-
-pub(crate) fn target_dir() -> anyhow::Result<PathBuf> {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || workspace().map(|w| w.join("target")),
-        |t| Ok(PathBuf::from(t)),
-    )
-}
-
-pub(crate) fn raptor_binary() -> anyhow::Result<PathBuf> {
-    let binary = target_dir()?.join("release/raptor");
-    if !binary.exists() {
-        bail!(
-            "{} is missing: `make chaos` builds it (cargo build --release -p raptor-server --bin raptor)",
-            binary.display()
-        );
-    }
-    Ok(binary)
-}
 
 fn is_root() -> bool {
     std::fs::metadata("/proc/self")
@@ -67,7 +41,7 @@ fn postgres_ids() -> anyhow::Result<(u32, u32)> {
             return Ok((fields[2].parse()?, fields[3].parse()?));
         }
     }
-    bail!("no postgres user (scripts/db.sh creates one when it starts a throwaway cluster)")
+    bail!("no postgres user (scripts/chaos-deps.sh, run by `make chaos`, creates one)")
 }
 
 /// Runs a PostgreSQL tool, as `postgres` via runuser when root (initdb and postgres refuse root).
@@ -114,9 +88,15 @@ impl Cluster {
         let bindir = std::fs::read_dir("/usr/lib/postgresql")
             .context("no /usr/lib/postgresql (apt-get install postgresql)")?
             .filter_map(Result::ok)
+            .filter(|e| e.path().join("bin/initdb").exists())
+            // The newest major version, compared as a number (as `sort -V` does in db.sh).
+            .max_by_key(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .parse::<f64>()
+                    .unwrap_or(0.0) as u64
+            })
             .map(|e| e.path().join("bin"))
-            .filter(|p| p.join("initdb").exists())
-            .max()
             .context("no PostgreSQL binaries under /usr/lib/postgresql/*/bin")?;
         let root = dir.join("pg");
         if root.exists() {
@@ -359,7 +339,7 @@ pub(crate) fn base_env(database_url: &str, extra: &[(&str, String)]) -> Vec<(Str
         ("RAPTOR_DB_POOL_SIZE", POOL_SIZE.to_string()),
         ("RAPTOR_ACCOUNT_WRITE_CONCURRENCY", "16".to_owned()),
         ("RAPTOR_ACCOUNT_WRITE_WAIT_MS", "3000".to_owned()),
-        ("RAPTOR_PAPER_STARTING_CASH", "100000000.00".to_owned()),
+        ("RAPTOR_PAPER_STARTING_CASH", STARTING_CASH.to_string()),
         ("RAPTOR_ORDER_EXPIRY_INTERVAL_SECS", "0".to_owned()),
         ("RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS", "0".to_owned()),
         ("RAPTOR_RESPONSE_KEYS", RESPONSE_KEYS.to_owned()),
@@ -401,7 +381,7 @@ impl Replica {
             .create(true)
             .append(true)
             .open(&self.log)?;
-        let child = tokio::process::Command::new(raptor_binary()?)
+        let child = tokio::process::Command::new(raptor_binary("make chaos")?)
             .arg("serve")
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -457,7 +437,7 @@ pub(crate) async fn raptor_cli(
     env: &[(String, String)],
     args: &[&str],
 ) -> anyhow::Result<serde_json::Value> {
-    let out = tokio::process::Command::new(raptor_binary()?)
+    let out = tokio::process::Command::new(raptor_binary("make chaos")?)
         .args(args)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -484,7 +464,8 @@ pub(crate) struct User {
     pub(crate) token: String,
 }
 
-/// `n` users made with `raptor users create` (8 at a time).
+/// `n` users made with `raptor users create` (8 at a time): the operator; scenario users are
+/// made in-process (`World::users`).
 pub(crate) async fn users(
     env: &[(String, String)],
     prefix: &str,
@@ -525,10 +506,6 @@ pub(crate) async fn users(
 
 // ---------------------------------------------------------------------------------------------
 // HTTP
-
-pub(crate) const ORDERS: &str = "/api/trading/orders";
-pub(crate) const ORDER_BODY: &str =
-    r#"{"symbol":"AAPL","qty":"1","side":"buy","type":"market","time_in_force":"day"}"#;
 
 /// One answer (status 0: no HTTP answer, `transport` says why).
 #[derive(Clone, Debug)]
@@ -695,10 +672,6 @@ pub(crate) async fn until_final(
         tokio::time::sleep(pause).await;
     }
     answers
-}
-
-pub(crate) fn new_key() -> String {
-    Uuid::new_v4().to_string()
 }
 
 /// Shared tallies of answers by label.

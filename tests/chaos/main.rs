@@ -87,7 +87,7 @@ async fn run(args: &Args) -> anyhow::Result<bool> {
             args.only.contains(&n)
         }
     };
-    let dir = env::target_dir()?.join("chaos");
+    let dir = raptor_integration_tests::target_dir()?.join("chaos");
     std::fs::create_dir_all(&dir)?;
     for entry in std::fs::read_dir(&dir)? {
         let path = entry?.path();
@@ -133,7 +133,6 @@ async fn run(args: &Args) -> anyhow::Result<bool> {
         cluster,
         db,
         http: Http::new()?,
-        env: base_env,
         replicas,
         operator,
         quick: args.quick,

@@ -10,9 +10,11 @@ use anyhow::Context;
 use sqlx::{Connection, PgPool};
 use tokio::task::JoinSet;
 
+use raptor_integration_tests::new_key;
+
 use crate::env::{
-    self, new_key, until_final, Answer, Bouncer, Cluster, Http, Replica, Tally, User,
-    REQUEST_TIMEOUT_SECS, STALE_AFTER_SECS,
+    self, until_final, Answer, Bouncer, Cluster, Http, Replica, Tally, User, REQUEST_TIMEOUT_SECS,
+    STALE_AFTER_SECS,
 };
 
 /// The answers each key got, in order.
@@ -60,8 +62,6 @@ pub(crate) struct World {
     pub(crate) cluster: Cluster,
     pub(crate) db: PgPool,
     pub(crate) http: Http,
-    /// Environment of direct replicas and CLI calls.
-    pub(crate) env: Vec<(String, String)>,
     pub(crate) replicas: Vec<Replica>,
     pub(crate) operator: User,
     pub(crate) quick: bool,
@@ -72,8 +72,29 @@ impl World {
         self.replicas.iter().map(|r| r.base.clone()).collect()
     }
 
+    /// `n` users with their paper accounts, made in-process as `raptor users create` makes
+    /// them (the operator is made through the CLI itself, once), with the replicas' starting
+    /// cash (`RAPTOR_PAPER_STARTING_CASH`).
     pub(crate) async fn users(&self, prefix: &str, n: usize) -> anyhow::Result<Vec<User>> {
-        env::users(&self.env, prefix, n, "user").await
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let email = format!("{prefix}-{i}-{}@example.com", uuid::Uuid::new_v4().simple());
+            let mut tx = self.db.begin().await?;
+            let created = raptor_api::accounts::store::create_user(
+                &mut tx,
+                &email,
+                raptor_api::auth::Role::User,
+                env::STARTING_CASH,
+            )
+            .await
+            .map_err(|err| anyhow::anyhow!("create_user {email}: {err}"))?;
+            tx.commit().await?;
+            out.push(User {
+                id: created.user_id,
+                token: created.token,
+            });
+        }
+        Ok(out)
     }
 
     /// Brings every replica back to a healthy state before a scenario: after an earlier

@@ -39,16 +39,9 @@ fn fallback_page(spec: &utoipa::openapi::OpenApi, dir: &Path) -> String {
          is not installed: no <code>swagger-ui-bundle.js</code> in <code>{}</code> \
          (<code>RAPTOR_DOCS_ASSETS</code>). Run <code>npm ci --omit=dev</code> in the \
          repository, or <code>make run</code>, which does. This is the plain route list.</p>",
-        escape(&dir.display().to_string())
+        crate::openapi::escape(&dir.display().to_string())
     );
     crate::openapi::to_html(spec).replacen("<body>", &format!("<body>{note}"), 1)
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// `/docs` and `/docs/assets/*`.

@@ -110,7 +110,8 @@ pub fn to_html(spec: &Spec) -> String {
     )
 }
 
-fn escape(text: &str) -> String {
+/// HTML-escapes text for the pages served under `/docs`.
+pub(crate) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -185,23 +185,47 @@ impl Idempotency {
         config: IdempotencyConfig,
         audit: Option<Arc<dyn ReplayAudit>>,
     ) -> Self {
-        let size = (pool.options().get_max_connections() / 2).max(2);
-        let store = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(size)
-            .acquire_timeout(config.store_timeout)
-            .test_before_acquire(false)
-            .connect_lazy_with(Self::store_options(&pool, &config));
+        let options = Self::store_options((*pool.connect_options()).clone(), config.store_timeout);
+        let store = Self::new_store_pool(
+            pool.options().get_max_connections(),
+            options,
+            config.store_timeout,
+        );
         Self::with_store_pool(pool, store, config, audit)
     }
 
-    /// The connect options of the store pool: `pool`'s, plus `synchronous_commit=off` (see
-    /// `round`) and half the store timeout as `lock_timeout` and `statement_timeout`.
+    /// The store pool for a business pool of `business_size` connections: half its size (at
+    /// least 2), the store timeout as acquire timeout, connected lazily (so an unreachable store
+    /// is found by the first claim, not at start-up).
+    pub fn new_store_pool(
+        business_size: u32,
+        options: sqlx::postgres::PgConnectOptions,
+        store_timeout: std::time::Duration,
+    ) -> PgPool {
+        sqlx::postgres::PgPoolOptions::new()
+            .max_connections((business_size / 2).max(2))
+            .acquire_timeout(store_timeout)
+            .test_before_acquire(false)
+            .connect_lazy_with(options)
+    }
+
+    /// The store sessions' `lock_timeout` and `statement_timeout`: half the store timeout
+    /// (at least 1 ms), so a claim round answers within it.
+    pub fn store_session_timeout_ms(store_timeout: std::time::Duration) -> u64 {
+        u64::try_from(store_timeout.as_millis() / 2)
+            .unwrap_or(u64::MAX)
+            .max(1)
+    }
+
+    /// The connect options of the store pool: `base` plus `synchronous_commit=off` (see
+    /// `round`) and [`Idempotency::store_session_timeout_ms`] as `lock_timeout` and
+    /// `statement_timeout`.
     pub fn store_options(
-        pool: &PgPool,
-        config: &IdempotencyConfig,
+        base: sqlx::postgres::PgConnectOptions,
+        store_timeout: std::time::Duration,
     ) -> sqlx::postgres::PgConnectOptions {
-        let half = format!("{}ms", (config.store_timeout.as_millis() / 2).max(1));
-        (*pool.connect_options()).clone().options([
+        let half = format!("{}ms", Self::store_session_timeout_ms(store_timeout));
+        base.options([
             ("synchronous_commit", "off".to_owned()),
             ("lock_timeout", half.clone()),
             ("statement_timeout", half),

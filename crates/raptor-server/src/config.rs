@@ -24,7 +24,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use raptor_api::ApiConfig;
-use raptor_idempotency::{IdempotencyConfig, RequireKey, ResponseKeys};
+use raptor_idempotency::{Idempotency, IdempotencyConfig, RequireKey, ResponseKeys};
 use rust_decimal::Decimal;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
@@ -613,7 +613,7 @@ impl Config {
     ///
     /// [`Idempotency::store_options`]: raptor_idempotency::Idempotency::store_options
     pub fn store_pool(&self, pool: &PgPool) -> anyhow::Result<PgPool> {
-        let idempotency = self.idempotency()?;
+        let store_timeout = Duration::from_millis(self.idempotency_store_timeout_ms);
         let base = match &self.idempotency_store_database_url {
             Some(url) => PgConnectOptions::from_str(url.expose())
                 .context("IDEMPOTENCY_STORE_DATABASE_URL is not a valid Postgres URL")?
@@ -624,18 +624,13 @@ impl Config {
         let options = if self.role_settings() {
             base
         } else {
-            let half = format!("{}ms", (idempotency.store_timeout.as_millis() / 2).max(1));
-            base.options([
-                ("synchronous_commit", "off".to_owned()),
-                ("lock_timeout", half.clone()),
-                ("statement_timeout", half),
-            ])
+            Idempotency::store_options(base, store_timeout)
         };
-        Ok(PgPoolOptions::new()
-            .max_connections((self.db_pool_size / 2).max(2))
-            .acquire_timeout(idempotency.store_timeout)
-            .test_before_acquire(false)
-            .connect_lazy_with(options))
+        Ok(Idempotency::new_store_pool(
+            self.db_pool_size,
+            options,
+            store_timeout,
+        ))
     }
 
     /// With `RAPTOR_DB_SESSION_SETTINGS=role`: refuses to start unless the business role
@@ -645,30 +640,24 @@ impl Config {
     /// (`serve` does not migrate through a transaction pooler: sqlx's migration lock is a
     /// session advisory lock; run `raptor migrate` on a direct connection first).
     pub async fn check_role_settings(&self, pool: &PgPool, store: &PgPool) -> anyhow::Result<()> {
+        // `pg_settings.setting` holds both timeouts in milliseconds, whatever unit they were
+        // set in.
         let read = |pool: PgPool| async move {
             sqlx::query_as::<_, (String, String, String)>(
-                "select current_setting('lock_timeout'), current_setting('statement_timeout'),
+                "select (select setting from pg_settings where name = 'lock_timeout'),
+                        (select setting from pg_settings where name = 'statement_timeout'),
                         current_setting('synchronous_commit')",
             )
             .fetch_one(&pool)
             .await
         };
-        let ms = |text: &str| -> Option<u64> {
-            let text = text.trim();
-            let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-            let value: u64 = digits.trim().parse().ok()?;
-            match &text[digits.len()..] {
-                "" | "ms" => Some(value),
-                "s" => Some(value * 1000),
-                "min" => Some(value * 60_000),
-                "h" => Some(value * 3_600_000),
-                _ => None,
-            }
-        };
+        let ms = |text: &str| text.trim().parse::<u64>().ok();
         let business = read(pool.clone())
             .await
             .context("could not read the business role's settings")?;
-        let half = (self.idempotency_store_timeout_ms / 2).max(1);
+        let half = Idempotency::store_session_timeout_ms(Duration::from_millis(
+            self.idempotency_store_timeout_ms,
+        ));
         let stored = read(store.clone())
             .await
             .context("could not read the idempotency store role's settings")?;
@@ -691,12 +680,12 @@ impl Config {
         ] {
             if ms(lock) != Some(want_lock) {
                 wrong.push(format!(
-                    "{pool_name}: lock_timeout is {lock}, want {want_lock}ms"
+                    "{pool_name}: lock_timeout is {lock}ms, want {want_lock}ms"
                 ));
             }
             if ms(statement) != Some(want_statement) {
                 wrong.push(format!(
-                    "{pool_name}: statement_timeout is {statement}, want {want_statement}ms"
+                    "{pool_name}: statement_timeout is {statement}ms, want {want_statement}ms"
                 ));
             }
             if let Some(want) = want_sync {
