@@ -4,6 +4,7 @@
 use axum::extract::{FromRef, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
+use raptor_idempotency::db;
 use raptor_idempotency::Scope;
 use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
@@ -101,7 +102,7 @@ pub async fn insert_session_token(
     user_id: i32,
     token: &str,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query("insert into api_tokens (token_hash, kind, user_id) values ($1, 'session', $2)")
+    db::query("insert into api_tokens (token_hash, kind, user_id) values ($1, 'session', $2)")
         .bind(hash_token(token))
         .bind(user_id)
         .execute(conn)
@@ -115,13 +116,11 @@ pub async fn insert_service_token(
     name: &str,
     token: &str,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "insert into api_tokens (token_hash, kind, service_name) values ($1, 'service', $2)",
-    )
-    .bind(hash_token(token))
-    .bind(name)
-    .execute(conn)
-    .await?;
+    db::query("insert into api_tokens (token_hash, kind, service_name) values ($1, 'service', $2)")
+        .bind(hash_token(token))
+        .bind(name)
+        .execute(conn)
+        .await?;
     Ok(())
 }
 
@@ -159,7 +158,8 @@ where
         let token = bearer(parts).ok_or(ApiError::Unauthenticated)?;
         let state = ApiState::from_ref(state);
         // The account's mode comes along, so the order gates need no query of their own.
-        let row: Option<TokenRow> = sqlx::query_as(
+        let mut conn = db::conn(&state.db).await?;
+        let row: Option<TokenRow> = db::query_as(
             "select t.user_id, u.role, t.service_name, a.mode as account_mode
                from api_tokens t
                left join users u on u.id = t.user_id
@@ -167,8 +167,9 @@ where
               where t.token_hash = $1 and (t.expires_at is null or t.expires_at > now())",
         )
         .bind(hash_token(token))
-        .fetch_optional(&state.db)
+        .fetch_optional(&mut *conn)
         .await?;
+        conn.finish().await?;
         let row = row.ok_or(ApiError::Unauthenticated)?;
         let principal = match (
             row.user_id,

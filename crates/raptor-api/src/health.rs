@@ -6,6 +6,7 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
+use raptor_idempotency::db;
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -48,7 +49,13 @@ pub(crate) async fn get_readyz(State(state): State<ApiState>) -> Response {
         )
             .into_response();
     }
-    let ping = sqlx::query_scalar::<_, i32>("select 1").fetch_one(&state.db);
+    let ping = async {
+        let mut conn = db::conn(&state.db).await?;
+        db::query_scalar::<i32>("select 1")
+            .fetch_one(&mut *conn)
+            .await?;
+        conn.finish().await
+    };
     match tokio::time::timeout(Duration::from_secs(1), ping).await {
         Ok(Ok(_)) => Json(HealthResponse { status: "ok" }).into_response(),
         Ok(Err(err)) => {

@@ -9,6 +9,7 @@ use axum::response::Response;
 use sqlx::{PgConnection, Postgres, Transaction};
 use uuid::Uuid;
 
+use crate::db;
 use crate::key::IdempotencyKey;
 use crate::reply::{self, error_body, error_response, ErrorReply, Reply, REPLAYED_HEADER};
 use crate::seal::RowIdentity;
@@ -144,7 +145,7 @@ impl Claim {
                 }
             };
             let plain = if sealed.is_some() { None } else { body };
-            let completed = sqlx::query(
+            let completed = db::query(
                 "update idempotency_keys
                     set status = 'completed', response_code = $3, response_body = $4,
                         response_kid = $5, response_nonce = $6, response_ciphertext = $7,
@@ -339,11 +340,16 @@ pub(crate) async fn settle(idem: &Idempotency, tracked: Tracked, how: Settle) {
               where id = $1 and attempt = $2 and status = 'in_flight'"
         }
     };
-    let result = sqlx::query(sql)
-        .bind(tracked.id)
-        .bind(tracked.attempt)
-        .execute(idem.store_pool())
-        .await;
+    let result = async {
+        let mut conn = db::conn(idem.store_pool()).await?;
+        db::query(sql)
+            .bind(tracked.id)
+            .bind(tracked.attempt)
+            .execute(&mut *conn)
+            .await?;
+        conn.finish().await
+    }
+    .await;
     match result {
         Ok(_) => tracing::debug!(idempotency_key_id = tracked.id, ?how, "key settled"),
         Err(err) => tracing::error!(

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::db;
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
 
@@ -17,7 +18,8 @@ pub async fn delete_expired(pool: &PgPool, batch_size: i64) -> Result<u64, sqlx:
     // in-flight rows only expire when abandoned for a whole TTL, which is rare.
     for statuses in [&["completed", "failed", "released"][..], &["in_flight"][..]] {
         loop {
-            let deleted = sqlx::query(
+            let mut conn = db::conn(pool).await?;
+            let deleted = db::query(
                 "delete from idempotency_keys
                   where id in (select id from idempotency_keys
                                 where status = any($1) and expires_at < now()
@@ -27,9 +29,10 @@ pub async fn delete_expired(pool: &PgPool, batch_size: i64) -> Result<u64, sqlx:
             )
             .bind(statuses)
             .bind(batch_size)
-            .execute(pool)
+            .execute(&mut *conn)
             .await?
             .rows_affected();
+            conn.finish().await?;
             total += deleted;
             if deleted < u64::try_from(batch_size).unwrap_or(u64::MAX) {
                 break;
@@ -62,7 +65,7 @@ pub fn spawn_schedule(
 /// GDPR erasure: deletes every key scoped to `user_id`.
 pub async fn delete_for_user(conn: &mut PgConnection, user_id: i32) -> Result<u64, sqlx::Error> {
     Ok(
-        sqlx::query("delete from idempotency_keys where scope_user_id = $1")
+        db::query("delete from idempotency_keys where scope_user_id = $1")
             .bind(user_id)
             .execute(conn)
             .await?
@@ -89,7 +92,7 @@ pub async fn export_for_user(
     user_id: i32,
     keys: &ResponseKeys,
 ) -> Result<Vec<Value>, sqlx::Error> {
-    let rows: Vec<ExportRow> = sqlx::query_as(
+    let rows: Vec<ExportRow> = db::query_as(
         "select id, scope_endpoint, response_code, response_body, response_kid, response_nonce,
                 response_ciphertext,
                 jsonb_build_object(

@@ -3,6 +3,7 @@
 
 mod claim;
 pub mod cleanup;
+pub mod db;
 mod extract;
 pub mod fingerprint;
 mod flag;

@@ -12,6 +12,7 @@ use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use crate::claim::{Claim, KeyGuard, Tracked};
+use crate::db;
 use crate::flag::{self, FlagCache};
 use crate::key::IdempotencyKey;
 use crate::keyless::KeylessCounter;
@@ -424,11 +425,11 @@ impl Idempotency {
                 }
                 Err(err) => return Err(err),
             };
-            sqlx::query("select set_config('lock_timeout', $1, true)")
+            db::query("select set_config('lock_timeout', $1, true)")
                 .bind(format!("{}ms", remaining.as_millis().max(1)))
                 .execute(&mut *tx)
                 .await?;
-            let exists: bool = sqlx::query_scalar(
+            let exists: bool = db::query_scalar(
                 "select exists (select 1 from idempotency_keys
                                  where idem_key = $1 and scope_user_id is not distinct from $2
                                    and scope_endpoint = $3)",
@@ -464,7 +465,7 @@ impl Idempotency {
 
     /// Releases the key's row if this attempt holds it (fenced by the attempt token).
     async fn release_attempt(&self, request: &ClaimRequest, attempt: Uuid) {
-        let released = sqlx::query(
+        let released = db::query(
             "update idempotency_keys set status = 'released', completed_at = now()
               where idem_key = $1 and scope_user_id is not distinct from $2
                 and scope_endpoint = $3 and attempt = $4 and status = 'in_flight'",
@@ -472,8 +473,12 @@ impl Idempotency {
         .bind(request.key.to_string())
         .bind(request.scope_user_id)
         .bind(&request.endpoint)
-        .bind(attempt)
-        .execute(&self.inner.store)
+        .bind(attempt);
+        let released = async {
+            let mut conn = db::conn(&self.inner.store).await?;
+            released.execute(&mut *conn).await?;
+            conn.finish().await
+        }
         .await;
         if let Err(err) = released {
             tracing::warn!(error = %err, "could not release an uncertain claim; it stays in flight until stale");
@@ -544,8 +549,10 @@ impl Idempotency {
         // new lifetime (new lineage). A released row (an attempt that rolled back) is free too,
         // and keeps its lineage while it has not expired. When the key is taken, the same
         // statement reads the row; a row committed after the statement began is not seen
-        // (`Vanished`, and the next round sees it).
-        let row: Option<RoundRow> = sqlx::query_as(
+        // (`Vanished`, and the next round sees it). In transaction pool mode the statement is
+        // its own transaction block instead (`db::conn`), committed before the answer is used.
+        let mut conn = db::conn(&self.inner.store).await?;
+        let row: Option<RoundRow> = db::query_as(
             "with won as (
                 insert into idempotency_keys
                     (idem_key, scope_user_id, scope_endpoint, request_hash, status, attempt,
@@ -588,8 +595,9 @@ impl Idempotency {
         .bind(attempt)
         .bind(ttl_ms)
         .bind(stale_ms)
-        .fetch_optional(&self.inner.store)
+        .fetch_optional(&mut *conn)
         .await?;
+        conn.finish().await?;
         Ok(match row {
             None => Found::Vanished,
             Some(row) if row.won => Found::Won {
@@ -695,15 +703,17 @@ impl Idempotency {
                 // attempt, still in flight) makes its completion update match nothing, so its
                 // transaction rolls back even if it is still alive. The row keeps its lineage.
                 let release = async {
-                    let released = sqlx::query(
+                    let mut conn = db::conn(&self.inner.store).await?;
+                    let released = db::query(
                         "update idempotency_keys set status = 'released', completed_at = now()
                           where id = $1 and attempt = $2 and status = 'in_flight'",
                     )
                     .bind(row.id)
                     .bind(row.attempt)
-                    .execute(&self.inner.store)
+                    .execute(&mut *conn)
                     .await?
                     .rows_affected();
+                    conn.finish().await?;
                     Ok::<u64, sqlx::Error>(released)
                 };
                 match tokio::time::timeout(deadline, release).await {

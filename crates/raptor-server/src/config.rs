@@ -14,7 +14,7 @@
 //! `STRIPE_API_BASE`,
 //! `STRIPE_SECRET_KEY`, `STRIPE_WEBHOOK_SECRET`, `STRIPE_TIMEOUT_MS`, `RAPTOR_RESPONSE_KEYS`,
 //! `IDEMPOTENCY_REQUIRE_KEY`, `RAPTOR_DOCS_ASSETS`, `RAPTOR_DB_STATEMENT_CACHE`,
-//! `RAPTOR_DB_SESSION_SETTINGS`, `IDEMPOTENCY_STORE_DATABASE_URL`.
+//! `RAPTOR_DB_SESSION_SETTINGS`, `RAPTOR_DB_POOL_MODE`, `IDEMPOTENCY_STORE_DATABASE_URL`.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -24,6 +24,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use raptor_api::ApiConfig;
+use raptor_idempotency::db;
 use raptor_idempotency::{Idempotency, IdempotencyConfig, RequireKey, ResponseKeys};
 use rust_decimal::Decimal;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -94,6 +95,27 @@ pub enum SessionSettings {
     /// the configuration at start-up. For PgBouncer in transaction pooling mode, which does
     /// not forward startup options (docs/SCALING.md).
     Role,
+}
+
+/// `RAPTOR_DB_POOL_MODE`: what a pooled connection is on the Postgres side
+/// ([`raptor_idempotency::db`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PoolMode {
+    /// A server session of its own (Postgres directly, or PgBouncer session pooling): named,
+    /// cached statements, lone statements in autocommit.
+    Session,
+    /// A server session for one transaction at a time (PgBouncer transaction pooling): unnamed
+    /// statements, every one inside a transaction block. Needs `RAPTOR_DB_SESSION_SETTINGS=role`.
+    Transaction,
+}
+
+impl From<PoolMode> for db::PoolMode {
+    fn from(mode: PoolMode) -> Self {
+        match mode {
+            PoolMode::Session => Self::Session,
+            PoolMode::Transaction => Self::Transaction,
+        }
+    }
 }
 
 /// A boolean flag as the environment writes it: `1`/`0`, `true`/`false`, `on`/`off`.
@@ -306,6 +328,20 @@ pub struct Config {
     )]
     pub db_session_settings: SessionSettings,
 
+    /// `session` when each pooled connection is a Postgres session of its own (direct, or
+    /// PgBouncer session pooling); `transaction` behind PgBouncer in transaction pooling mode:
+    /// statements are unnamed and each runs inside a transaction block, at the cost of more
+    /// round trips (docs/SCALING.md). `transaction` needs RAPTOR_DB_SESSION_SETTINGS=role.
+    #[arg(
+        long,
+        env = "RAPTOR_DB_POOL_MODE",
+        value_name = "RAPTOR_DB_POOL_MODE",
+        value_enum,
+        default_value = "session",
+        global = true
+    )]
+    pub db_pool_mode: PoolMode,
+
     /// Postgres URL of the idempotency store's own pool (claims, settling keys, the flag): the
     /// same database as DATABASE_URL, usually another role. Unset: DATABASE_URL. Required with
     /// RAPTOR_DB_SESSION_SETTINGS=role.
@@ -418,6 +454,12 @@ impl Config {
                 "RAPTOR_DB_SESSION_SETTINGS=role needs IDEMPOTENCY_STORE_DATABASE_URL: the \
                  idempotency store's settings (synchronous_commit=off, short timeouts) come from \
                  a role of its own"
+            );
+        }
+        if self.db_pool_mode == PoolMode::Transaction && !self.role_settings() {
+            bail!(
+                "RAPTOR_DB_POOL_MODE=transaction needs RAPTOR_DB_SESSION_SETTINGS=role: a \
+                 transaction pooler does not forward the startup options that `connect` sends"
             );
         }
         if self.idempotency_stale_after_secs < self.request_timeout_secs {
@@ -643,13 +685,16 @@ impl Config {
         // `pg_settings.setting` holds both timeouts in milliseconds, whatever unit they were
         // set in.
         let read = |pool: PgPool| async move {
-            sqlx::query_as::<_, (String, String, String)>(
+            let mut conn = db::conn(&pool).await?;
+            let settings = db::query_as::<(String, String, String)>(
                 "select (select setting from pg_settings where name = 'lock_timeout'),
                         (select setting from pg_settings where name = 'statement_timeout'),
                         current_setting('synchronous_commit')",
             )
-            .fetch_one(&pool)
-            .await
+            .fetch_one(&mut *conn)
+            .await?;
+            conn.finish().await?;
+            Ok::<_, sqlx::Error>(settings)
         };
         let ms = |text: &str| text.trim().parse::<u64>().ok();
         let business = read(pool.clone())
@@ -708,13 +753,17 @@ impl Config {
             .map(|m| m.version)
             .max()
             .unwrap_or(0);
-        let applied: Option<i64> =
-            sqlx::query_scalar("select max(version) from _sqlx_migrations where success")
-                .fetch_one(pool)
-                .await
-                .context(
-                    "could not read _sqlx_migrations (run `raptor migrate` on a direct connection)",
-                )?;
+        let applied = async {
+            let mut conn = db::conn(pool).await?;
+            let applied: Option<i64> =
+                db::query_scalar("select max(version) from _sqlx_migrations where success")
+                    .fetch_one(&mut *conn)
+                    .await?;
+            conn.finish().await?;
+            Ok::<_, sqlx::Error>(applied)
+        }
+        .await
+        .context("could not read _sqlx_migrations (run `raptor migrate` on a direct connection)")?;
         if applied.unwrap_or(0) < latest {
             bail!(
                 "migrations are pending: run `raptor migrate` with DATABASE_URL on a direct \

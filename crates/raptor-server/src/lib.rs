@@ -146,6 +146,7 @@ pub enum GdprCommand {
 pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Result<()> {
     let Cli { config, command } = cli;
     config.validate()?;
+    raptor_idempotency::db::set_pool_mode(config.db_pool_mode.into());
     match command {
         Command::Openapi => {
             write!(

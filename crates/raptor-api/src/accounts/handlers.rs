@@ -4,6 +4,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Json;
+use raptor_idempotency::db;
 use raptor_idempotency::{Idempotent, Reply, Tier2};
 use serde_json::Value;
 
@@ -37,8 +38,10 @@ pub(crate) async fn get_profile(
     State(state): State<ApiState>,
     user: AuthUser,
 ) -> ApiResult<Json<ProfileResponse>> {
-    let mut conn = state.db.acquire().await.context("acquire")?;
-    Ok(Json(store::profile(&mut conn, user.id).await?.into()))
+    let mut conn = db::conn(&state.db).await.context("acquire")?;
+    let profile = store::profile(&mut conn, user.id).await?;
+    conn.finish().await.context("finish")?;
+    Ok(Json(profile.into()))
 }
 
 /// Change the caller's profile: only the fields sent change; `null` clears `display_name` or

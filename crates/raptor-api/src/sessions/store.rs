@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use raptor_idempotency::db;
 use sqlx::PgConnection;
 
 use crate::auth;
@@ -53,7 +54,7 @@ pub(crate) async fn insert_link(
     user_id: Option<i32>,
     ttl: Duration,
 ) -> ApiResult<()> {
-    sqlx::query(
+    db::query(
         "insert into auth_link_tokens (token_hash, purpose, email, user_id, expires_at)
          values ($1, $2, $3, $4, now() + make_interval(secs => $5))",
     )
@@ -84,7 +85,7 @@ pub(crate) async fn enqueue_email(
     conn: &mut PgConnection,
     message: OutboxMessage<'_>,
 ) -> ApiResult<()> {
-    sqlx::query(
+    db::query(
         "insert into email_outbox (user_id, email, kind, subject, body)
          values ($1, $2, $3, $4, $5)",
     )
@@ -135,7 +136,7 @@ pub(crate) async fn lock_link(
     token: &str,
     grace: Duration,
 ) -> ApiResult<Option<Link>> {
-    let row: Option<LinkRow> = sqlx::query_as(
+    let row: Option<LinkRow> = db::query_as(
         "select id, purpose, email, user_id, session_token_id, used_at is not null as used,
                 expires_at <= now() as expired,
                 coalesce(used_at + make_interval(secs => $2) <= now(), false) as grace_over
@@ -169,7 +170,7 @@ pub(crate) async fn mark_link_used(
     link_id: i64,
     user_id: i32,
 ) -> ApiResult<()> {
-    sqlx::query(
+    db::query(
         "update auth_link_tokens set used_at = now(), user_id = $2
           where id = $1 and used_at is null",
     )
@@ -188,7 +189,7 @@ pub(crate) async fn insert_session(
     token: &str,
     ttl: Duration,
 ) -> ApiResult<i64> {
-    sqlx::query_scalar(
+    db::query_scalar(
         "insert into api_tokens (token_hash, kind, user_id, expires_at)
          values ($1, 'session', $2, now() + make_interval(secs => $3))
          returning id",
@@ -211,13 +212,13 @@ pub(crate) async fn replace_link_session(
     session: i64,
 ) -> ApiResult<()> {
     if let Some(previous) = previous {
-        sqlx::query("delete from api_tokens where id = $1 and kind = 'session'")
+        db::query("delete from api_tokens where id = $1 and kind = 'session'")
             .bind(previous)
             .execute(&mut *conn)
             .await
             .context("revoke the link's previous session")?;
     }
-    sqlx::query("update auth_link_tokens set session_token_id = $2 where id = $1")
+    db::query("update auth_link_tokens set session_token_id = $2 where id = $1")
         .bind(link_id)
         .bind(session)
         .execute(conn)
@@ -232,7 +233,7 @@ pub(crate) async fn delete_session(
     user_id: i32,
     token: &str,
 ) -> ApiResult<bool> {
-    let deleted = sqlx::query(
+    let deleted = db::query(
         "delete from api_tokens where token_hash = $1 and user_id = $2 and kind = 'session'",
     )
     .bind(auth::hash_token(token))

@@ -6,6 +6,7 @@ use raptor_engine::{
     AccountState, Decision, Instrument, LegSpec, OrderClass, OrderEvent, OrderSpec, OrderStatus,
     OrderType, Position, PositionIntent, Side, TimeInForce, Transition,
 };
+use raptor_idempotency::db;
 use raptor_idempotency::{IdempotencyKey, Policy, Tier1};
 use rust_decimal::Decimal;
 use serde_json::json;
@@ -333,11 +334,12 @@ pub async fn expire_orders(state: &ApiState) -> ApiResult<usize> {
 /// first (the book's lock order).
 pub(crate) async fn expire_for_read(state: &ApiState, user_id: i32) -> ApiResult<()> {
     let now = state.clock.now();
-    let mut conn = state.db.acquire().await.context("acquire")?;
-    if !store::has_due_orders(&mut conn, user_id, now).await? {
+    let mut conn = db::conn(&state.db).await.context("acquire")?;
+    let due = store::has_due_orders(&mut conn, user_id, now).await?;
+    conn.finish().await.context("finish")?;
+    if !due {
         return Ok(());
     }
-    drop(conn);
     let mut tx = state.db.begin().await.context("begin")?;
     store::lock_account(&mut tx, user_id).await?;
     expire_due(&mut tx, user_id, now).await?;
@@ -553,7 +555,7 @@ pub(crate) async fn cancel(
 /// The account as the reads show it.
 pub(crate) async fn account(conn: &mut PgConnection, user_id: i32) -> ApiResult<AccountResponse> {
     let account = store::read_account(conn, user_id).await?;
-    let reserved: Decimal = sqlx::query_scalar(
+    let reserved: Decimal = db::query_scalar(
         "select coalesce(sum(reserved_cash), 0) from paper_orders where user_id = $1 and status = 'new'",
     )
     .bind(user_id)

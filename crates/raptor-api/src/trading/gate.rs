@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
+use raptor_idempotency::db;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::auth::{AccountMode, AuthUser};
@@ -39,11 +40,16 @@ where
     // account lock.
     let mode = match parts.extensions.get::<AccountMode>() {
         Some(AccountMode(mode)) => mode.clone(),
-        None => sqlx::query_scalar("select mode from paper_accounts where user_id = $1")
-            .bind(user.id)
-            .fetch_optional(&state.db)
-            .await
-            .context("read account mode")?,
+        None => {
+            let mut conn = db::conn(&state.db).await?;
+            let mode = db::query_scalar("select mode from paper_accounts where user_id = $1")
+                .bind(user.id)
+                .fetch_optional(&mut *conn)
+                .await
+                .context("read account mode")?;
+            conn.finish().await?;
+            mode
+        }
     };
     match mode.as_deref() {
         Some("paper") => Ok(PaperTrader { user_id: user.id }),

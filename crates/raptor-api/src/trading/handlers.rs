@@ -5,6 +5,7 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Json;
+use raptor_idempotency::db;
 use raptor_idempotency::{Idempotent, Reply, Tier1};
 use uuid::Uuid;
 
@@ -158,8 +159,10 @@ pub(crate) async fn get_account(
     user: AuthUser,
 ) -> ApiResult<Json<AccountResponse>> {
     book::expire_for_read(&state, user.id).await?;
-    let mut conn = state.db.acquire().await.context("acquire")?;
-    Ok(Json(book::account(&mut conn, user.id).await?))
+    let mut conn = db::conn(&state.db).await.context("acquire")?;
+    let account = book::account(&mut conn, user.id).await?;
+    conn.finish().await.context("finish")?;
+    Ok(Json(account))
 }
 
 /// The account's orders, newest first.
@@ -184,14 +187,10 @@ pub(crate) async fn list_orders(
             format!("limit must be between 1 and 500, not {limit}"),
         ));
     }
-    let mut conn = state.db.acquire().await.context("acquire")?;
-    Ok(Json(
-        store::list_orders(&mut conn, user.id, statuses, limit)
-            .await?
-            .into_iter()
-            .map(OrderResponse::from)
-            .collect(),
-    ))
+    let mut conn = db::conn(&state.db).await.context("acquire")?;
+    let orders = store::list_orders(&mut conn, user.id, statuses, limit).await?;
+    conn.finish().await.context("finish")?;
+    Ok(Json(orders.into_iter().map(OrderResponse::from).collect()))
 }
 
 /// One order.
@@ -207,9 +206,10 @@ pub(crate) async fn get_order(
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<OrderResponse>> {
     book::expire_for_read(&state, user.id).await?;
-    let mut conn = state.db.acquire().await.context("acquire")?;
-    store::find_order(&mut conn, user.id, id, false)
-        .await?
+    let mut conn = db::conn(&state.db).await.context("acquire")?;
+    let order = store::find_order(&mut conn, user.id, id, false).await?;
+    conn.finish().await.context("finish")?;
+    order
         .map(|record| Json(record.into()))
         .ok_or(ApiError::NotFound("order"))
 }
@@ -224,8 +224,9 @@ pub(crate) async fn list_positions(
     State(state): State<ApiState>,
     user: AuthUser,
 ) -> ApiResult<Json<Vec<PositionResponse>>> {
-    let mut conn = state.db.acquire().await.context("acquire")?;
+    let mut conn = db::conn(&state.db).await.context("acquire")?;
     let rows = store::list_positions(&mut conn, user.id).await?;
+    conn.finish().await.context("finish")?;
     Ok(Json(rows.into_iter().map(PositionResponse::from).collect()))
 }
 
