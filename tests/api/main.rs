@@ -12,5 +12,6 @@ mod helpers;
 mod idempotency;
 mod onboarding;
 mod openapi;
+mod pool_mode;
 mod probe;
 mod trading;

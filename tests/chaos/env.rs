@@ -224,12 +224,7 @@ pub(crate) struct Bouncer {
 }
 
 impl Bouncer {
-    pub(crate) async fn start(
-        dir: &Path,
-        cluster: &Cluster,
-        mode: &str,
-        reset_always: bool,
-    ) -> anyhow::Result<Self> {
+    pub(crate) async fn start(dir: &Path, cluster: &Cluster, mode: &str) -> anyhow::Result<Self> {
         let binary = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"]
             .into_iter()
             .map(PathBuf::from)
@@ -260,13 +255,10 @@ impl Bouncer {
              reserve_pool_size = 0\n\
              server_login_retry = 1\n\
              ignore_startup_parameters = extra_float_digits\n\
-             server_reset_query = DEALLOCATE ALL\n\
-             server_reset_query_always = {reset}\n\
              logfile = {log}\n\
              admin_users = postgres\n",
             pg = cluster.port,
             users = users.display(),
-            reset = u8::from(reset_always),
             pool = if mode == "session" { 80 } else { 20 },
             log = bdir.join("pgbouncer.log").display(),
         );

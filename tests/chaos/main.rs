@@ -16,14 +16,15 @@
 //!    replay or 409;
 //! 4. pool exhaustion (pool of 4, 40 clients, the quote row held): 503 with Retry-After, every
 //!    answer within the request timeout, orders succeed once the load drops;
-//! 5. scenarios 2 and 3 through PgBouncer (transaction pooling), with role settings and the
-//!    statement cache off; the server log shows what session state reached Postgres;
+//! 5. scenarios 2 and 3 through PgBouncer 1.18 in transaction pooling, the replicas in
+//!    `RAPTOR_DB_POOL_MODE=transaction` with role settings; the server log must show no session
+//!    state and no named statement; a control shows session pool mode failing through it;
 //! 6. a slow database (pg_sleep in a trigger): no request past the request timeout, no key taken
 //!    over while its first attempt runs, the configuration refuses stale < request timeout;
 //! 7. the kill switch flipped off and on under load: every replica sees it within 1 s, orders
 //!    per account equal the 201s.
 //!
-//! `--quick` shortens every scenario and skips 5 (what `.ci/run` runs); `--only 1,3` picks
+//! `--quick` shortens every scenario (what `.ci/run` runs); `--only 1,3` picks
 //! scenarios. Exit status: 0 all held, 1 a violation, 2 the run itself failed. Every process it
 //! started is killed on exit, also on error or Ctrl-C.
 
@@ -46,7 +47,7 @@ use crate::scenarios::{Outcome, World};
     about = "Fault injection against raptor replicas and Postgres"
 )]
 struct Args {
-    /// The CI subset: shorter scenarios, no PgBouncer (unless picked with --only).
+    /// The CI subset: every scenario, shorter.
     #[arg(long)]
     quick: bool,
     /// Scenarios to run (comma-separated numbers 1-7); all by default.
@@ -80,13 +81,7 @@ async fn main() -> ExitCode {
 
 async fn run(args: &Args) -> anyhow::Result<bool> {
     let started = Instant::now();
-    let wanted = |n: u8| {
-        if args.only.is_empty() {
-            !(args.quick && n == 5)
-        } else {
-            args.only.contains(&n)
-        }
-    };
+    let wanted = |n: u8| args.only.is_empty() || args.only.contains(&n);
     let dir = raptor_integration_tests::target_dir()?.join("chaos");
     std::fs::create_dir_all(&dir)?;
     for entry in std::fs::read_dir(&dir)? {
@@ -214,98 +209,129 @@ async fn run(args: &Args) -> anyhow::Result<bool> {
     Ok(outcomes.iter().all(|o| o.violations.is_empty()))
 }
 
-/// Scenario 5: PgBouncer. Transaction pooling first (role settings reach every server
-/// session; the replicas' sqlx statements do not survive it, and must refuse loudly), then
-/// scenarios 2 and 3 through PgBouncer in session pooling with the same role settings.
+/// Scenario 5: PgBouncer 1.18 in transaction pooling, as Debian ships it (no reset query after
+/// a transaction, no prepared-statement support). The roles carry the session settings; the
+/// replicas run `RAPTOR_DB_POOL_MODE=transaction`. Scenarios 2 and 3 run through it, and the
+/// server log must show no session state and no named statement from the replicas. Then a
+/// control: replicas left in session pool mode must fail through the same pooler, so the
+/// scenario can tell the two apart.
 async fn bouncer(world: &World, quick: bool) -> Vec<Outcome> {
     let mut outcomes = Vec::new();
     let t = Instant::now();
-    println!("\n== 5 PgBouncer, transaction pooling ==");
-    let mut txn = Outcome::new("5 PgBouncer transaction pooling");
-    if let Err(err) = bouncer_transaction(world, &mut txn).await {
-        txn.check(false, format!("could not run: {err:#}"));
-    }
-    txn.secs = t.elapsed().as_secs_f64();
-    outcomes.push(txn);
-
-    println!("\n== 5 PgBouncer, session pooling: scenarios 2 and 3 through it ==");
-    let t = Instant::now();
-    let mut setup = Outcome::new("5 PgBouncer session pooling set-up");
-    let from = scenarios::log_len(world);
+    println!("\n== 5 PgBouncer, transaction pooling: scenarios 2 and 3 through it ==");
+    let mut setup = Outcome::new("5 PgBouncer transaction pooling set-up");
     let started = async {
-        let bouncer = Bouncer::start(&world.dir, &world.cluster, "session", false).await?;
+        scenarios::prepare_roles(world).await?;
+        for sql in [
+            "alter role raptor set log_statement = 'all'",
+            "alter role raptor_idem set log_statement = 'all'",
+        ] {
+            sqlx::query(sql).execute(&world.db).await?;
+        }
+        let bouncer = Bouncer::start(&world.dir, &world.cluster, "transaction").await?;
         setup.fact(format!(
-            "pgbouncer on 127.0.0.1:{} ({}): pool_mode=session, default_pool_size=80",
+            "pgbouncer {} on 127.0.0.1:{} ({}): pool_mode=transaction, default_pool_size=20, \
+             ignore_startup_parameters=extra_float_digits, no server_reset_query_always",
+            scenarios::pgbouncer_version(),
             bouncer.port,
             bouncer.ini.display()
         ));
-        let replicas = scenarios::bouncer_replicas(world, &bouncer, "100").await?;
+        // The settings come from the roles on every server session PgBouncer hands out.
+        let seen = scenarios::role_settings_via(&bouncer, 30).await?;
+        setup.check(
+            seen.iter().all(|(_, ok)| *ok),
+            format!(
+                "30 transactions per role through PgBouncer all saw the role's settings: {:?}",
+                seen.iter()
+                    .map(|(s, _)| s.as_str())
+                    .collect::<std::collections::BTreeSet<_>>()
+            ),
+        );
+        let from = scenarios::log_len(world);
+        let replicas = scenarios::bouncer_replicas(world, &bouncer, "transaction").await?;
         setup.check(
             true,
-            "3 replicas with RAPTOR_DB_SESSION_SETTINGS=role (no startup options), \
-             IDEMPOTENCY_STORE_DATABASE_URL as role raptor_idem: the start-up check of the roles' settings passed",
+            "3 replicas with RAPTOR_DB_POOL_MODE=transaction, RAPTOR_DB_SESSION_SETTINGS=role, \
+             IDEMPOTENCY_STORE_DATABASE_URL as role raptor_idem: the start-up check of the \
+             roles' settings passed through the pooler",
         );
-        Ok::<_, anyhow::Error>((bouncer, replicas))
+        Ok::<_, anyhow::Error>((bouncer, replicas, from))
     }
     .await;
-    let (bouncer, mut replicas) = match started {
-        Ok(pair) => pair,
+    let (bouncer, mut replicas, from) = match started {
+        Ok(started) => started,
         Err(err) => {
             setup.check(false, format!("set-up failed: {err:#}"));
             setup.secs = t.elapsed().as_secs_f64();
             outcomes.push(setup);
+            reset_log_statement(world, &mut outcomes).await;
             return outcomes;
         }
     };
     let bases: Vec<String> = replicas.iter().map(|r| r.base.clone()).collect();
     let t2 = Instant::now();
-    let name = "5a restart via PgBouncer (session)";
+    let name = "5a restart via PgBouncer (transaction pooling)";
     let mut o2 = scenarios::pg_restart(world, name, &bases, if quick { 15 } else { 24 })
         .await
-        .unwrap_or_else(|err| {
-            let mut o = Outcome::new(name);
-            o.check(false, format!("could not run: {err:#}"));
-            o
-        });
+        .unwrap_or_else(|err| could_not_run(name, &err));
     o2.secs = t2.elapsed().as_secs_f64();
     let t3 = Instant::now();
-    let name = "5b duplicates via PgBouncer (session)";
+    let name = "5b duplicates via PgBouncer (transaction pooling)";
     let mut o3 = scenarios::duplicates(world, name, &bases, if quick { 300 } else { 1000 })
         .await
-        .unwrap_or_else(|err| {
-            let mut o = Outcome::new(name);
-            o.check(false, format!("could not run: {err:#}"));
-            o
-        });
+        .unwrap_or_else(|err| could_not_run(name, &err));
     o3.secs = t3.elapsed().as_secs_f64();
     session_state(world, from, &mut setup).await;
     for replica in &mut replicas {
         let _ = replica.kill9().await;
     }
+    setup.secs = t.elapsed().as_secs_f64() - o2.secs - o3.secs;
+    outcomes.push(setup);
+    outcomes.push(o2);
+    outcomes.push(o3);
+
+    let t4 = Instant::now();
+    println!("\n== 5c control: session pool mode through transaction pooling must fail ==");
+    let mut control = Outcome::new("5c control: session pool mode through the pooler");
+    session_mode_fails(world, &bouncer, quick, &mut control).await;
+    control.secs = t4.elapsed().as_secs_f64();
+    outcomes.push(control);
     bouncer.stop().await;
+    reset_log_statement(world, &mut outcomes).await;
+    outcomes
+}
+
+fn could_not_run(name: &str, err: &anyhow::Error) -> Outcome {
+    let mut o = Outcome::new(name);
+    o.check(false, format!("could not run: {err:#}"));
+    o
+}
+
+async fn reset_log_statement(world: &World, outcomes: &mut [Outcome]) {
     for sql in [
         "alter role raptor reset log_statement",
         "alter role raptor_idem reset log_statement",
     ] {
         if let Err(err) = sqlx::query(sql).execute(&world.db).await {
-            setup.check(false, format!("{sql}: {err}"));
+            if let Some(last) = outcomes.last_mut() {
+                last.check(false, format!("{sql}: {err}"));
+            }
         }
     }
-    setup.secs = t.elapsed().as_secs_f64() - o2.secs - o3.secs;
-    outcomes.push(setup);
-    outcomes.push(o2);
-    outcomes.push(o3);
-    outcomes
 }
 
-/// What reached Postgres from the replicas' roles since `from` (log_statement = all).
+/// What reached Postgres from the replicas' roles since `from` (log_statement = all): no
+/// session state, and (transaction pooling) only unnamed statements.
 async fn session_state(world: &World, from: u64, out: &mut Outcome) {
     match scenarios::session_state_in_log(world, from).await {
         Ok((unnamed, named, session)) => {
-            out.fact(format!(
-                "server log of roles raptor/raptor_idem: {named} executions of named (sqlx_s_*) \
-                 statements, {unnamed} of unnamed ones"
-            ));
+            out.check(
+                named == 0 && unnamed > 0,
+                format!(
+                    "server log of roles raptor/raptor_idem: {unnamed} executions of unnamed \
+                     statements, {named} of named (sqlx_s_*) ones"
+                ),
+            );
             out.check(
                 session.is_empty(),
                 format!(
@@ -320,77 +346,45 @@ async fn session_state(world: &World, from: u64, out: &mut Outcome) {
     }
 }
 
-async fn bouncer_transaction(world: &World, out: &mut Outcome) -> anyhow::Result<()> {
-    scenarios::prepare_roles(world).await?;
-    for sql in [
-        "alter role raptor set log_statement = 'all'",
-        "alter role raptor_idem set log_statement = 'all'",
-    ] {
-        sqlx::query(sql).execute(&world.db).await?;
-    }
-    let from = scenarios::log_len(world);
-    let bouncer = Bouncer::start(&world.dir, &world.cluster, "transaction", true).await?;
-    out.fact(format!(
-        "pgbouncer {} on 127.0.0.1:{} ({}): pool_mode=transaction, default_pool_size=20, \
-         ignore_startup_parameters=extra_float_digits, server_reset_query=DEALLOCATE ALL, \
-         server_reset_query_always=1",
-        scenarios::pgbouncer_version(),
-        bouncer.port,
-        bouncer.ini.display()
-    ));
-    // The settings come from the roles on every server session PgBouncer hands out.
-    let seen = scenarios::role_settings_via(&bouncer, 30).await?;
-    out.check(
-        seen.iter().all(|(_, ok)| *ok),
-        format!(
-            "30 transactions per role through PgBouncer all saw the role's settings: {:?}",
-            seen.iter()
-                .map(|(s, _)| s.as_str())
-                .collect::<std::collections::BTreeSet<_>>()
+/// The control: replicas in `RAPTOR_DB_POOL_MODE=session` (named statements, lone statements
+/// outside a transaction block) through the same pooler either refuse to start or break
+/// under scenario 3's load. Were they to pass, the scenario above would prove nothing.
+async fn session_mode_fails(world: &World, bouncer: &Bouncer, quick: bool, out: &mut Outcome) {
+    match scenarios::bouncer_replicas(world, bouncer, "session").await {
+        Err(err) => out.check(
+            true,
+            format!("replicas in session pool mode refused to start: {err:#}"),
         ),
-    );
-    // sqlx 0.8.6 sends Parse/Describe/Sync, then Bind/Execute/Sync: outside a transaction
-    // block PgBouncer may hand the Bind to another server session (or reset this one in
-    // between), and even with the statement cache off the statement is a named one.
-    let refused = scenarios::bouncer_replicas(world, &bouncer, "0").await;
-    let log = std::fs::read_to_string(world.dir.join("replica-bouncer-0.log")).unwrap_or_default();
-    let reason = log
-        .lines()
-        .rev()
-        .find(|l| l.contains("prepared statement"))
-        .unwrap_or("")
-        .chars()
-        .take(200)
-        .collect::<String>();
-    match refused {
         Ok(mut replicas) => {
-            for r in &mut replicas {
-                let _ = r.kill9().await;
-            }
+            let bases: Vec<String> = replicas.iter().map(|r| r.base.clone()).collect();
+            let keys = if quick { 100 } else { 200 };
+            let name = "control";
+            let broken = scenarios::duplicates(world, name, &bases, keys)
+                .await
+                .unwrap_or_else(|err| could_not_run(name, &err));
+            let errors = replicas
+                .iter()
+                .map(|r| {
+                    std::fs::read_to_string(&r.log)
+                        .unwrap_or_default()
+                        .matches("prepared statement")
+                        .count()
+                })
+                .sum::<usize>();
             out.check(
-                false,
-                "expected the replicas to refuse to start through transaction pooling (sqlx 0.8.6), but they started: \
-                 run scenarios 2 and 3 through it and update docs/SCALING.md",
-            );
-        }
-        Err(_) => {
-            out.check(
-                reason.contains("prepared statement"),
+                !broken.violations.is_empty(),
                 format!(
-                    "replicas (RAPTOR_DB_SESSION_SETTINGS=role, RAPTOR_DB_STATEMENT_CACHE=0) refuse to start \
-                     rather than run: {reason}"
+                    "replicas in session pool mode started but broke under {keys} keys x 8: \
+                     {} violations (first: {}); {errors} \"prepared statement\" errors in their logs",
+                    broken.violations.len(),
+                    broken.violations.first().map_or("none", String::as_str)
                 ),
             );
-            out.fact(
-                "UNSUPPORTED: sqlx 0.8.6 cannot run through PgBouncer 1.18 transaction pooling \
-                 (named statements even with the cache off; Parse and Bind in separate Syncs); \
-                 scenarios 2 and 3 run through session pooling below",
-            );
+            for replica in &mut replicas {
+                let _ = replica.kill9().await;
+            }
         }
     }
-    session_state(world, from, out).await;
-    bouncer.stop().await;
-    Ok(())
 }
 
 fn table(outcomes: &[Outcome], total: Duration) -> String {

@@ -1258,20 +1258,20 @@ pub(crate) async fn prepare_roles(world: &World) -> anyhow::Result<()> {
 pub(crate) async fn bouncer_replicas(
     world: &World,
     bouncer: &Bouncer,
-    cache: &str,
+    pool_mode: &str,
 ) -> anyhow::Result<Vec<Replica>> {
     let env = env::base_env(
         &bouncer.url("raptor"),
         &[
             ("IDEMPOTENCY_STORE_DATABASE_URL", bouncer.url("raptor_idem")),
             ("RAPTOR_DB_SESSION_SETTINGS", "role".to_owned()),
-            ("RAPTOR_DB_STATEMENT_CACHE", cache.to_owned()),
+            ("RAPTOR_DB_POOL_MODE", pool_mode.to_owned()),
         ],
     );
     let mut replicas = Vec::new();
     for i in 0..3 {
-        replicas
-            .push(Replica::spawn(&world.dir, &format!("replica-bouncer-{i}"), env.clone()).await?);
+        let name = format!("replica-bouncer-{pool_mode}-{i}");
+        replicas.push(Replica::spawn(&world.dir, &name, env.clone()).await?);
     }
     Ok(replicas)
 }

@@ -17,7 +17,7 @@ use rust_decimal::Decimal;
 use serde_json::json;
 use tokio::net::TcpListener;
 
-pub use config::Config;
+pub use config::{Config, PoolMode};
 
 /// Raptor write API.
 #[derive(Debug, Parser)]
@@ -146,7 +146,11 @@ pub enum GdprCommand {
 pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Result<()> {
     let Cli { config, command } = cli;
     config.validate()?;
-    raptor_idempotency::db::set_pool_mode(config.db_pool_mode.into());
+    // Process-wide, and session unless asked: only `transaction` is ever set (before the
+    // first statement), so a command run in-process never switches a running server back.
+    if config.db_pool_mode == PoolMode::Transaction {
+        raptor_idempotency::db::set_pool_mode(raptor_idempotency::db::PoolMode::Transaction);
+    }
     match command {
         Command::Openapi => {
             write!(
