@@ -81,7 +81,7 @@ chaos:
 	cargo build --locked --release -p raptor-server --bin raptor
 	cargo run --locked --release -q -p raptor-integration-tests --bin raptor-chaos -- $(CHAOS_ARGS)
 
-## chaos-quick: the CI subset (shorter scenarios, no PgBouncer)
+## chaos-quick: the CI subset (every scenario, shorter)
 chaos-quick:
 	$(MAKE) chaos CHAOS_ARGS="--quick $(CHAOS_ARGS)"
 
