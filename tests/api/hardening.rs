@@ -744,3 +744,37 @@ fn schedules_are_on_by_default() {
     assert_eq!(cli.config.idempotency_cleanup_interval_secs, 3600);
     assert_eq!(cli.config.order_expiry_interval_secs, 60);
 }
+
+/// A request that outlives `RAPTOR_REQUEST_TIMEOUT_SECS` answers `503 request_timeout` with
+/// `Retry-After` (the timeout layer answers bare; the error layer adds it), and what it had
+/// written rolls back.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn request_timeout_says_when_to_retry(pool: PgPool) {
+    let mut options = Options::default();
+    options.api.request_timeout = std::time::Duration::from_millis(200);
+    let app = TestApp::with(&pool, options).await;
+    let (_, token) = app.user("slow@example.com").await;
+    let response = app
+        .send(
+            Call::new(Method::POST, "/probe/items")
+                .token(&token)
+                .key(Uuid::new_v4())
+                .header(crate::probe::SLEEP_HEADER, "2000")
+                .json(&json!({ "label": "too slow" })),
+        )
+        .await;
+    assert_eq!(
+        response.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        response.text
+    );
+    assert_eq!(response.body["error"], "request_timeout");
+    assert_eq!(response.header("retry-after"), Some("1"));
+    assert_eq!(
+        app.count("select count(*) from probe_items where label = 'too slow'")
+            .await,
+        0
+    );
+    app.close().await;
+}

@@ -140,17 +140,7 @@ async fn run(args: &Args) -> anyhow::Result<bool> {
         ($n:expr, $title:expr, $body:expr) => {
             if wanted($n) {
                 println!("\n== {} ==", $title);
-                let t = Instant::now();
-                let mut outcome = match $body {
-                    Ok(outcome) => outcome,
-                    Err(err) => {
-                        let mut o = Outcome::new($title);
-                        o.check(false, format!("the scenario could not run: {err:#}"));
-                        o
-                    }
-                };
-                outcome.secs = t.elapsed().as_secs_f64();
-                outcomes.push(outcome);
+                outcomes.push(timed($title, async { $body }).await);
             }
         };
     }
@@ -269,18 +259,12 @@ async fn bouncer(world: &World, quick: bool) -> Vec<Outcome> {
         }
     };
     let bases: Vec<String> = replicas.iter().map(|r| r.base.clone()).collect();
-    let t2 = Instant::now();
     let name = "5a restart via PgBouncer (transaction pooling)";
-    let mut o2 = scenarios::pg_restart(world, name, &bases, if quick { 15 } else { 24 })
-        .await
-        .unwrap_or_else(|err| could_not_run(name, &err));
-    o2.secs = t2.elapsed().as_secs_f64();
-    let t3 = Instant::now();
+    let load = if quick { 15 } else { 24 };
+    let o2 = timed(name, scenarios::pg_restart(world, name, &bases, load)).await;
     let name = "5b duplicates via PgBouncer (transaction pooling)";
-    let mut o3 = scenarios::duplicates(world, name, &bases, if quick { 300 } else { 1000 })
-        .await
-        .unwrap_or_else(|err| could_not_run(name, &err));
-    o3.secs = t3.elapsed().as_secs_f64();
+    let keys = if quick { 300 } else { 1000 };
+    let o3 = timed(name, scenarios::duplicates(world, name, &bases, keys)).await;
     session_state(world, from, &mut setup).await;
     for replica in &mut replicas {
         let _ = replica.kill9().await;
@@ -301,9 +285,20 @@ async fn bouncer(world: &World, quick: bool) -> Vec<Outcome> {
     outcomes
 }
 
+/// Runs one scenario: its outcome, or the error that stopped it as a violation; timed.
+async fn timed(
+    name: &str,
+    body: impl std::future::Future<Output = anyhow::Result<Outcome>>,
+) -> Outcome {
+    let t = Instant::now();
+    let mut outcome = body.await.unwrap_or_else(|err| could_not_run(name, &err));
+    outcome.secs = t.elapsed().as_secs_f64();
+    outcome
+}
+
 fn could_not_run(name: &str, err: &anyhow::Error) -> Outcome {
     let mut o = Outcome::new(name);
-    o.check(false, format!("could not run: {err:#}"));
+    o.check(false, format!("the scenario could not run: {err:#}"));
     o
 }
 

@@ -261,13 +261,7 @@ pub(crate) async fn kill9(world: &mut World) -> anyhow::Result<Outcome> {
     let user = world.users("kill9", 1).await?.remove(0);
     let key = new_key();
     // The driver holds the account row: the server's order transaction blocks on it.
-    let mut blocker =
-        sqlx::PgConnection::connect_with(&world.cluster.options(env::DATABASE, "postgres")).await?;
-    let mut tx = blocker.begin().await?;
-    sqlx::query("select cash from paper_accounts where user_id = $1 for update")
-        .bind(user.id)
-        .fetch_one(&mut *tx)
-        .await?;
+    let lock = RowLock::account(world, user.id).await?;
     let (http, base, token, k) = (
         world.http.clone(),
         world.replicas[0].base.clone(),
@@ -276,21 +270,7 @@ pub(crate) async fn kill9(world: &mut World) -> anyhow::Result<Outcome> {
     );
     let request = tokio::spawn(async move { http.order(&base, &token, Some(&k)).await });
     // Wait until a server backend waits for our lock (bounded: well inside the lock timeout).
-    let deadline = Instant::now() + Duration::from_millis(1500);
-    let mut waiting = false;
-    while Instant::now() < deadline {
-        let n: i64 = sqlx::query_scalar(
-            "select count(*) from pg_stat_activity
-              where wait_event_type = 'Lock' and application_name = 'raptor'",
-        )
-        .fetch_one(&world.db)
-        .await?;
-        if n > 0 {
-            waiting = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let waiting = lock_waiters_reach(&world.db, 1).await?;
     out.check(
         waiting,
         "the server's order transaction blocked on the driver's row lock",
@@ -312,14 +292,10 @@ pub(crate) async fn kill9(world: &mut World) -> anyhow::Result<Outcome> {
         answer.transport.as_deref().unwrap_or("")
     ));
     out.check(answer.status != 201, "the killed attempt answered no 201");
-    tx.rollback().await?;
-    blocker.close().await?;
+    lock.release().await?;
     // The orphaned backend notices its client is gone and rolls back.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let orders: i64 = sqlx::query_scalar("select count(*) from paper_orders where user_id = $1")
-        .bind(user.id)
-        .fetch_one(&world.db)
-        .await?;
+    let orders = orders_of(&world.db, user.id).await?;
     let audit: i64 = sqlx::query_scalar(
         "select count(*) from audit_log where user_id = $1 and action like 'order.%'",
     )
@@ -366,10 +342,7 @@ pub(crate) async fn kill9(world: &mut World) -> anyhow::Result<Outcome> {
             replay.label()
         ),
     );
-    let orders: i64 = sqlx::query_scalar("select count(*) from paper_orders where user_id = $1")
-        .bind(user.id)
-        .fetch_one(&world.db)
-        .await?;
+    let orders = orders_of(&world.db, user.id).await?;
     out.check(
         orders == 1,
         format!("exactly one execution ({orders} orders)"),
@@ -377,14 +350,76 @@ pub(crate) async fn kill9(world: &mut World) -> anyhow::Result<Outcome> {
     Ok(out)
 }
 
-/// Counts server backends of the replicas waiting on a lock.
-async fn lock_waiters(db: &PgPool) -> anyhow::Result<i64> {
-    Ok(sqlx::query_scalar(
-        "select count(*) from pg_stat_activity
-          where wait_event_type = 'Lock' and application_name = 'raptor'",
+/// Whether `n` server backends of the replicas wait on a lock within 1.5 s (well inside the
+/// lock timeout), polled every 10 ms.
+async fn lock_waiters_reach(db: &PgPool, n: i64) -> anyhow::Result<bool> {
+    let deadline = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < deadline {
+        let waiting: i64 = sqlx::query_scalar(
+            "select count(*) from pg_stat_activity
+              where wait_event_type = 'Lock' and application_name = 'raptor'",
+        )
+        .fetch_one(db)
+        .await?;
+        if waiting >= n {
+            return Ok(true);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(false)
+}
+
+/// A row lock the driver holds in a transaction of its own, until [`RowLock::release`].
+struct RowLock(sqlx::PgConnection);
+
+impl RowLock {
+    /// The user's account row, which every order of theirs locks.
+    async fn account(world: &World, user_id: i32) -> anyhow::Result<Self> {
+        Self::take(
+            world,
+            sqlx::query("select cash from paper_accounts where user_id = $1 for update")
+                .bind(user_id),
+        )
+        .await
+    }
+
+    /// A quote row, which every order on the symbol reads `FOR SHARE`.
+    async fn quote(world: &World, symbol: &str) -> anyhow::Result<Self> {
+        Self::take(
+            world,
+            sqlx::query("select 1 from quotes where symbol = $1 for update")
+                .bind(symbol.to_owned()),
+        )
+        .await
+    }
+
+    async fn take(
+        world: &World,
+        lock: sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> anyhow::Result<Self> {
+        let mut conn =
+            sqlx::PgConnection::connect_with(&world.cluster.options(env::DATABASE, "postgres"))
+                .await?;
+        sqlx::raw_sql("begin").execute(&mut conn).await?;
+        lock.execute(&mut conn).await?;
+        Ok(Self(conn))
+    }
+
+    async fn release(mut self) -> anyhow::Result<()> {
+        sqlx::raw_sql("rollback").execute(&mut self.0).await?;
+        self.0.close().await?;
+        Ok(())
+    }
+}
+
+/// How many orders the user has.
+async fn orders_of(db: &PgPool, user_id: i32) -> anyhow::Result<i64> {
+    Ok(
+        sqlx::query_scalar("select count(*) from paper_orders where user_id = $1")
+            .bind(user_id)
+            .fetch_one(db)
+            .await?,
     )
-    .fetch_one(db)
-    .await?)
 }
 
 /// 1b. A rolling deploy that shortens the timeouts: one replica still runs with a 10 s request
@@ -406,13 +441,7 @@ pub(crate) async fn late_attempt(world: &World) -> anyhow::Result<Outcome> {
     let mut old = Replica::spawn(&world.dir, "replica-old", old_env).await?;
     let user = world.users("late", 1).await?.remove(0);
     let key = new_key();
-    let mut blocker =
-        sqlx::PgConnection::connect_with(&world.cluster.options(env::DATABASE, "postgres")).await?;
-    let mut tx = blocker.begin().await?;
-    sqlx::query("select cash from paper_accounts where user_id = $1 for update")
-        .bind(user.id)
-        .fetch_one(&mut *tx)
-        .await?;
+    let lock = RowLock::account(world, user.id).await?;
     let first = {
         let (http, base, token, key) = (
             world.http.clone(),
@@ -441,21 +470,12 @@ pub(crate) async fn late_attempt(world: &World) -> anyhow::Result<Outcome> {
         tokio::spawn(async move { http.order(&base, &token, Some(&key)).await })
     };
     // Both attempts wait on the account row now; the old one queued first.
-    let deadline = Instant::now() + Duration::from_millis(1500);
-    let mut both = false;
-    while Instant::now() < deadline {
-        if lock_waiters(&world.db).await? >= 2 {
-            both = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let both = lock_waiters_reach(&world.db, 2).await?;
     out.check(
         both,
         "the old attempt and the retry both waited on the account row",
     );
-    tx.rollback().await?;
-    blocker.close().await?;
+    lock.release().await?;
     let first = first.await?;
     let retry = retry.await?;
     out.fact(format!(
@@ -483,10 +503,7 @@ pub(crate) async fn late_attempt(world: &World) -> anyhow::Result<Outcome> {
         first.status != 201 || retry.status != 201 || first.order_id == retry.order_id,
         "the old attempt and the retry did not both report a new order",
     );
-    let orders: i64 = sqlx::query_scalar("select count(*) from paper_orders where user_id = $1")
-        .bind(user.id)
-        .fetch_one(&world.db)
-        .await?;
+    let orders = orders_of(&world.db, user.id).await?;
     out.check(
         orders == 1,
         format!("exactly one execution ({orders} orders)"),
@@ -806,12 +823,7 @@ pub(crate) async fn pool_exhaustion(world: &World, secs: u64) -> anyhow::Result<
     let clients = 40;
     let users = world.users("pool", clients).await?;
     // The driver holds the quote row: every order (which reads it FOR SHARE) waits.
-    let mut blocker =
-        sqlx::PgConnection::connect_with(&world.cluster.options(env::DATABASE, "postgres")).await?;
-    let mut tx = blocker.begin().await?;
-    sqlx::query("select * from quotes where symbol = 'AAPL' for update")
-        .execute(&mut *tx)
-        .await?;
+    let lock = RowLock::quote(world, "AAPL").await?;
     let hold = Duration::from_secs(secs);
     let started = Instant::now();
     let mut set = JoinSet::new();
@@ -827,8 +839,7 @@ pub(crate) async fn pool_exhaustion(world: &World, secs: u64) -> anyhow::Result<
     }
     let lock_held = tokio::time::sleep(hold);
     lock_held.await;
-    tx.rollback().await?;
-    blocker.close().await?;
+    lock.release().await?;
     let mut answers = Vec::new();
     while let Some(joined) = set.join_next().await {
         answers.extend(joined?);

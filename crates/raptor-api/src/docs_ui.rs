@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use axum::response::Html;
 use axum::routing::get;
 use axum::Router;
@@ -46,7 +47,8 @@ fn fallback_page(spec: &utoipa::openapi::OpenApi, dir: &Path) -> String {
 
 /// `/docs` and `/docs/assets/*`.
 pub(crate) fn router(spec: &utoipa::openapi::OpenApi, assets: PathBuf) -> Router<ApiState> {
-    let fallback: Arc<str> = fallback_page(spec, &assets).into();
+    // Both pages are built once; a request only clones a reference to one of them.
+    let fallback = Bytes::from(fallback_page(spec, &assets));
     let dir: Arc<Path> = assets.clone().into();
     Router::new()
         .route(
@@ -56,9 +58,9 @@ pub(crate) fn router(spec: &utoipa::openapi::OpenApi, assets: PathBuf) -> Router
                 let dir = dir.clone();
                 async move {
                     if assets_installed(&dir).await {
-                        Html(INDEX_HTML.to_owned())
+                        Html(Bytes::from_static(INDEX_HTML.as_bytes()))
                     } else {
-                        Html(fallback.to_string())
+                        Html(fallback)
                     }
                 }
             }),

@@ -465,18 +465,19 @@ impl Idempotency {
 
     /// Releases the key's row if this attempt holds it (fenced by the attempt token).
     async fn release_attempt(&self, request: &ClaimRequest, attempt: Uuid) {
-        let released = db::query(
-            "update idempotency_keys set status = 'released', completed_at = now()
-              where idem_key = $1 and scope_user_id is not distinct from $2
-                and scope_endpoint = $3 and attempt = $4 and status = 'in_flight'",
-        )
-        .bind(request.key.to_string())
-        .bind(request.scope_user_id)
-        .bind(&request.endpoint)
-        .bind(attempt);
         let released = async {
             let mut conn = db::conn(&self.inner.store).await?;
-            released.execute(&mut *conn).await?;
+            db::query(
+                "update idempotency_keys set status = 'released', completed_at = now()
+                  where idem_key = $1 and scope_user_id is not distinct from $2
+                    and scope_endpoint = $3 and attempt = $4 and status = 'in_flight'",
+            )
+            .bind(request.key.to_string())
+            .bind(request.scope_user_id)
+            .bind(&request.endpoint)
+            .bind(attempt)
+            .execute(&mut *conn)
+            .await?;
             conn.finish().await
         }
         .await;

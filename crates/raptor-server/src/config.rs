@@ -109,15 +109,6 @@ pub enum PoolMode {
     Transaction,
 }
 
-impl From<PoolMode> for db::PoolMode {
-    fn from(mode: PoolMode) -> Self {
-        match mode {
-            PoolMode::Session => Self::Session,
-            PoolMode::Transaction => Self::Transaction,
-        }
-    }
-}
-
 /// A boolean flag as the environment writes it: `1`/`0`, `true`/`false`, `on`/`off`.
 fn parse_flag(text: &str) -> Result<bool, String> {
     match text.trim().to_ascii_lowercase().as_str() {
