@@ -163,12 +163,13 @@ pub(crate) async fn audited(db: &PgPool, ids: &[String]) -> anyhow::Result<HashS
 
 /// Checks the ledger of a load run: every 201 (first or replayed) names an order that exists,
 /// made by that key, with its audit rows; no key made two orders; every key whose answer was
-/// final made exactly one order if it was a 201 and none otherwise.
+/// final made exactly one order if it was a 201 and none otherwise. Returns what each key made
+/// (`orders_by_key`), for the caller's own checks.
 async fn check_ledger(
     out: &mut Outcome,
     db: &PgPool,
     finals: &BTreeMap<String, Vec<Answer>>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<HashMap<String, Vec<String>>> {
     let keys: Vec<String> = finals.keys().cloned().collect();
     let made = orders_by_key(db, &keys).await?;
     let mut received = Vec::new();
@@ -242,7 +243,7 @@ async fn check_ledger(
         open == 0,
         format!("every key reached a final answer within the retry bound ({open} did not)"),
     );
-    Ok(())
+    Ok(made)
 }
 
 fn label_counts(answers: impl Iterator<Item = Answer>) -> String {
@@ -792,14 +793,12 @@ pub(crate) async fn duplicates(
     out.fact(format!(
         "{followed} keys had no 201 in the burst and were retried until final"
     ));
-    let keys_v: Vec<String> = ledger.keys().cloned().collect();
-    let made = orders_by_key(&world.db, &keys_v).await?;
+    let made = check_ledger(&mut out, &world.db, &ledger).await?;
     let executions: usize = made.values().map(Vec::len).sum();
     out.check(
         executions == keys,
         format!("exactly {keys} executions ({executions} orders in the database)"),
     );
-    check_ledger(&mut out, &world.db, &ledger).await?;
     Ok(out)
 }
 
@@ -1247,7 +1246,10 @@ pub(crate) async fn kill_switch(world: &World, secs: u64) -> anyhow::Result<Outc
 
 /// Roles with the session settings the replicas need behind a transaction pooler.
 pub(crate) async fn prepare_roles(world: &World) -> anyhow::Result<()> {
-    let half = env::STORE_TIMEOUT_MS / 2;
+    // The store role's timeouts: what the service derives from its store timeout.
+    let half = raptor_idempotency::Idempotency::store_session_timeout_ms(Duration::from_millis(
+        env::STORE_TIMEOUT_MS,
+    ));
     for sql in [
         "do $$ begin
            if not exists (select 1 from pg_roles where rolname = 'raptor') then create role raptor login; end if;
@@ -1362,7 +1364,10 @@ pub(crate) async fn role_settings_via(
     n: usize,
 ) -> anyhow::Result<Vec<(String, bool)>> {
     use sqlx::Row;
-    let half = env::STORE_TIMEOUT_MS / 2;
+    // The store role's timeouts: what the service derives from its store timeout.
+    let half = raptor_idempotency::Idempotency::store_session_timeout_ms(Duration::from_millis(
+        env::STORE_TIMEOUT_MS,
+    ));
     let want = [
         (
             "raptor",

@@ -36,9 +36,7 @@ const fn code(code: &'static str, statuses: &'static [u16], summary: &'static st
     }
 }
 
-/// The wire value of the malformed-key error: the design record's sentence, not a snake_case
-/// code (its section in `docs/errors.md` is `idempotency_key_invalid`).
-pub const KEY_INVALID: &str = "Idempotency-Key must be a UUID string";
+pub use raptor_idempotency::key::KEY_INVALID;
 
 /// Every code the HTTP API can answer, sorted by code.
 pub const CODES: &[Code] = &[

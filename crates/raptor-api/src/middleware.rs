@@ -148,11 +148,8 @@ async fn record_latency(request: Request, next: Next) -> Response {
 /// replaced by the envelope, so no client ever sees a plain-text or HTML error. A 401 carries
 /// `WWW-Authenticate: Bearer`.
 async fn json_errors(request: Request, next: Next) -> Response {
-    let request_id = request
-        .headers()
-        .get(REQUEST_ID_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    // A reference-counted copy; read as text only when the response is an error.
+    let request_id = request.headers().get(REQUEST_ID_HEADER).cloned();
     let response = next.run(request).await;
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
@@ -201,7 +198,8 @@ async fn json_errors(request: Request, next: Next) -> Response {
         );
         map
     });
-    crate::problem::enrich(&mut map, status, request_id.as_deref());
+    let request_id = request_id.as_ref().and_then(|v| v.to_str().ok());
+    crate::problem::enrich(&mut map, status, request_id);
     parts.headers.remove(header::CONTENT_LENGTH);
     parts.headers.insert(
         header::CONTENT_TYPE,

@@ -299,14 +299,8 @@ fn error_responses(route: &str, operation: &mut utoipa::openapi::path::Operation
         }
     }
     let responses = &mut operation.responses.responses;
-    // The envelope responses the attributes wrote are replaced; others (`/readyz`'s
-    // 503) stay.
-    responses.retain(|status, response| {
-        status.parse::<u16>().unwrap_or(0) < 400
-            || !matches!(response, RefOr::T(r) if r.content.values().any(|c|
-                matches!(&c.schema, Some(RefOr::Ref(r)) if r.ref_location.ends_with("/ErrorBody"))))
-    });
     for (status, codes) in by_status {
+        // A status the route's attribute already answers (`/readyz`'s 503) keeps its response.
         if responses.contains_key(&status.to_string()) {
             continue;
         }

@@ -18,7 +18,7 @@ pub fn type_uri(code: &str) -> String {
 /// The anchor of a code in `docs/errors.md`. The malformed-key error's code is the design
 /// record's sentence, so it gets a name of its own.
 pub fn anchor(code: &str) -> &str {
-    if code == "Idempotency-Key must be a UUID string" {
+    if code == crate::codes::KEY_INVALID {
         "idempotency_key_invalid"
     } else {
         code

@@ -155,7 +155,7 @@ fn invalid_key(err: KeyError) -> Response {
     error_response(
         StatusCode::BAD_REQUEST,
         json!({
-            "error": "Idempotency-Key must be a UUID string",
+            "error": crate::key::KEY_INVALID,
             "message": err.to_string(),
         }),
     )

@@ -10,6 +10,10 @@ pub const HEADER: &str = "idempotency-key";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IdempotencyKey(Uuid);
 
+/// The error code of a refused key header: the design record's sentence, not a snake_case code
+/// (its section in `docs/errors.md` is `idempotency_key_invalid`).
+pub const KEY_INVALID: &str = "Idempotency-Key must be a UUID string";
+
 /// Why a key header was refused. Every variant answers `400` with the ADR's text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
@@ -17,7 +21,7 @@ pub enum KeyError {
     #[error("more than one Idempotency-Key header")]
     Repeated,
     /// Not a hyphenated UUID, bare or as a structured-field string.
-    #[error("Idempotency-Key must be a UUID string")]
+    #[error("{KEY_INVALID}")]
     Malformed,
 }
 

@@ -344,9 +344,13 @@ impl Idempotency {
             tokio::spawn(async move {
                 let found = idem.round(&claiming, attempt).await;
                 if let Err(err) = &found {
-                    if err.as_database_error().is_none() {
+                    let never_sent =
+                        matches!(err, sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed);
+                    if err.as_database_error().is_none() && !never_sent {
                         // The connection failed after the statement went out: it may have
-                        // committed. Release whatever this attempt holds.
+                        // committed. Release whatever this attempt holds. (No connection at
+                        // all means nothing was sent: no release, which would only ask the
+                        // same exhausted pool again.)
                         idem.release_attempt(&claiming, attempt).await;
                     }
                 }

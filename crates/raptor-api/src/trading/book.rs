@@ -14,15 +14,13 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::dto::{
-    self, AccountResponse, CloseDraft, OrderDraft, OrderResponse, QuoteResponse, RollDraft,
+    self, invalid_order, AccountResponse, CloseDraft, OrderDraft, OrderResponse, QuoteResponse,
+    RollDraft,
 };
 use super::store::{self, StoredOrder};
 use crate::audit::{self, AuditEvent};
 use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::state::ApiState;
-
-/// Prices are stored as `numeric(20,6)`: more decimals would be rounded away silently.
-const PRICE_SCALE: u32 = 6;
 
 /// Namespace of derived `client_order_id`s (UUIDv5 of account, purpose and Idempotency-Key).
 const CLIENT_ORDER_ID_NAMESPACE: Uuid = Uuid::from_u128(0x6d1e_0f3a_51c4_4e1b_9a0d_7c55_2b8e_11a7);
@@ -60,14 +58,6 @@ impl Intent {
     }
 }
 
-fn instrument(symbol: &str) -> ApiResult<Instrument> {
-    dto::instrument(symbol)
-}
-
-fn invalid(reason: impl Into<String>) -> ApiError {
-    ApiError::invalid("invalid_order", reason)
-}
-
 /// Picks the intent of a leg: the explicit one (checked against `side`), or the one implied by
 /// `side` and the current position.
 fn leg_intent(
@@ -77,7 +67,7 @@ fn leg_intent(
     positions: &std::collections::BTreeMap<String, Position>,
 ) -> ApiResult<PositionIntent> {
     match (side, intent) {
-        (Some(side), Some(intent)) if intent.side() != side => Err(invalid(format!(
+        (Some(side), Some(intent)) if intent.side() != side => Err(invalid_order(format!(
             "{symbol:?}: side {side} contradicts position_intent {intent}"
         ))),
         (_, Some(intent)) => Ok(intent),
@@ -85,7 +75,7 @@ fn leg_intent(
             let held = positions.get(symbol).map_or(Decimal::ZERO, |p| p.qty);
             Ok(PositionIntent::infer(side, held))
         }
-        (None, None) => Err(invalid(format!(
+        (None, None) => Err(invalid_order(format!(
             "{symbol:?}: side or position_intent is required"
         ))),
     }
@@ -624,9 +614,9 @@ pub async fn set_quote(
     bid: Decimal,
     ask: Decimal,
 ) -> ApiResult<QuoteResponse> {
-    instrument(symbol)?;
+    dto::instrument(symbol)?;
     let in_range = |p: Decimal| {
-        !p.is_sign_negative() && p.scale() <= PRICE_SCALE && p <= raptor_engine::MAX_PRICE
+        !p.is_sign_negative() && p.scale() <= dto::PRICE_SCALE && p <= raptor_engine::MAX_PRICE
     };
     if !in_range(bid) || !in_range(ask) || ask < bid {
         return Err(ApiError::invalid(

@@ -550,9 +550,10 @@ impl From<PositionRow> for PositionResponse {
 /// The longest symbol accepted (OCC option symbols are 21 characters).
 const MAX_SYMBOL_LEN: usize = 32;
 /// Prices are stored as `numeric(20,6)`: more decimals would be rounded away silently.
-const PRICE_SCALE: u32 = 6;
+pub(crate) const PRICE_SCALE: u32 = 6;
 
-fn invalid_order(reason: impl Into<String>) -> ApiError {
+/// `422 invalid_order` with `reason`.
+pub(crate) fn invalid_order(reason: impl Into<String>) -> ApiError {
     ApiError::invalid("invalid_order", reason)
 }
 
