@@ -442,6 +442,32 @@ fn bad_configuration_is_a_clear_error() {
         err.to_string().contains("IDEMPOTENCY_STALE_AFTER_SECS"),
         "{err}"
     );
+    // sqlx with its cache off names every statement and never closes it: refused.
+    let err =
+        Cli::try_parse_from(["raptor", "--db-statement-cache", "0", "serve"]).expect_err("cache 0");
+    assert!(
+        err.to_string().contains("RAPTOR_DB_STATEMENT_CACHE"),
+        "{err}"
+    );
+    // Transaction pool mode without role settings would lose the session settings.
+    let cli =
+        Cli::try_parse_from(["raptor", "--db-pool-mode", "transaction", "serve"]).expect("parses");
+    let err = cli.config.validate().expect_err("transaction without role");
+    assert!(err.to_string().contains("RAPTOR_DB_POOL_MODE"), "{err}");
+    let cli = Cli::try_parse_from([
+        "raptor",
+        "--db-pool-mode",
+        "transaction",
+        "--db-session-settings",
+        "role",
+        "--idempotency-store-database-url",
+        "postgres://raptor_idem@127.0.0.1:6432/raptor",
+        "serve",
+    ])
+    .expect("parses");
+    cli.config
+        .validate()
+        .expect("transaction pool mode with role settings");
 }
 
 #[sqlx::test(migrator = "raptor_api::MIGRATOR")]

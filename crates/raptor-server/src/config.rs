@@ -299,10 +299,12 @@ pub struct Config {
           default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000), global = true)]
     pub db_statement_timeout_ms: u64,
 
-    /// Prepared statements cached per connection (sqlx's statement cache); 0 turns the cache
-    /// off (PgBouncer in transaction pooling mode, which cannot keep named statements).
+    /// Prepared statements cached per connection (sqlx's statement cache), at least 1. No 0:
+    /// with its cache off sqlx still names every statement and never closes it, so each
+    /// execution would leave one more prepared statement on the server session. For PgBouncer
+    /// in transaction pooling use RAPTOR_DB_POOL_MODE=transaction (unnamed statements).
     #[arg(long, env = "RAPTOR_DB_STATEMENT_CACHE", value_name = "RAPTOR_DB_STATEMENT_CACHE",
-          default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=100_000), global = true)]
+          default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000), global = true)]
     pub db_statement_cache: u64,
 
     /// Where the pools' session settings come from: `connect` sends them with every connection
