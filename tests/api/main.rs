@@ -14,4 +14,5 @@ mod onboarding;
 mod openapi;
 mod pool_mode;
 mod probe;
+mod store_failures;
 mod trading;

@@ -500,7 +500,7 @@ async fn waitlist_signups_are_unique_per_address(pool: PgPool) {
     app.close().await;
 }
 
-/// Patch, validation codes, `null` clears, unknown fields, keyed replay, audit of field names.
+/// Patch, validation codes, `null` clears, unknown fields, a keyed retry runs again (nothing stored), audit of field names.
 #[sqlx::test(migrator = "raptor_api::MIGRATOR")]
 async fn profile_patch(pool: PgPool) {
     let app = TestApp::new(&pool).await;
@@ -532,10 +532,32 @@ async fn profile_patch(pool: PgPool) {
         (Some("Ada L.".into()), Some("America/New_York".into()), true)
     );
 
-    let replay = patch_profile(&app, &token, Some(key), &body).await;
-    assert_eq!(replay.status, StatusCode::OK);
-    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
-    assert_eq!(replay.body_without_marker(), patched.body);
+    // The answer is personal data: nothing of it is stored on the key row, and the retry runs
+    // the patch again, which changes nothing the first run did not (no second audit row) and
+    // answers the profile as it is.
+    let (body_kept, headers_kept, status): (Option<Value>, Option<Value>, String) = sqlx::query_as(
+        "select response_body, response_headers, status from idempotency_keys
+              where idem_key = $1",
+    )
+    .bind(key.to_string())
+    .fetch_one(&app.pool)
+    .await
+    .expect("key row");
+    assert_eq!((body_kept, headers_kept), (None, None), "nothing stored");
+    assert_eq!(status, "completed");
+    let again = patch_profile(&app, &token, Some(key), &body).await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.text);
+    assert_eq!(again.header("idempotent-replayed"), Some("false"));
+    assert_eq!(again.body, patched.body);
+    // Another body with the same key is still a mismatch.
+    let other = patch_profile(&app, &token, Some(key), &json!({ "display_name": "Eve" })).await;
+    assert_eq!(
+        other.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        other.text
+    );
+    assert_eq!(other.body["error"], "idempotency_key_body_mismatch");
     let audit: Vec<Value> = sqlx::query_scalar(
         "select context from audit_log where action = 'profile.updated' order by id",
     )

@@ -71,7 +71,7 @@ impl Policy for Strict {
     const TIER: raptor_idempotency::Tier = raptor_idempotency::Tier::FailClosed;
     const TTL: Duration = Duration::from_secs(60);
     const REQUIRE_KEY: bool = true;
-    const STORE_BODY: bool = false;
+    const REPLAY: raptor_idempotency::Replay = raptor_idempotency::Replay::StatusOnly;
 }
 
 async fn create_item<P: Policy>(

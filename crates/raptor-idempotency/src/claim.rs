@@ -25,7 +25,7 @@ pub(crate) struct Tracked {
     pub(crate) lineage: Uuid,
     /// The key's scope user: with the id and endpoint, the identity a sealed body is bound to.
     pub(crate) scope_user_id: Option<i32>,
-    pub(crate) store_body: bool,
+    pub(crate) replay: crate::policy::Replay,
     pub(crate) claimed_at: Instant,
 }
 
@@ -122,44 +122,57 @@ impl Claim {
         if let Some(tracked) = guard.tracked {
             let headers = reply::stored_headers(reply.location.as_deref());
             let code = i16::try_from(reply.status.as_u16()).unwrap_or(i16::MAX);
-            // A policy that keeps no body (its success carries a credential) still keeps an
-            // error's: errors carry none, and their replay should say what went wrong.
-            let body =
-                (tracked.store_body || reply.status.is_client_error()).then_some(&reply.body);
-            // With keys configured the body is stored sealed (response_body stays NULL),
-            // bound to this row; without, as plain JSON.
+            let body = tracked
+                .replay
+                .stores_body(reply.status)
+                .then_some(&reply.body);
+            // With keys configured the response (body and headers) is stored sealed, bound to
+            // this row, this lifetime of the key and this attempt (`response_body` and
+            // `response_headers` stay NULL); without, as plain JSON. A policy that keeps
+            // nothing keeps no headers either.
             let identity = RowIdentity {
                 id: tracked.id,
                 scope_user_id: tracked.scope_user_id,
                 endpoint: &endpoint,
                 response_code: Some(code),
+                lineage: tracked.lineage,
+                attempt: tracked.attempt,
             };
-            let sealed = match body.map(|body| guard.keys().seal_json(identity, body)) {
-                None | Some(Ok(None)) => None,
-                Some(Ok(Some(sealed))) => Some(sealed),
-                Some(Err(err)) => {
+            let keeps_headers = tracked.replay != crate::policy::Replay::ReExecute;
+            let sealed = if keeps_headers {
+                guard.keys().seal_response(identity, body, &headers)
+            } else {
+                Ok(None)
+            };
+            let sealed = match sealed {
+                Ok(sealed) => sealed,
+                Err(err) => {
                     tracing::error!(error = %err, %endpoint, "could not seal the idempotent response; rolling back");
                     rollback(tx).await;
                     guard.fail().await;
                     return mark(internal(), replayed);
                 }
             };
-            let plain = if sealed.is_some() { None } else { body };
+            let (plain_body, plain_headers) = match (&sealed, keeps_headers) {
+                (None, true) => (body, Some(&headers)),
+                _ => (None, None),
+            };
             let completed = db::query(
                 "update idempotency_keys
                     set status = 'completed', response_code = $3, response_body = $4,
                         response_kid = $5, response_nonce = $6, response_ciphertext = $7,
-                        response_headers = $8, completed_at = now()
+                        response_headers = $8, response_seal = $9, completed_at = now()
                   where id = $1 and attempt = $2 and status = 'in_flight'",
             )
             .bind(tracked.id)
             .bind(tracked.attempt)
             .bind(code)
-            .bind(plain)
+            .bind(plain_body)
             .bind(sealed.as_ref().map(|s| s.kid.as_str()))
             .bind(sealed.as_ref().map(|s| s.nonce.as_slice()))
             .bind(sealed.as_ref().map(|s| s.ciphertext.as_slice()))
-            .bind(headers)
+            .bind(plain_headers)
+            .bind(sealed.as_ref().map(|_| crate::seal::SEAL_V2))
             .execute(&mut *tx)
             .await;
             match completed {

@@ -7,7 +7,7 @@ use crate::db;
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
 
-use crate::seal::{ResponseKeys, RowIdentity, StoredBody};
+use crate::seal::{ResponseKeys, RowIdentity, StoredColumns};
 
 /// Deletes expired keys, `batch_size` rows per statement (each its own short transaction, so it
 /// is safe while the server runs and never holds many locks). Returns the number deleted.
@@ -78,8 +78,10 @@ struct ExportRow {
     id: i64,
     scope_endpoint: String,
     response_code: Option<i16>,
+    lineage: uuid::Uuid,
+    attempt: uuid::Uuid,
     #[sqlx(flatten)]
-    stored: StoredBody,
+    stored: StoredColumns,
     document: Value,
 }
 
@@ -93,8 +95,8 @@ pub async fn export_for_user(
     keys: &ResponseKeys,
 ) -> Result<Vec<Value>, sqlx::Error> {
     let rows: Vec<ExportRow> = db::query_as(
-        "select id, scope_endpoint, response_code, response_body, response_kid, response_nonce,
-                response_ciphertext,
+        "select id, scope_endpoint, response_code, lineage, attempt, response_body,
+                response_headers, response_kid, response_nonce, response_ciphertext, response_seal,
                 jsonb_build_object(
                     'id', id, 'idem_key', idem_key, 'scope_endpoint', scope_endpoint,
                     'request_hash', request_hash, 'status', status,
@@ -114,13 +116,19 @@ pub async fn export_for_user(
                 scope_user_id: Some(user_id),
                 endpoint: &row.scope_endpoint,
                 response_code: row.response_code,
+                lineage: row.lineage,
+                attempt: row.attempt,
             };
             let mut document = row.document;
-            let body = keys.open_body(identity, row.stored);
+            let opened = keys.open_response(identity, row.stored);
             if let Value::Object(map) = &mut document {
-                match body {
-                    Ok(body) => {
-                        map.insert("response_body".into(), body.unwrap_or(Value::Null));
+                match opened {
+                    Ok(opened) => {
+                        map.insert("response_body".into(), opened.body.unwrap_or(Value::Null));
+                        map.insert(
+                            "response_headers".into(),
+                            opened.headers.unwrap_or(Value::Null),
+                        );
                     }
                     Err(reason) => {
                         tracing::error!(

@@ -96,10 +96,43 @@ enum Inner {
 
 /// A [`Conn`] from `pool`: `acquire` in session mode, `begin` in transaction mode.
 pub async fn conn(pool: &PgPool) -> Result<Conn, sqlx::Error> {
+    try_conn(pool).await.map_err(ConnError::into_inner)
+}
+
+/// Why [`try_conn`] has no connection to give.
+#[derive(Debug)]
+pub enum ConnError {
+    /// The pool lent none: it timed out (every connection busy, or connecting kept failing or
+    /// hanging), it is closed, or connecting failed outright (refused, DNS, TLS,
+    /// authentication). Nothing was sent on any session.
+    Acquire(sqlx::Error),
+    /// A connection was lent, but its `BEGIN` (transaction mode) failed: the server was
+    /// reached.
+    Begin(sqlx::Error),
+}
+
+impl ConnError {
+    /// The underlying error.
+    pub fn into_inner(self) -> sqlx::Error {
+        match self {
+            Self::Acquire(err) | Self::Begin(err) => err,
+        }
+    }
+}
+
+/// [`conn`], telling a pool that lent no connection ([`ConnError::Acquire`]) from a lent
+/// connection whose transaction block could not begin: the idempotency claim fails open only
+/// in the first case, and only when connecting itself fails.
+pub async fn try_conn(pool: &PgPool) -> Result<Conn, ConnError> {
+    #[allow(clippy::disallowed_methods)]
+    let pooled = pool.acquire().await.map_err(ConnError::Acquire)?;
     Ok(Conn(match pool_mode() {
-        #[allow(clippy::disallowed_methods)]
-        PoolMode::Session => Inner::Pooled(pool.acquire().await?),
-        PoolMode::Transaction => Inner::Block(pool.begin().await?),
+        PoolMode::Session => Inner::Pooled(pooled),
+        PoolMode::Transaction => Inner::Block(
+            Transaction::begin(pooled, None)
+                .await
+                .map_err(ConnError::Begin)?,
+        ),
     }))
 }
 

@@ -139,7 +139,7 @@ where
             key,
             ttl: P::TTL,
             tier: P::TIER,
-            store_body: P::STORE_BODY,
+            replay: P::REPLAY,
         };
         let claim = idem.claim(request).await?;
         Ok(Self {

@@ -11,6 +11,7 @@ pub mod key;
 mod keyless;
 mod outcome;
 mod policy;
+mod reach;
 mod reply;
 pub mod seal;
 mod store;
@@ -20,10 +21,10 @@ pub use extract::{Idempotent, Scope};
 pub use flag::{FLAG_IDEMPOTENCY_MIDDLEWARE, REFRESH as FLAG_REFRESH};
 pub use key::{IdempotencyKey, KeyError};
 pub use outcome::Outcome;
-pub use policy::{Policy, RequireKey, Tier, Tier1, Tier2};
+pub use policy::{Policy, Replay, RequireKey, Tier, Tier1, Tier2};
 pub use reply::{error_body, ErrorReply, Rejection, Reply, REPLAYED_HEADER};
 pub use seal::{KeysError, ResponseKeys};
 pub use store::{
     is_connection_lost, is_lock_wait, AuditFuture, ClaimRequest, Idempotency, IdempotencyConfig,
-    ReplayAudit, ReplayEvent,
+    ReplayAudit, ReplayEvent, StoreBudget,
 };

@@ -1,4 +1,5 @@
-//! Per-route options: tier (fail-closed or fail-open), retention, required key, body storage;
+//! Per-route options: tier (fail-closed or fail-open), retention, required key, what is
+//! stored for replay;
 //! and the deployment-wide [`RequireKey`] level that can require keys per tier.
 
 use std::time::Duration;
@@ -49,10 +50,36 @@ pub trait Policy: Send + Sync + 'static {
     /// Answer `400 idempotency_key_required` when the header is absent, whatever the
     /// configured [`RequireKey`] level.
     const REQUIRE_KEY: bool = false;
-    /// Store the response body for replay. Off for successes that would hold personal data or a
-    /// credential: their replay then carries the status code and headers with a body saying it
-    /// was not stored. A 4xx's body is stored either way (it holds neither).
-    const STORE_BODY: bool = true;
+    /// What a completed key keeps of its response, and so what a retry gets.
+    const REPLAY: Replay = Replay::Stored;
+}
+
+/// What a completed key keeps of its response (docs/idempotency.md, "What is stored").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// The response is stored (sealed when keys are configured) and replayed. The default.
+    Stored,
+    /// A success's body is a credential (a billing portal URL signs the user in): only its
+    /// status and headers are stored, and the replay says `{"body_stored": false}`. A 4xx's
+    /// body is stored (it holds no credential).
+    StatusOnly,
+    /// The response holds personal data (the profile), so nothing of it is stored (no body,
+    /// not even an error's), and a retry of a completed key runs the handler again (the design
+    /// record's rule). Only for routes whose effect is the same when repeated (a profile patch
+    /// sets values). The key row still makes concurrent duplicates wait (409) and refuses
+    /// another body (422).
+    ReExecute,
+}
+
+impl Replay {
+    /// Whether the body of a `status` answer is kept on the key row.
+    pub fn stores_body(self, status: axum::http::StatusCode) -> bool {
+        match self {
+            Self::Stored => true,
+            Self::StatusOnly => status.is_client_error(),
+            Self::ReExecute => false,
+        }
+    }
 }
 
 /// Tier 1 (docs/idempotency.md): order and position writes. Fail-closed, 24 h.
@@ -76,6 +103,17 @@ impl Policy for Tier2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_each_replay_policy_stores() {
+        use axum::http::StatusCode;
+        assert!(Replay::Stored.stores_body(StatusCode::CREATED));
+        assert!(Replay::Stored.stores_body(StatusCode::FORBIDDEN));
+        assert!(!Replay::StatusOnly.stores_body(StatusCode::CREATED));
+        assert!(Replay::StatusOnly.stores_body(StatusCode::UNPROCESSABLE_ENTITY));
+        assert!(!Replay::ReExecute.stores_body(StatusCode::OK));
+        assert!(!Replay::ReExecute.stores_body(StatusCode::UNPROCESSABLE_ENTITY));
+    }
 
     #[test]
     fn levels_cover_tiers() {

@@ -1,14 +1,21 @@
 //! Encryption at rest of stored responses (docs/idempotency.md, "Stored responses at rest").
 //!
-//! A completed key's response body is sealed with ChaCha20-Poly1305 under the current key of
-//! `RAPTOR_RESPONSE_KEYS` (`kid:base64key,…`; the first encrypts, all decrypt), with a random
-//! 96-bit nonce per row and the row's identity as associated data, so a ciphertext copied onto
-//! another row does not open. The key id, nonce and ciphertext are stored beside the row;
-//! `response_body` stays NULL. Rows written without a key keep their plain `response_body`
-//! and still replay; a row that carries a ciphertext is never read any other way.
+//! A completed key's response (its body and its replayed headers, `Location` holding the new
+//! order's id) is sealed with ChaCha20-Poly1305 under the current key of `RAPTOR_RESPONSE_KEYS`
+//! (`kid:base64key,…`; the first encrypts, all decrypt), with a random 96-bit nonce per row and
+//! the row's identity as associated data: its id, scope, endpoint, status code, key id, and the
+//! key's lineage and completing attempt, so a ciphertext copied onto another row, or restored
+//! onto its own row in a later lifetime of the key, does not open. The key id, nonce and
+//! ciphertext are stored beside the row; `response_body` and `response_headers` stay NULL.
 //!
-//! [`reencrypt`] moves rows (plain, or sealed under an older key) to the current key in
-//! bounded batches.
+//! Layouts (`response_seal`): NULL on a row with a ciphertext is the first layout (the body
+//! alone sealed, headers in plain text, no lineage or attempt in the associated data), still
+//! opened for rows written before the second; 2 is the sealed envelope
+//! `{"body", "headers"}`. Rows written without a key keep their plain columns and still
+//! replay; a row that carries a ciphertext is never read any other way.
+//!
+//! [`reencrypt`] moves rows (plain, in the first layout, or sealed under an older key) to the
+//! current key and layout in bounded batches.
 
 use std::fmt;
 use std::sync::Arc;
@@ -21,6 +28,7 @@ use chacha20poly1305::aead::AeadInOut;
 use chacha20poly1305::{ChaCha20Poly1305, KeyInit, Nonce};
 use serde_json::Value;
 use sqlx::PgPool;
+use uuid::Uuid;
 
 /// Bytes of a nonce (ChaCha20-Poly1305's 96 bits).
 pub const NONCE_LEN: usize = 12;
@@ -29,8 +37,12 @@ pub const KEY_LEN: usize = 32;
 /// Longest key id.
 pub const MAX_KID_LEN: usize = 32;
 
-/// Domain separation of the associated data; a new layout gets a new version.
-const AD_DOMAIN: &[u8] = b"raptor/idempotency/response/v1";
+/// Domain separation of the associated data of the first layout (body only).
+const AD_DOMAIN_V1: &[u8] = b"raptor/idempotency/response/v1";
+/// Domain separation of the second layout (body and headers; lineage and attempt bound).
+const AD_DOMAIN_V2: &[u8] = b"raptor/idempotency/response/v2";
+/// `response_seal` of the second layout (NULL with a ciphertext is the first).
+pub(crate) const SEAL_V2: i16 = 2;
 
 /// Standard base64, padding optional (`openssl rand -base64 32` or an unpadded copy of it).
 const BASE64: GeneralPurpose = GeneralPurpose::new(
@@ -157,16 +169,22 @@ impl OpenError {
 #[error("could not encrypt the stored response")]
 pub(crate) struct SealError;
 
-/// Which row a body belongs to: bound into the associated data.
+/// Which row, and which lifetime and attempt of its key, a response belongs to: bound into the
+/// associated data.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RowIdentity<'a> {
     pub(crate) id: i64,
     pub(crate) scope_user_id: Option<i32>,
     pub(crate) endpoint: &'a str,
     pub(crate) response_code: Option<i16>,
+    /// The key's lineage (new for each lifetime of the key).
+    pub(crate) lineage: Uuid,
+    /// The attempt that completed the key.
+    pub(crate) attempt: Uuid,
 }
 
-/// A sealed body, as stored in `response_kid`, `response_nonce`, `response_ciphertext`.
+/// A sealed response, as stored in `response_kid`, `response_nonce`, `response_ciphertext`
+/// (`response_seal` = [`SEAL_V2`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Sealed {
     pub(crate) kid: String,
@@ -174,21 +192,47 @@ pub(crate) struct Sealed {
     pub(crate) ciphertext: Vec<u8>,
 }
 
-/// A stored body as read from a row: plain (`response_body`) or sealed.
+/// The response columns of a key row: plain (`response_body`, `response_headers`) or sealed.
 #[derive(Debug, Clone, Default, sqlx::FromRow)]
-pub(crate) struct StoredBody {
+pub(crate) struct StoredColumns {
     pub(crate) response_body: Option<Value>,
+    pub(crate) response_headers: Option<Value>,
     pub(crate) response_kid: Option<String>,
     pub(crate) response_nonce: Option<Vec<u8>>,
     pub(crate) response_ciphertext: Option<Vec<u8>>,
+    pub(crate) response_seal: Option<i16>,
 }
 
-impl StoredBody {
+impl StoredColumns {
     fn is_sealed(&self) -> bool {
         self.response_kid.is_some()
             || self.response_nonce.is_some()
             || self.response_ciphertext.is_some()
     }
+
+    /// Whether the row is stored in plain text, or sealed in the first layout or under a key
+    /// other than `current` (what [`reencrypt`] moves).
+    fn needs_reseal(&self, current: &str) -> bool {
+        if !self.is_sealed() {
+            return self.response_body.is_some() || self.response_headers.is_some();
+        }
+        self.response_seal != Some(SEAL_V2) || self.response_kid.as_deref() != Some(current)
+    }
+}
+
+/// A stored response, opened: the body (none when the policy kept none) and the replayed
+/// headers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Opened {
+    pub(crate) body: Option<Value>,
+    pub(crate) headers: Option<Value>,
+}
+
+/// The sealed envelope of the second layout.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Envelope {
+    body: Option<Value>,
+    headers: Option<Value>,
 }
 
 fn valid_kid(kid: &str) -> bool {
@@ -260,7 +304,8 @@ impl ResponseKeys {
         self.entries.iter().map(|e| e.kid.as_str())
     }
 
-    /// Seals `plaintext` for `row` under the current key; `Ok(None)` when no key is configured.
+    /// Seals `plaintext` for `row` under the current key in the second layout; `Ok(None)` when
+    /// no key is configured.
     pub(crate) fn seal(
         &self,
         row: RowIdentity<'_>,
@@ -276,7 +321,7 @@ impl ResponseKeys {
             .cipher
             .encrypt_in_place(
                 &Nonce::from(nonce),
-                &associated_data(row, &entry.kid),
+                &associated_data(row, &entry.kid, Layout::V2),
                 &mut buffer,
             )
             .map_err(|_| SealError)?;
@@ -287,23 +332,27 @@ impl ResponseKeys {
         }))
     }
 
-    /// Seals a JSON body (its serialised bytes) for `row`; `Ok(None)` without a key.
-    pub(crate) fn seal_json(
+    /// Seals a response (its body, if kept, and its replayed headers) for `row`; `Ok(None)`
+    /// without a key.
+    pub(crate) fn seal_response(
         &self,
         row: RowIdentity<'_>,
-        body: &Value,
+        body: Option<&Value>,
+        headers: &Value,
     ) -> Result<Option<Sealed>, SealError> {
         if self.is_empty() {
             return Ok(None);
         }
-        let plaintext = serde_json::to_vec(body).map_err(|_| SealError)?;
+        let envelope = serde_json::json!({ "body": body, "headers": headers });
+        let plaintext = serde_json::to_vec(&envelope).map_err(|_| SealError)?;
         self.seal(row, &plaintext)
     }
 
-    /// Opens a sealed body of `row`.
-    pub(crate) fn open(
+    /// Opens a sealed body of `row` in `layout`.
+    fn open(
         &self,
         row: RowIdentity<'_>,
+        layout: Layout,
         kid: &str,
         nonce: &[u8],
         ciphertext: &[u8],
@@ -317,22 +366,34 @@ impl ResponseKeys {
         let mut buffer = ciphertext.to_vec();
         entry
             .cipher
-            .decrypt_in_place(&Nonce::from(nonce), &associated_data(row, kid), &mut buffer)
+            .decrypt_in_place(
+                &Nonce::from(nonce),
+                &associated_data(row, kid, layout),
+                &mut buffer,
+            )
             .map_err(|_| OpenError::Authentication)?;
         Ok(buffer)
     }
 
-    /// The body a row stores: the plain `response_body` of a row written without a key, or
+    /// The response a row stores: its plain columns when it was written without a key, else
     /// the opened ciphertext. A sealed row is only ever read by opening it: there is no
     /// fallback to anything else.
-    pub(crate) fn open_body(
+    pub(crate) fn open_response(
         &self,
         row: RowIdentity<'_>,
-        stored: StoredBody,
-    ) -> Result<Option<Value>, OpenError> {
+        stored: StoredColumns,
+    ) -> Result<Opened, OpenError> {
         if !stored.is_sealed() {
-            return Ok(stored.response_body);
+            return Ok(Opened {
+                body: stored.response_body,
+                headers: stored.response_headers,
+            });
         }
+        let layout = match stored.response_seal {
+            None => Layout::V1,
+            Some(SEAL_V2) => Layout::V2,
+            Some(_) => return Err(OpenError::Malformed),
+        };
         let (Some(kid), Some(nonce), Some(ciphertext)) = (
             stored.response_kid,
             stored.response_nonce,
@@ -340,20 +401,43 @@ impl ResponseKeys {
         ) else {
             return Err(OpenError::Malformed);
         };
-        let plaintext = self.open(row, &kid, &nonce, &ciphertext)?;
-        serde_json::from_slice(&plaintext)
-            .map(Some)
-            .map_err(|_| OpenError::Malformed)
+        let plaintext = self.open(row, layout, &kid, &nonce, &ciphertext)?;
+        match layout {
+            Layout::V1 => Ok(Opened {
+                body: Some(serde_json::from_slice(&plaintext).map_err(|_| OpenError::Malformed)?),
+                headers: stored.response_headers,
+            }),
+            Layout::V2 => {
+                let envelope: Envelope =
+                    serde_json::from_slice(&plaintext).map_err(|_| OpenError::Malformed)?;
+                Ok(Opened {
+                    body: envelope.body,
+                    headers: envelope.headers,
+                })
+            }
+        }
     }
 }
 
+/// The two layouts of a sealed response (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    V1,
+    V2,
+}
+
 /// The associated data: a versioned domain tag, then the row's id, scope user, endpoint, the
-/// key id and the stored status code, each fixed-size or length-prefixed so that no two rows
-/// share an encoding. A ciphertext moved onto another row (or whose stored code or key id was
-/// changed) fails authentication.
-fn associated_data(row: RowIdentity<'_>, kid: &str) -> Vec<u8> {
-    let mut ad = Vec::with_capacity(AD_DOMAIN.len() + 32 + row.endpoint.len() + kid.len());
-    ad.extend_from_slice(AD_DOMAIN);
+/// key id and the stored status code, and (second layout) the key's lineage and completing
+/// attempt, each fixed-size or length-prefixed so that no two rows share an encoding. A
+/// ciphertext moved onto another row, or onto its own row in another lifetime or attempt of
+/// the key (or whose stored code or key id was changed), fails authentication.
+fn associated_data(row: RowIdentity<'_>, kid: &str, layout: Layout) -> Vec<u8> {
+    let domain = match layout {
+        Layout::V1 => AD_DOMAIN_V1,
+        Layout::V2 => AD_DOMAIN_V2,
+    };
+    let mut ad = Vec::with_capacity(domain.len() + 64 + row.endpoint.len() + kid.len());
+    ad.extend_from_slice(domain);
     ad.push(0);
     ad.extend_from_slice(&row.id.to_be_bytes());
     match row.scope_user_id {
@@ -371,6 +455,10 @@ fn associated_data(row: RowIdentity<'_>, kid: &str) -> Vec<u8> {
             ad.extend_from_slice(&code.to_be_bytes());
         }
         None => ad.push(0),
+    }
+    if layout == Layout::V2 {
+        ad.extend_from_slice(row.lineage.as_bytes());
+        ad.extend_from_slice(row.attempt.as_bytes());
     }
     ad
 }
@@ -411,15 +499,17 @@ struct RekeyRow {
     scope_user_id: Option<i32>,
     scope_endpoint: String,
     response_code: Option<i16>,
+    lineage: Uuid,
+    attempt: Uuid,
     #[sqlx(flatten)]
-    stored: StoredBody,
+    stored: StoredColumns,
 }
 
-/// Moves every stored body that is plain, or sealed under a key other than the current one,
-/// to the current key: `batch_size` rows per short transaction, locked `FOR UPDATE SKIP
-/// LOCKED` (a row being claimed or completed right now is left for the next run), walking the
-/// table once by id. Safe while the server runs. Rows that cannot be opened are left untouched
-/// and counted.
+/// Moves every stored response that is plain, sealed in the first layout, or sealed under a
+/// key other than the current one, to the current key and layout: `batch_size` rows per short
+/// transaction, locked `FOR UPDATE SKIP LOCKED` (a row being claimed or completed right now is
+/// left for the next run), walking the table once by id. Safe while the server runs. Rows that
+/// cannot be opened are left untouched and counted.
 pub async fn reencrypt(
     pool: &PgPool,
     keys: &ResponseKeys,
@@ -432,12 +522,14 @@ pub async fn reencrypt(
     loop {
         let mut tx = pool.begin().await?;
         let rows: Vec<RekeyRow> = db::query_as(
-            "select id, scope_user_id, scope_endpoint, response_code, response_body,
-                    response_kid, response_nonce, response_ciphertext
+            "select id, scope_user_id, scope_endpoint, response_code, lineage, attempt,
+                    response_body, response_headers, response_kid, response_nonce,
+                    response_ciphertext, response_seal
                from idempotency_keys
-              where id > $1
-                and (response_body is not null
-                     or (response_ciphertext is not null and response_kid <> $2))
+              where id > $1 and status = 'completed'
+                and (response_body is not null or response_headers is not null
+                     or (response_ciphertext is not null
+                         and (response_kid <> $2 or response_seal is distinct from $4)))
               order by id
               limit $3
               for update skip locked",
@@ -445,6 +537,7 @@ pub async fn reencrypt(
         .bind(after)
         .bind(current)
         .bind(batch_size)
+        .bind(SEAL_V2)
         .fetch_all(&mut *tx)
         .await?;
         let Some(last) = rows.last() else {
@@ -456,16 +549,20 @@ pub async fn reencrypt(
 
         let (mut ids, mut nonces, mut ciphertexts) = (Vec::new(), Vec::new(), Vec::new());
         for row in rows {
+            if !row.stored.needs_reseal(current) {
+                continue;
+            }
             let identity = RowIdentity {
                 id: row.id,
                 scope_user_id: row.scope_user_id,
                 endpoint: &row.scope_endpoint,
                 response_code: row.response_code,
+                lineage: row.lineage,
+                attempt: row.attempt,
             };
             let kid = row.stored.response_kid.clone();
-            let body = match keys.open_body(identity, row.stored) {
-                Ok(Some(body)) => body,
-                Ok(None) => continue,
+            let opened = match keys.open_response(identity, row.stored) {
+                Ok(opened) => opened,
                 Err(reason) => {
                     tracing::error!(
                         idempotency_key_id = row.id,
@@ -477,8 +574,10 @@ pub async fn reencrypt(
                     continue;
                 }
             };
+            let headers = opened.headers.unwrap_or(Value::Null);
             // The batch's transaction rolls back; batches before it stay done.
-            let Ok(Some(sealed)) = keys.seal_json(identity, &body) else {
+            let Ok(Some(sealed)) = keys.seal_response(identity, opened.body.as_ref(), &headers)
+            else {
                 return Err(ReencryptError::Encrypt);
             };
             ids.push(row.id);
@@ -488,8 +587,9 @@ pub async fn reencrypt(
         if !ids.is_empty() {
             let updated = db::query(
                 "update idempotency_keys k
-                    set response_body = null, response_kid = $2,
-                        response_nonce = u.nonce, response_ciphertext = u.ciphertext
+                    set response_body = null, response_headers = null, response_kid = $2,
+                        response_nonce = u.nonce, response_ciphertext = u.ciphertext,
+                        response_seal = $5
                    from unnest($1::bigint[], $3::bytea[], $4::bytea[]) as u(id, nonce, ciphertext)
                   where k.id = u.id",
             )
@@ -497,6 +597,7 @@ pub async fn reencrypt(
             .bind(current)
             .bind(&nonces)
             .bind(&ciphertexts)
+            .bind(SEAL_V2)
             .execute(&mut *tx)
             .await?
             .rows_affected();
@@ -517,12 +618,27 @@ mod tests {
     const KEY_A: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="; // bytes 0..32
     const KEY_B: &str = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8="; // bytes 32..64
 
+    const LINEAGE: Uuid = Uuid::from_u128(0x1111);
+    const ATTEMPT: Uuid = Uuid::from_u128(0x2222);
+
     fn row(id: i64) -> RowIdentity<'static> {
         RowIdentity {
             id,
             scope_user_id: Some(7),
             endpoint: "POST /api/trading/orders",
             response_code: Some(201),
+            lineage: LINEAGE,
+            attempt: ATTEMPT,
+        }
+    }
+
+    fn sealed_columns(sealed: Sealed) -> StoredColumns {
+        StoredColumns {
+            response_kid: Some(sealed.kid),
+            response_nonce: Some(sealed.nonce),
+            response_ciphertext: Some(sealed.ciphertext),
+            response_seal: Some(SEAL_V2),
+            ..StoredColumns::default()
         }
     }
 
@@ -596,27 +712,115 @@ mod tests {
     fn round_trip_and_fresh_nonce() {
         let keys = ResponseKeys::parse(&format!("k1:{KEY_A}")).expect("parse");
         let body = serde_json::json!({ "symbol": "AAPL", "qty": "3" });
-        let sealed = keys.seal_json(row(1), &body).expect("seal").expect("keys");
+        let headers = serde_json::json!({ "location": "/api/trading/orders/42" });
+        let sealed = keys
+            .seal_response(row(1), Some(&body), &headers)
+            .expect("seal")
+            .expect("keys");
         assert_eq!(sealed.kid, "k1");
         assert_eq!(sealed.nonce.len(), NONCE_LEN);
-        assert!(!String::from_utf8_lossy(&sealed.ciphertext).contains("AAPL"));
-        let again = keys.seal_json(row(1), &body).expect("seal").expect("keys");
+        let text = String::from_utf8_lossy(&sealed.ciphertext).into_owned();
+        assert!(
+            !text.contains("AAPL") && !text.contains("orders/42"),
+            "{text}"
+        );
+        let again = keys
+            .seal_response(row(1), Some(&body), &headers)
+            .expect("seal")
+            .expect("keys");
         assert_ne!(sealed.nonce, again.nonce, "a random nonce per seal");
 
-        let stored = StoredBody {
-            response_body: None,
-            response_kid: Some(sealed.kid),
-            response_nonce: Some(sealed.nonce),
-            response_ciphertext: Some(sealed.ciphertext),
-        };
-        assert_eq!(keys.open_body(row(1), stored), Ok(Some(body.clone())));
+        let opened = keys
+            .open_response(row(1), sealed_columns(sealed))
+            .expect("open");
+        assert_eq!(opened.body, Some(body.clone()));
+        assert_eq!(opened.headers, Some(headers.clone()));
+
+        // A policy that keeps no body still seals the headers.
+        let headers_only = keys
+            .seal_response(row(1), None, &headers)
+            .expect("seal")
+            .expect("keys");
+        let opened = keys
+            .open_response(row(1), sealed_columns(headers_only))
+            .expect("open");
+        assert_eq!((opened.body, opened.headers), (None, Some(headers.clone())));
 
         // A plain row (written before keys were configured) still reads.
-        let plain = StoredBody {
+        let plain = StoredColumns {
             response_body: Some(body.clone()),
-            ..StoredBody::default()
+            response_headers: Some(headers.clone()),
+            ..StoredColumns::default()
         };
-        assert_eq!(keys.open_body(row(1), plain), Ok(Some(body)));
+        let opened = keys.open_response(row(1), plain).expect("plain");
+        assert_eq!((opened.body, opened.headers), (Some(body), Some(headers)));
+    }
+
+    #[test]
+    fn a_seal_from_another_lifetime_or_attempt_does_not_open() {
+        let keys = ResponseKeys::parse(&format!("k1:{KEY_A}")).expect("parse");
+        let sealed = keys
+            .seal_response(row(1), Some(&serde_json::json!({})), &Value::Null)
+            .expect("seal")
+            .expect("keys");
+        let later_lifetime = RowIdentity {
+            lineage: Uuid::from_u128(0x3333),
+            ..row(1)
+        };
+        let other_attempt = RowIdentity {
+            attempt: Uuid::from_u128(0x4444),
+            ..row(1)
+        };
+        for at in [later_lifetime, other_attempt] {
+            assert_eq!(
+                keys.open_response(at, sealed_columns(sealed.clone())),
+                Err(OpenError::Authentication)
+            );
+        }
+        assert!(keys
+            .open_response(row(1), sealed_columns(sealed.clone()))
+            .is_ok());
+        // Claimed to be the first layout, the second's ciphertext does not open either.
+        let relabelled = StoredColumns {
+            response_seal: None,
+            ..sealed_columns(sealed)
+        };
+        assert_eq!(
+            keys.open_response(row(1), relabelled),
+            Err(OpenError::Authentication)
+        );
+    }
+
+    #[test]
+    fn rows_of_the_first_layout_still_open() {
+        // Sealed as the first layout did: the body alone, without lineage and attempt.
+        let keys = ResponseKeys::parse(&format!("k1:{KEY_A}")).expect("parse");
+        let entry = &keys.entries[0];
+        let nonce = [7u8; NONCE_LEN];
+        let mut ciphertext = br#"{"id":"o1"}"#.to_vec();
+        entry
+            .cipher
+            .encrypt_in_place(
+                &Nonce::from(nonce),
+                &associated_data(row(1), "k1", Layout::V1),
+                &mut ciphertext,
+            )
+            .expect("encrypt");
+        let headers = serde_json::json!({ "location": "/api/trading/orders/o1" });
+        let v1 = StoredColumns {
+            response_headers: Some(headers.clone()),
+            response_kid: Some("k1".into()),
+            response_nonce: Some(nonce.to_vec()),
+            response_ciphertext: Some(ciphertext),
+            ..StoredColumns::default()
+        };
+        assert!(
+            v1.needs_reseal("k1"),
+            "reencrypt moves it to the second layout"
+        );
+        let opened = keys.open_response(row(1), v1).expect("open");
+        assert_eq!(opened.body, Some(serde_json::json!({ "id": "o1" })));
+        assert_eq!(opened.headers, Some(headers));
     }
 
     #[test]
@@ -626,8 +830,9 @@ mod tests {
             .seal(row(1), br#"{"ok":true}"#)
             .expect("seal")
             .expect("keys");
-        let open =
-            |at: RowIdentity<'_>, kid: &str, nonce: &[u8], ct: &[u8]| keys.open(at, kid, nonce, ct);
+        let open = |at: RowIdentity<'_>, kid: &str, nonce: &[u8], ct: &[u8]| {
+            keys.open(at, Layout::V2, kid, nonce, ct)
+        };
         let (n, c) = (&sealed.nonce[..], &sealed.ciphertext[..]);
         assert!(open(row(1), "k1", n, c).is_ok());
         assert_eq!(open(row(2), "k1", n, c), Err(OpenError::Authentication));
@@ -668,12 +873,12 @@ mod tests {
         );
         assert_eq!(open(row(1), "k9", n, c), Err(OpenError::UnknownKid));
         assert_eq!(open(row(1), "k1", &n[..8], c), Err(OpenError::Malformed));
-        let half_sealed = StoredBody {
+        let half_sealed = StoredColumns {
             response_kid: Some("k1".into()),
-            ..StoredBody::default()
+            ..StoredColumns::default()
         };
         assert_eq!(
-            keys.open_body(row(1), half_sealed),
+            keys.open_response(row(1), half_sealed),
             Err(OpenError::Malformed)
         );
     }
@@ -684,7 +889,7 @@ mod tests {
         let sealed = old.seal(row(1), b"{}").expect("seal").expect("keys");
         let rotated = ResponseKeys::parse(&format!("new:{KEY_B},old:{KEY_A}")).expect("parse");
         assert_eq!(
-            rotated.open(row(1), "old", &sealed.nonce, &sealed.ciphertext),
+            rotated.open(row(1), Layout::V2, "old", &sealed.nonce, &sealed.ciphertext),
             Ok(b"{}".to_vec())
         );
         let resealed = rotated.seal(row(1), b"{}").expect("seal").expect("keys");
@@ -692,7 +897,13 @@ mod tests {
         // The same key under another id is still another key id: the id is authenticated.
         let renamed = ResponseKeys::parse(&format!("other:{KEY_A}")).expect("parse");
         assert_eq!(
-            renamed.open(row(1), "other", &sealed.nonce, &sealed.ciphertext),
+            renamed.open(
+                row(1),
+                Layout::V2,
+                "other",
+                &sealed.nonce,
+                &sealed.ciphertext
+            ),
             Err(OpenError::Authentication)
         );
         assert!(ResponseKeys::none()

@@ -17,9 +17,10 @@ use crate::flag::{self, FlagCache};
 use crate::key::IdempotencyKey;
 use crate::keyless::KeylessCounter;
 use crate::outcome::Outcome;
-use crate::policy::{RequireKey, Tier};
+use crate::policy::{Replay, RequireKey, Tier};
+use crate::reach::{Reach, Reachability};
 use crate::reply::{self, error_body, error_response, Rejection, StoredResponse};
-use crate::seal::{ResponseKeys, RowIdentity, StoredBody};
+use crate::seal::{ResponseKeys, RowIdentity, StoredColumns};
 
 /// Settings of the mechanism (the server maps them from the environment).
 #[derive(Debug, Clone)]
@@ -90,6 +91,8 @@ pub(crate) struct Inner {
     flag: FlagCache,
     audit: Option<Arc<dyn ReplayAudit>>,
     pub(crate) keyless: KeylessCounter,
+    /// Whether the store can be connected to, asked when the pool lends no connection.
+    reach: Reachability,
 }
 
 /// One instrumented request, as the store sees it.
@@ -107,8 +110,8 @@ pub struct ClaimRequest {
     pub ttl: Duration,
     /// Fail-closed or fail-open.
     pub tier: Tier,
-    /// Whether the response body is stored for replay.
-    pub store_body: bool,
+    /// What a completed key keeps of the response, and whether a retry re-executes.
+    pub replay: Replay,
 }
 
 /// What the claim statement returns: the row it won, or the existing row.
@@ -122,20 +125,19 @@ struct RoundRow {
     request_hash: Option<String>,
     response_code: Option<i16>,
     #[sqlx(flatten)]
-    stored: StoredBody,
-    response_headers: Option<serde_json::Value>,
+    stored: StoredColumns,
     stale: bool,
     in_flight_ms: i64,
 }
 
 struct ExistingRow {
     id: i64,
+    lineage: Uuid,
     status: String,
     attempt: Uuid,
     request_hash: String,
     response_code: Option<i16>,
-    stored: StoredBody,
-    response_headers: Option<serde_json::Value>,
+    stored: StoredColumns,
     stale: bool,
     in_flight_ms: i64,
 }
@@ -143,7 +145,7 @@ struct ExistingRow {
 /// The receiving end of a claim round. Dropped before its answer was taken (the request was
 /// cancelled after the round sent it), it releases a row the round won.
 struct UntakenWin {
-    receiver: tokio::sync::oneshot::Receiver<Result<Found, sqlx::Error>>,
+    receiver: tokio::sync::oneshot::Receiver<Result<Found, RoundError>>,
     idem: Idempotency,
     request: ClaimRequest,
     attempt: Uuid,
@@ -151,6 +153,11 @@ struct UntakenWin {
 
 impl Drop for UntakenWin {
     fn drop(&mut self) {
+        // Closed first: a win sent before this line is still in the channel for `try_recv`,
+        // and a send after it fails, so the claim task itself releases the row. Without the
+        // close, a win sent between `try_recv` and dropping the receiver would be lost, and
+        // its key left in flight until stale.
+        self.receiver.close();
         if let Ok(Ok(Found::Won { id, lineage })) = self.receiver.try_recv() {
             let (idem, request, attempt) = (self.idem.clone(), self.request.clone(), self.attempt);
             if let Ok(handle) = tokio::runtime::Handle::try_current() {
@@ -160,12 +167,55 @@ impl Drop for UntakenWin {
     }
 }
 
+/// Why a claim round has no answer.
+#[derive(Debug)]
+enum RoundError {
+    /// The store pool lent no connection: nothing was sent. The only case that can be "the
+    /// store cannot be connected to" (decided by [`Idempotency::no_connection`]).
+    NoConnection(sqlx::Error),
+    /// A connection was lent, and its statement (or transaction block) failed: the store was
+    /// reached.
+    Statement(sqlx::Error),
+}
+
+/// How the claim's deadline (`IDEMPOTENCY_STORE_TIMEOUT_MS`) is shared out, so that every
+/// bound inside a claim ends before it and an answer is always classified, never raced:
+///
+/// - the store pool's acquire timeout: a quarter;
+/// - the store sessions' `lock_timeout` and `statement_timeout`: a half (so acquire plus
+///   statement end by three quarters);
+/// - a reachability probe after a pool timeout: a quarter (acquire plus probe end by half).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreBudget {
+    /// The claim's deadline.
+    pub deadline: Duration,
+    /// The store pool's acquire timeout.
+    pub acquire: Duration,
+    /// The store sessions' lock and statement timeouts.
+    pub session: Duration,
+    /// A reachability probe's connect timeout.
+    pub probe: Duration,
+}
+
+impl StoreBudget {
+    /// The shares of `deadline` (each at least 1 ms).
+    pub fn new(deadline: Duration) -> Self {
+        let share = |n: u32| (deadline / n).max(Duration::from_millis(1));
+        Self {
+            deadline,
+            acquire: share(4),
+            session: share(2),
+            probe: share(4),
+        }
+    }
+}
+
 /// What one claim round found.
 enum Found {
     /// The key was free (absent, expired or released): this attempt holds it, uncommitted.
     Won { id: i64, lineage: Uuid },
     /// Someone holds or held it.
-    Existing(ExistingRow),
+    Existing(Box<ExistingRow>),
     /// The row disappeared between the insert and the read.
     Vanished,
 }
@@ -196,8 +246,8 @@ impl Idempotency {
     }
 
     /// The store pool for a business pool of `business_size` connections: half its size (at
-    /// least 2), the store timeout as acquire timeout, connected lazily (so an unreachable store
-    /// is found by the first claim, not at start-up).
+    /// least 2), a quarter of the store timeout as acquire timeout ([`StoreBudget`]), connected
+    /// lazily (so an unreachable store is found by the first claim, not at start-up).
     pub fn new_store_pool(
         business_size: u32,
         options: sqlx::postgres::PgConnectOptions,
@@ -205,15 +255,15 @@ impl Idempotency {
     ) -> PgPool {
         sqlx::postgres::PgPoolOptions::new()
             .max_connections((business_size / 2).max(2))
-            .acquire_timeout(store_timeout)
+            .acquire_timeout(StoreBudget::new(store_timeout).acquire)
             .test_before_acquire(false)
             .connect_lazy_with(options)
     }
 
     /// The store sessions' `lock_timeout` and `statement_timeout`: half the store timeout
-    /// (at least 1 ms), so a claim round answers within it.
+    /// (at least 1 ms, [`StoreBudget`]), so a claim round answers within it.
     pub fn store_session_timeout_ms(store_timeout: std::time::Duration) -> u64 {
-        u64::try_from(store_timeout.as_millis() / 2)
+        u64::try_from(StoreBudget::new(store_timeout).session.as_millis())
             .unwrap_or(u64::MAX)
             .max(1)
     }
@@ -244,6 +294,7 @@ impl Idempotency {
         audit: Option<Arc<dyn ReplayAudit>>,
     ) -> Self {
         let flag = FlagCache::new(config.flag_default);
+        let reach = Reachability::new(store.connect_options());
         Self {
             inner: Arc::new(Inner {
                 pool,
@@ -252,6 +303,7 @@ impl Idempotency {
                 flag,
                 audit,
                 keyless: KeylessCounter::default(),
+                reach,
             }),
         }
     }
@@ -319,21 +371,27 @@ impl Idempotency {
     }
 
     /// Claims `request.key`. `Ok` gives the winner its [`Claim`] (or, on a fail-open route whose
-    /// store did not answer, an untracked one); `Err` is the answer to send instead: a replay,
-    /// 409, 422 or 503.
+    /// store cannot be connected to, an untracked one); `Err` is the answer to send instead: a
+    /// replay, 409, 422 or 503.
     ///
-    /// Only the claim round itself (insert-or-read) is the "store did not answer" case that
-    /// sends a fail-open route on without dedup. Once a row has been read the store has
-    /// answered: later failures answer 503 on every tier, so a completed key can never be
-    /// executed again by the fail-open path.
+    /// The fail-open rule (docs/idempotency.md, "Tiers"): a Tier 2 route runs without dedup
+    /// only when **no connection to the store can be made at all**. That is decided in one
+    /// place, [`Idempotency::no_connection`], and only for a round that never got a
+    /// connection. Everything else (a pool that is merely busy, a locked row, a statement that
+    /// timed out or failed, no answer by the deadline) answers 409 or 503 on every tier, so a
+    /// key that exists is never executed again by the fail-open path.
+    ///
+    /// Timing cannot undo that: the store pool's acquire timeout, plus the store sessions'
+    /// lock and statement timeouts, plus a reachability probe, all end well inside the claim's
+    /// deadline ([`StoreBudget`]), and the deadline itself never fails open.
     #[tracing::instrument(skip_all, fields(endpoint = %request.endpoint, idempotency.key = %request.key))]
     pub async fn claim(&self, request: ClaimRequest) -> Result<Claim, Rejection> {
         let deadline = self.inner.config.store_timeout;
+        let started = Instant::now();
         // Chosen before the round so that a claim whose commit outlived the deadline can still
         // be fenced off (released) by its token.
         let attempt = Uuid::new_v4();
         for _ in 0..3 {
-            let started = Instant::now();
             // The claim statement runs in a task of its own that outlives this request: if the
             // request gives up (deadline) or is cancelled (client gone) while the statement is
             // under way, the task finds nobody took its answer and releases a row it won once
@@ -343,14 +401,12 @@ impl Idempotency {
             let (idem, claiming) = (self.clone(), request.clone());
             tokio::spawn(async move {
                 let found = idem.round(&claiming, attempt).await;
-                if let Err(err) = &found {
-                    let never_sent =
-                        matches!(err, sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed);
-                    if err.as_database_error().is_none() && !never_sent {
+                if let Err(RoundError::Statement(err)) = &found {
+                    if err.as_database_error().is_none() {
                         // The connection failed after the statement went out: it may have
-                        // committed. Release whatever this attempt holds. (No connection at
-                        // all means nothing was sent: no release, which would only ask the
-                        // same exhausted pool again.)
+                        // committed. Release whatever this attempt holds. (A round that got no
+                        // connection sent nothing: no release, which would only ask the same
+                        // exhausted pool again.)
                         idem.release_attempt(&claiming, attempt).await;
                     }
                 }
@@ -366,28 +422,31 @@ impl Idempotency {
                 request: request.clone(),
                 attempt,
             };
-            let found = match tokio::time::timeout(deadline, &mut receiver.receiver).await {
+            let left = deadline.saturating_sub(started.elapsed());
+            let found = match tokio::time::timeout(left, &mut receiver.receiver).await {
                 Ok(Ok(Ok(found))) => found,
-                Ok(Ok(Err(err))) if is_lock_wait(&err) => {
+                Ok(Ok(Err(RoundError::Statement(err)))) if is_lock_wait(&err) => {
                     // The key's row (or a concurrent claimer's uncommitted row) is locked, e.g.
-                    // by an original completing slowly. Not a fail-open case: a key that exists
-                    // must never run a second time.
-                    let remaining = deadline.saturating_sub(started.elapsed());
-                    return self.blocked(request, remaining, &err.to_string()).await;
+                    // by an original completing slowly: the store answered, and the key most
+                    // likely exists. In flight, on every tier.
+                    tracing::info!(endpoint = %request.endpoint, error = %err, "idempotency key row is locked; answering in flight");
+                    Outcome::InFlight.record(&request.endpoint);
+                    return Err(reply::in_flight(
+                        1000,
+                        "a request with this Idempotency-Key is completing; retry shortly",
+                    )
+                    .into());
                 }
-                Ok(Ok(Err(sqlx::Error::PoolTimedOut))) if self.inner.store.size() > 0 => {
-                    // Connections are open but none was free in time: the store is reachable,
-                    // only busy, and whether the key exists is unknown. Not a fail-open case:
-                    // refuse on every tier (the retry runs).
-                    tracing::warn!(endpoint = %request.endpoint, "idempotency store pool saturated; refusing");
-                    Outcome::StoreUnavailable.record(&request.endpoint);
-                    return Err(reply::store_unavailable().into());
+                Ok(Ok(Err(RoundError::Statement(err)))) => {
+                    return Err(self.refuse(&request, &format!("claim statement failed: {err}")));
                 }
-                Ok(Ok(Err(err))) => return self.store_failed(request, &err.to_string()).await,
-                Ok(Err(_)) => return self.store_failed(request, "claim task ended").await,
-                // No answer within the deadline, and not even the server's own (shorter) lock
-                // timeout came back: an unreachable or stalled store.
-                Err(_) => return self.store_failed(request, "claim timed out").await,
+                Ok(Ok(Err(RoundError::NoConnection(err)))) => {
+                    return self.no_connection(request, err, started).await;
+                }
+                Ok(Err(_)) => return Err(self.refuse(&request, "claim task ended")),
+                // No answer by the deadline although every bound inside the round is shorter:
+                // a connection was had and the store stalled on it. Not "cannot connect".
+                Err(_) => return Err(self.refuse(&request, "claim timed out")),
             };
             let existing = match found {
                 // No await between receiving the win and arming its guard (in `won`): a
@@ -396,7 +455,7 @@ impl Idempotency {
                 Found::Vanished => continue,
                 Found::Existing(row) => row,
             };
-            match self.judge(&request, existing).await {
+            match self.judge(&request, *existing).await {
                 Judgement::Answer(response, outcome) => {
                     outcome.record(&request.endpoint);
                     return Err(response.into());
@@ -409,56 +468,62 @@ impl Idempotency {
         Err(reply::in_flight(1000, "the key is changing hands; retry shortly").into())
     }
 
-    /// The claim waited on a lock past the server's lock timeout. If the key table can still be
-    /// read, the wait was on a row (the key exists, or a concurrent claim holds it): answer
-    /// `409 idempotency_in_flight` on every tier. Only a table that cannot be read at all (a
-    /// table lock, a stalled store) is the "store did not answer" case of the tier policy.
-    async fn blocked(
+    /// The claim round got no connection from the store pool. A connect that failed outright
+    /// (authentication, DNS, TLS) says the store cannot be reached; a pool timeout says
+    /// nothing by itself (busy, or connecting kept failing), so a probe connection decides
+    /// ([`Reachability`]). Only "cannot connect" goes on to the tier policy; a busy pool, a
+    /// closed pool or a probe without an answer is 503 on every tier.
+    async fn no_connection(
         &self,
         request: ClaimRequest,
-        remaining: Duration,
-        why: &str,
+        err: sqlx::Error,
+        started: Instant,
     ) -> Result<Claim, Rejection> {
-        // The row lock was seen: the store answered. A pool too busy to lend a connection for
-        // the look is no reason to run the key untracked (it most likely exists).
-        let probe = async {
-            let mut tx = match self.inner.store.begin().await {
-                Ok(tx) => tx,
-                Err(sqlx::Error::PoolTimedOut) if self.inner.store.size() > 0 => {
-                    return Ok::<bool, sqlx::Error>(true);
+        let budget = StoreBudget::new(self.inner.config.store_timeout);
+        let why = match err {
+            sqlx::Error::PoolClosed => return Err(self.refuse(&request, "store pool closed")),
+            sqlx::Error::PoolTimedOut => {
+                let left = budget.deadline.saturating_sub(started.elapsed());
+                match self.inner.reach.probe(budget.probe.min(left)).await {
+                    Some(Reach::Unreachable(why)) => why,
+                    Some(Reach::Reachable) => {
+                        tracing::warn!(endpoint = %request.endpoint, "idempotency store pool saturated; refusing");
+                        return Err(self.refuse(&request, "store pool saturated"));
+                    }
+                    None => {
+                        return Err(
+                            self.refuse(&request, "store pool timed out; reachability unknown")
+                        )
+                    }
                 }
-                Err(err) => return Err(err),
-            };
-            db::query("select set_config('lock_timeout', $1, true)")
-                .bind(format!("{}ms", remaining.as_millis().max(1)))
-                .execute(&mut *tx)
-                .await?;
-            let exists: bool = db::query_scalar(
-                "select exists (select 1 from idempotency_keys
-                                 where idem_key = $1 and scope_user_id is not distinct from $2
-                                   and scope_endpoint = $3)",
-            )
-            .bind(request.key.to_string())
-            .bind(request.scope_user_id)
-            .bind(&request.endpoint)
-            .fetch_one(&mut *tx)
-            .await?;
-            tx.rollback().await?;
-            Ok(exists)
-        };
-        match tokio::time::timeout(remaining.max(Duration::from_millis(1)), probe).await {
-            Ok(Ok(exists)) => {
-                tracing::info!(endpoint = %request.endpoint, exists, why, "idempotency key row is locked; answering in flight");
-                Outcome::InFlight.record(&request.endpoint);
-                Err(reply::in_flight(
-                    1000,
-                    "a request with this Idempotency-Key is completing; retry shortly",
-                )
-                .into())
             }
-            Ok(Err(err)) => self.store_failed(request, &err.to_string()).await,
-            Err(_) => self.store_failed(request, why).await,
+            // Anything else an acquire returns is a connect that failed (sqlx retries only a
+            // refused connect and a server starting up, until the pool times out).
+            other => other.to_string(),
+        };
+        match request.tier {
+            Tier::FailClosed => {
+                tracing::error!(endpoint = %request.endpoint, why, "idempotency store unreachable; refusing (fail-closed)");
+                Outcome::StoreUnavailable.record(&request.endpoint);
+                Err(reply::store_unavailable().into())
+            }
+            Tier::FailOpen => {
+                // The only path that runs a keyed request without dedup (and the only place
+                // `fail_open` is counted).
+                tracing::warn!(endpoint = %request.endpoint, why, "idempotency store unreachable; running without dedup (fail-open)");
+                Outcome::FailOpen.record(&request.endpoint);
+                self.untracked(request.endpoint, true, Some(request.key))
+                    .await
+            }
         }
+    }
+
+    /// `503 idempotency_store_unavailable` on every tier: the store was reached (or may have
+    /// been), so whether the key exists is unknown and it must not run untracked.
+    fn refuse(&self, request: &ClaimRequest, why: &str) -> Rejection {
+        tracing::warn!(endpoint = %request.endpoint, why, "idempotency store did not answer; refusing on every tier");
+        Outcome::StoreUnavailable.record(&request.endpoint);
+        reply::store_unavailable().into()
     }
 
     /// Releases a row this attempt won but nobody will use (the request is gone).
@@ -521,25 +586,9 @@ impl Idempotency {
         ))
     }
 
-    async fn store_failed(&self, request: ClaimRequest, why: &str) -> Result<Claim, Rejection> {
-        match request.tier {
-            Tier::FailClosed => {
-                tracing::error!(endpoint = %request.endpoint, why, "idempotency store unavailable; refusing (fail-closed)");
-                Outcome::StoreUnavailable.record(&request.endpoint);
-                Err(reply::store_unavailable().into())
-            }
-            Tier::FailOpen => {
-                tracing::warn!(endpoint = %request.endpoint, why, "idempotency store unavailable; running without dedup (fail-open)");
-                Outcome::FailOpen.record(&request.endpoint);
-                self.untracked(request.endpoint, true, Some(request.key))
-                    .await
-            }
-        }
-    }
-
     /// One claim round: insert-or-read, on a transaction that is returned open (it holds the
     /// key row's lock when the key was taken).
-    async fn round(&self, request: &ClaimRequest, attempt: Uuid) -> Result<Found, sqlx::Error> {
+    async fn round(&self, request: &ClaimRequest, attempt: Uuid) -> Result<Found, RoundError> {
         let ttl_ms = i64::try_from(request.ttl.as_millis()).unwrap_or(i64::MAX);
         let stale_ms = i64::try_from(self.inner.config.stale_after.as_millis()).unwrap_or(i64::MAX);
         // One autocommit statement on the store pool, whose sessions run with
@@ -551,12 +600,22 @@ impl Idempotency {
         // (see `blocked`).
         //
         // An expired row is treated as absent: the upsert takes it over for this attempt, as a
-        // new lifetime (new lineage). A released row (an attempt that rolled back) is free too,
-        // and keeps its lineage while it has not expired. When the key is taken, the same
+        // new lifetime (new lineage). A released row (an attempt that rolled back) is free too
+        // for the same request (another body is a mismatch, 422, like on any row), and keeps
+        // its lineage while it has not expired; so is a completed row of a route that stores
+        // nothing and re-executes (`Replay::ReExecute`). When the key is taken, the same
         // statement reads the row; a row committed after the statement began is not seen
         // (`Vanished`, and the next round sees it). In transaction pool mode the statement is
         // its own transaction block instead (`db::conn`), committed before the answer is used.
-        let mut conn = db::conn(&self.inner.store).await?;
+        // Bounded here whatever the pool was built with, so a pool timeout always comes back
+        // (and is classified) well before the claim's deadline.
+        let acquire = StoreBudget::new(self.inner.config.store_timeout).acquire;
+        let mut conn = match tokio::time::timeout(acquire, db::try_conn(&self.inner.store)).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(db::ConnError::Acquire(err))) => return Err(RoundError::NoConnection(err)),
+            Ok(Err(db::ConnError::Begin(err))) => return Err(RoundError::Statement(err)),
+            Err(_) => return Err(RoundError::NoConnection(sqlx::Error::PoolTimedOut)),
+        };
         let row: Option<RoundRow> = db::query_as(
             "with won as (
                 insert into idempotency_keys
@@ -568,24 +627,28 @@ impl Idempotency {
                    set request_hash = excluded.request_hash, status = 'in_flight',
                        attempt = excluded.attempt, response_code = null,
                        response_body = null, response_kid = null, response_nonce = null,
-                       response_ciphertext = null, response_headers = null, created_at = now(),
+                       response_ciphertext = null, response_headers = null,
+                       response_seal = null, created_at = now(),
                        locked_at = now(), completed_at = null, expires_at = excluded.expires_at,
                        lineage = case when idempotency_keys.expires_at > now()
                                       then idempotency_keys.lineage
                                       else excluded.lineage end
                  where idempotency_keys.expires_at <= now()
-                    or idempotency_keys.status = 'released'
+                    or (idempotency_keys.request_hash = excluded.request_hash
+                        and (idempotency_keys.status = 'released'
+                             or (idempotency_keys.status = 'completed' and $8)))
                 returning id, lineage)
              select id, lineage, true as won, null::text as status, null::uuid as attempt,
                     null::text as request_hash, null::smallint as response_code,
                     null::jsonb as response_body, null::text as response_kid,
                     null::bytea as response_nonce, null::bytea as response_ciphertext,
-                    null::jsonb as response_headers, false as stale, 0::bigint as in_flight_ms
+                    null::jsonb as response_headers, null::smallint as response_seal,
+                    false as stale, 0::bigint as in_flight_ms
                from won
              union all
              select k.id, k.lineage, false, k.status, k.attempt, k.request_hash,
                     k.response_code, k.response_body, k.response_kid, k.response_nonce,
-                    k.response_ciphertext, k.response_headers,
+                    k.response_ciphertext, k.response_headers, k.response_seal,
                     now() - k.locked_at > $7::bigint * interval '1 millisecond',
                     (extract(epoch from (now() - k.locked_at)) * 1000)::bigint
                from idempotency_keys k
@@ -600,26 +663,28 @@ impl Idempotency {
         .bind(attempt)
         .bind(ttl_ms)
         .bind(stale_ms)
+        .bind(request.replay == Replay::ReExecute)
         .fetch_optional(&mut *conn)
-        .await?;
-        conn.finish().await?;
+        .await
+        .map_err(RoundError::Statement)?;
+        conn.finish().await.map_err(RoundError::Statement)?;
         Ok(match row {
             None => Found::Vanished,
             Some(row) if row.won => Found::Won {
                 id: row.id,
                 lineage: row.lineage,
             },
-            Some(row) => Found::Existing(ExistingRow {
+            Some(row) => Found::Existing(Box::new(ExistingRow {
                 id: row.id,
+                lineage: row.lineage,
                 status: row.status.unwrap_or_default(),
                 attempt: row.attempt.unwrap_or_default(),
                 request_hash: row.request_hash.unwrap_or_default(),
                 response_code: row.response_code,
                 stored: row.stored,
-                response_headers: row.response_headers,
                 stale: row.stale,
                 in_flight_ms: row.in_flight_ms,
-            }),
+            })),
         })
     }
 
@@ -640,6 +705,9 @@ impl Idempotency {
             );
         }
         match row.status.as_str() {
+            // Stored nothing, re-executes: the round takes a completed row over for the same
+            // request; one that completed after the round began is claimed on the next.
+            "completed" if request.replay == Replay::ReExecute => Judgement::Again,
             "completed" => {
                 // The row matched the request's scope and endpoint, so they are its identity.
                 let identity = RowIdentity {
@@ -647,15 +715,17 @@ impl Idempotency {
                     scope_user_id: request.scope_user_id,
                     endpoint: &request.endpoint,
                     response_code: row.response_code,
+                    lineage: row.lineage,
+                    attempt: row.attempt,
                 };
                 let kid = row.stored.response_kid.clone();
-                let body = match self
+                let opened = match self
                     .inner
                     .config
                     .response_keys
-                    .open_body(identity, row.stored)
+                    .open_response(identity, row.stored)
                 {
-                    Ok(body) => body,
+                    Ok(opened) => opened,
                     Err(reason) => {
                         // Never executed again and never answered from anything but the
                         // ciphertext: the key exists, its response is just unreadable here.
@@ -684,8 +754,8 @@ impl Idempotency {
                 .await;
                 let stored = StoredResponse {
                     code,
-                    body,
-                    headers: row.response_headers,
+                    body: opened.body,
+                    headers: opened.headers,
                 };
                 Judgement::Answer(stored.replay(), Outcome::Replay)
             }
@@ -785,7 +855,7 @@ impl Tracked {
             attempt,
             lineage,
             scope_user_id: request.scope_user_id,
-            store_body: request.store_body,
+            replay: request.replay,
             claimed_at: Instant::now(),
         }
     }

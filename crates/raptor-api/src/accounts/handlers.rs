@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Json;
 use raptor_idempotency::db;
-use raptor_idempotency::{Idempotent, Reply, Tier2};
+use raptor_idempotency::{Idempotent, Policy, Replay, Reply, Tier, Tier2};
 use serde_json::Value;
 
 use super::dto::{AccountExport, ErasureResponse, ProfileChanges, ProfilePatch, ProfileResponse};
@@ -28,6 +28,16 @@ impl From<Profile> for ProfileResponse {
     }
 }
 
+/// Tier 2 for a response that holds personal data (the design record's rule): nothing of it is
+/// kept on the key row, and a retry of a completed key re-executes.
+pub(crate) struct PersonalData;
+
+impl Policy for PersonalData {
+    const TIER: Tier = Tier::FailOpen;
+    const TTL: std::time::Duration = Tier2::TTL;
+    const REPLAY: Replay = Replay::ReExecute;
+}
+
 /// The caller's profile.
 #[utoipa::path(get, path = "/api/account/profile", tag = "account",
     security(("bearer" = [])),
@@ -45,7 +55,10 @@ pub(crate) async fn get_profile(
 }
 
 /// Change the caller's profile: only the fields sent change; `null` clears `display_name` or
-/// `time_zone`. Tier 2 (fail-open, keys kept 7 days). The audit row names the changed fields.
+/// `time_zone`. Tier 2 (fail-open, keys kept 7 days). The answer is personal data, so it is
+/// never stored: a retry with the same key runs the patch again (it sets values, so the second
+/// run changes nothing the first did not) and answers the profile as it is then. The audit row
+/// names the changed fields.
 #[utoipa::path(patch, path = "/api/account/profile", tag = "account",
     security(("bearer" = [])),
     params(IdempotencyKeyHeader),
@@ -57,7 +70,7 @@ pub(crate) async fn update_profile(
     user: AuthUser,
     Idempotent {
         mut claim, body, ..
-    }: Idempotent<ProfilePatch, Tier2>,
+    }: Idempotent<ProfilePatch, PersonalData>,
 ) -> Response {
     let result = match ProfileChanges::try_from(body) {
         Ok(changes) => store::update_profile(claim.conn(), user.id, changes)

@@ -11,7 +11,7 @@ use axum::response::Response;
 use axum::Json;
 use std::time::Duration;
 
-use raptor_idempotency::{Idempotent, Policy, Reply, Tier, Tier2};
+use raptor_idempotency::{Idempotent, Policy, Replay, Reply, Tier, Tier2};
 
 use super::dto::{
     CancelSubscriptionRequest, CheckoutSessionResponse, CreateCheckoutSessionRequest,
@@ -69,7 +69,7 @@ pub(crate) struct Tier2Unstored;
 impl Policy for Tier2Unstored {
     const TIER: Tier = Tier::FailOpen;
     const TTL: Duration = Tier2::TTL;
-    const STORE_BODY: bool = false;
+    const REPLAY: Replay = Replay::StatusOnly;
 }
 
 /// Manage the subscription: a Stripe Billing Portal session (the user's Stripe customer is
