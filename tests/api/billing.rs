@@ -260,9 +260,24 @@ async fn store_unreachable_fails_open(pool: PgPool) {
     assert!(response.body["url"].as_str().is_some());
     assert_eq!(app.count("select count(*) from idempotency_keys").await, 0);
     assert_eq!(app.count("select count(*) from billing_customers").await, 1);
-    // Untracked: no lineage, so a random forwarded key, never the client's.
-    let forwarded = forwarded_keys(&fake, "/v1/checkout/sessions").remove(0);
-    assert_ne!(forwarded, key.to_string());
+    // Untracked, but the forwarded key is derived from the client's key (never the key
+    // itself): the client's retry while the store is still down sends Stripe the same key, and
+    // Stripe replays the session instead of making a second one.
+    let retry = app
+        .post(CHECKOUT, &token, Some(key), &checkout_body())
+        .await;
+    assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.text);
+    assert_eq!(retry.body["id"], response.body["id"], "the same session");
+    let forwarded = forwarded_keys(&fake, "/v1/checkout/sessions");
+    assert_eq!(forwarded.len(), 2);
+    assert_eq!(forwarded[0], forwarded[1]);
+    assert_ne!(forwarded[0], key.to_string());
+    assert_eq!(fake.created("/v1/checkout/sessions"), 1);
+    // Without a client key there is no retry identity: a fresh random key each time.
+    let keyless = app.post(CHECKOUT, &token, None, &checkout_body()).await;
+    assert_eq!(keyless.status, StatusCode::CREATED, "{}", keyless.text);
+    let forwarded = forwarded_keys(&fake, "/v1/checkout/sessions");
+    assert_ne!(forwarded[2], forwarded[0]);
 
     let metrics = app.send(Call::new(Method::GET, "/metrics")).await;
     let needle = format!("endpoint=\"POST {CHECKOUT}\",outcome=\"fail_open\"");
@@ -275,13 +290,18 @@ async fn store_unreachable_fails_open(pool: PgPool) {
 }
 
 /// (c) Stripe stalls past its timeout: 504 well within the request timeout, nothing
-/// committed, the key failed.
+/// committed here. Stripe went on and created the session, so the outcome is unknown: the key
+/// is released (not failed), and the client's retry with the same key forwards the same
+/// Stripe key, so Stripe replays the session it made instead of making a second one.
 #[sqlx::test(migrator = "raptor_api::MIGRATOR")]
-async fn stripe_timeout_is_504_and_commits_nothing(pool: PgPool) {
+async fn stripe_timeout_is_504_and_the_retry_is_deduplicated_at_stripe(pool: PgPool) {
     let fake = FakeStripe::start().await;
     let app = TestApp::with(&pool, billing(&fake, Duration::from_millis(300))).await;
     let (_, token) = app.user("slow@example.com").await;
-    fake.set_mode("/v1/checkout/sessions", Mode::Stall(Duration::from_secs(3)));
+    fake.set_mode(
+        "/v1/checkout/sessions",
+        Mode::Stall(Duration::from_millis(800)),
+    );
     let key = Uuid::new_v4();
     let started = Instant::now();
     let response = app
@@ -304,16 +324,11 @@ async fn stripe_timeout_is_504_and_commits_nothing(pool: PgPool) {
             .await,
         0
     );
-    assert_eq!(key_status(&app, key).await.as_deref(), Some("failed"));
-    let again = app
-        .post(CHECKOUT, &token, Some(key), &checkout_body())
-        .await;
-    assert_eq!(again.status, StatusCode::CONFLICT);
-    assert_eq!(again.body["error"], "idempotency_previous_failed");
+    assert_eq!(key_status(&app, key).await.as_deref(), Some("released"));
 
-    // The client gives up on that key and sends a new one once Stripe is back: Stripe replays
-    // the customer it created the first time (its key follows the user, not the request), so
-    // no second customer exists at Stripe and ours is the first one's id.
+    // Stripe finishes the stalled call (it keeps executing when the client gave up), then
+    // answers normally again; the client retries with the same key.
+    tokio::time::sleep(Duration::from_millis(900)).await;
     fake.set_mode(
         "/v1/checkout/sessions",
         Mode::Fail {
@@ -322,17 +337,66 @@ async fn stripe_timeout_is_504_and_commits_nothing(pool: PgPool) {
             times: 0,
         },
     );
+    let retry = app
+        .post(CHECKOUT, &token, Some(key), &checkout_body())
+        .await;
+    assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.text);
+    assert_eq!(retry.header("idempotent-replayed"), Some("false"));
+    let keys = forwarded_keys(&fake, "/v1/checkout/sessions");
+    assert_eq!(keys.len(), 2);
+    assert_eq!(keys[0], keys[1], "the retry sent Stripe the same key");
+    assert_eq!(
+        fake.created("/v1/checkout/sessions"),
+        1,
+        "Stripe made one session"
+    );
+    assert_eq!(key_status(&app, key).await.as_deref(), Some("completed"));
+    assert_eq!(
+        audit_rows(&app, "billing.checkout_session.created").await,
+        1
+    );
+
+    // A key given up on: the client's next key forwards another Stripe key, but the customer
+    // key follows the user, so Stripe replays the customer it created the first time.
+    let fresh_user_key = Uuid::new_v4();
+    let (_, other_token) = app.user("slow-again@example.com").await;
+    fake.set_mode("/v1/customers", Mode::Stall(Duration::from_millis(800)));
+    let lost = app
+        .post(
+            CHECKOUT,
+            &other_token,
+            Some(fresh_user_key),
+            &checkout_body(),
+        )
+        .await;
+    assert_eq!(lost.status, StatusCode::GATEWAY_TIMEOUT, "{}", lost.text);
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    fake.set_mode(
+        "/v1/customers",
+        Mode::Fail {
+            status: 500,
+            body: json!({}),
+            times: 0,
+        },
+    );
     let fresh = app
-        .post(CHECKOUT, &token, Some(Uuid::new_v4()), &checkout_body())
+        .post(
+            CHECKOUT,
+            &other_token,
+            Some(Uuid::new_v4()),
+            &checkout_body(),
+        )
         .await;
     assert_eq!(fresh.status, StatusCode::CREATED, "{}", fresh.text);
+    // The first user's two calls (the stalled one and the retry's), then this user's two.
     let customer_calls = fake.requests_to("/v1/customers");
-    assert_eq!(customer_calls.len(), 2);
+    assert_eq!(customer_calls.len(), 4);
     assert_eq!(
-        customer_calls[0].idempotency_key, customer_calls[1].idempotency_key,
+        customer_calls[2].idempotency_key, customer_calls[3].idempotency_key,
         "one customer at Stripe"
     );
-    assert_eq!(app.count("select count(*) from billing_customers").await, 1);
+    assert_eq!(fake.created("/v1/customers"), 2, "one per user");
+    assert_eq!(app.count("select count(*) from billing_customers").await, 2);
     app.close().await;
 }
 

@@ -137,11 +137,21 @@ async fn stored_bodies_are_not_readable_in_the_table(pool: PgPool) {
     assert_eq!(order.status, StatusCode::CREATED, "{}", order.text);
     assert_eq!(order.body["client_order_id"], marker);
 
+    // The `Location` header names the new order: it is sealed with the body.
+    let order_id = order.body["id"].as_str().expect("order id").to_owned();
+    assert!(order
+        .header("location")
+        .is_some_and(|l| l.contains(&order_id)));
     for (key, secrets) in [
         (probe_key, vec![label.to_owned()]),
         (
             order_key,
-            vec![marker.to_owned(), "91.37".to_owned(), "AAPL".to_owned()],
+            vec![
+                marker.to_owned(),
+                "91.37".to_owned(),
+                "AAPL".to_owned(),
+                order_id.clone(),
+            ],
         ),
     ] {
         let text = row_text(&app, key).await;
@@ -150,16 +160,23 @@ async fn stored_bodies_are_not_readable_in_the_table(pool: PgPool) {
             assert!(!text.contains(&secret), "{secret} readable in {text}");
             assert!(!text.contains(&hex), "{secret} readable as hex in {text}");
         }
-        let (body, kid, nonce, sealed): (Option<Value>, Option<String>, Vec<u8>, Vec<u8>) =
-            sqlx::query_as(
-                "select response_body, response_kid, response_nonce, response_ciphertext
-                   from idempotency_keys where idem_key = $1",
-            )
-            .bind(key.to_string())
-            .fetch_one(&app.pool)
-            .await
-            .expect("sealed columns");
+        let (body, headers, kid, nonce, sealed): (
+            Option<Value>,
+            Option<Value>,
+            Option<String>,
+            Vec<u8>,
+            Vec<u8>,
+        ) = sqlx::query_as(
+            "select response_body, response_headers, response_kid, response_nonce,
+                    response_ciphertext
+               from idempotency_keys where idem_key = $1",
+        )
+        .bind(key.to_string())
+        .fetch_one(&app.pool)
+        .await
+        .expect("sealed columns");
         assert_eq!(body, None, "no plain body");
+        assert_eq!(headers, None, "no plain headers");
         assert_eq!(kid.as_deref(), Some("k1"));
         assert_eq!(nonce.len(), 12);
         assert!(sealed.len() > 16);
@@ -432,6 +449,55 @@ async fn associated_data_stops_a_body_moved_to_another_row(pool: PgPool) {
             .await,
     );
     assert_eq!(items(&app, "same").await, 3, "nothing ran again");
+    app.close().await;
+}
+
+/// The associated data binds a ciphertext to the key's lifetime too: the first lifetime's
+/// sealed response, restored onto the same row after the key expired and was used again, does
+/// not open (503, nothing runs again), though row id, user, route, key id and status match.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn a_seal_from_an_earlier_lifetime_does_not_open(pool: PgPool) {
+    let app = TestApp::with(&pool, keyed(&format!("k1:{KEY_A}"))).await;
+    let (_, token) = app.user("lifetimes@example.com").await;
+    let key = Uuid::new_v4();
+    let body = json!({ "label": "lifetimes" });
+    let first = app.post("/probe/items", &token, Some(key), &body).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
+    let (kid, nonce, ciphertext): (String, Vec<u8>, Vec<u8>) = sqlx::query_as(
+        "select response_kid, response_nonce, response_ciphertext
+           from idempotency_keys where idem_key = $1",
+    )
+    .bind(key.to_string())
+    .fetch_one(&app.pool)
+    .await
+    .expect("first seal");
+
+    sqlx::query("update idempotency_keys set expires_at = now() - interval '1 second'")
+        .execute(&app.pool)
+        .await
+        .expect("expire");
+    let second = app.post("/probe/items", &token, Some(key), &body).await;
+    assert_eq!(second.status, StatusCode::CREATED, "{}", second.text);
+    assert_eq!(second.header("idempotent-replayed"), Some("false"));
+    assert_ne!(second.body["id"], first.body["id"], "a new lifetime ran");
+    assert_eq!(items(&app, "lifetimes").await, 2);
+
+    let restored = sqlx::query(
+        "update idempotency_keys
+            set response_kid = $2, response_nonce = $3, response_ciphertext = $4
+          where idem_key = $1",
+    )
+    .bind(key.to_string())
+    .bind(kid)
+    .bind(nonce)
+    .bind(ciphertext)
+    .execute(&app.pool)
+    .await
+    .expect("restore")
+    .rows_affected();
+    assert_eq!(restored, 1);
+    assert_unreadable(&app.post("/probe/items", &token, Some(key), &body).await);
+    assert_eq!(items(&app, "lifetimes").await, 2, "nothing ran again");
     app.close().await;
 }
 

@@ -99,6 +99,17 @@ impl FakeStripe {
     }
 
     /// The requests to `path` exactly.
+    /// How many objects the fake created at `path` (replays of a stored key not counted).
+    pub(crate) fn created(&self, path: &str) -> usize {
+        self.inner
+            .replays
+            .lock()
+            .expect("lock")
+            .values()
+            .filter(|(fingerprint, _, _)| fingerprint.starts_with(&format!("{path}?")))
+            .count()
+    }
+
     pub(crate) fn requests_to(&self, path: &str) -> Vec<Recorded> {
         self.requests()
             .into_iter()

@@ -1053,6 +1053,48 @@ async fn retryable_503_releases_the_key(pool: PgPool) {
     app.close().await;
 }
 
+/// A released key (its attempt rolled back with a retryable 503) is free only for the same
+/// request: another body with the key is `422 idempotency_key_body_mismatch`, as on any row,
+/// and does not run; the same body then runs once.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn a_released_key_with_another_body_is_a_mismatch(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("released-mismatch@example.com").await;
+    let key = Uuid::new_v4();
+    let call = |label: &str| {
+        Call::new(Method::POST, "/probe/items")
+            .token(&token)
+            .key(key)
+            .json(&json!({ "label": label }))
+    };
+    let unavailable = app
+        .send(call("first-body").header(UNAVAILABLE_HEADER, "1"))
+        .await;
+    assert_eq!(unavailable.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(key_status(&app, key).await.as_deref(), Some("released"));
+
+    let other = app.send(call("other-body")).await;
+    assert_eq!(
+        other.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        other.text
+    );
+    assert_eq!(other.body["error"], "idempotency_key_body_mismatch");
+    assert_eq!(
+        items(&app, "other-body").await,
+        0,
+        "the other body did not run"
+    );
+    assert_eq!(key_status(&app, key).await.as_deref(), Some("released"));
+
+    let same = app.send(call("first-body")).await;
+    assert_eq!(same.status, StatusCode::CREATED, "{}", same.text);
+    assert_eq!(same.header("idempotent-replayed"), Some("false"));
+    assert_eq!(items(&app, "first-body").await, 1);
+    app.close().await;
+}
+
 /// A body-less request and its retry with `{}` are the same request (the route reads both as
 /// `{}`): the retry replays instead of answering `idempotency_key_body_mismatch`.
 #[sqlx::test(migrator = "raptor_api::MIGRATOR")]

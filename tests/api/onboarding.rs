@@ -113,7 +113,8 @@ fn limits(per_email_per_hour: u32, per_ip_per_minute: u32) -> Options {
 }
 
 /// Register, verify, trade and read the account, all over HTTP; a repeated verification is the
-/// same user; logout revokes exactly that session.
+/// same user and the same session; logout revokes exactly that session and ends the link's
+/// grace.
 #[sqlx::test(migrator = "raptor_api::MIGRATOR")]
 async fn sign_up_trade_and_log_out(pool: PgPool) {
     let app = TestApp::new(&pool).await;
@@ -169,14 +170,19 @@ async fn sign_up_trade_and_log_out(pool: PgPool) {
     assert_eq!(account.status, StatusCode::OK, "{}", account.text);
     assert_eq!(account.body["cash"], "99810.00");
 
-    // A retry after a lost response: 200, the same user, no second user or account.
+    // A retry after a lost response: 200, the same user and the same session (whichever
+    // answer the app keeps works), no second user, account or session.
     let again = verify(&app, &link).await;
     assert_eq!(again.status, StatusCode::OK, "{}", again.text);
     assert_eq!(again.body["user_id"].as_i64(), Some(user_id));
-    let second_token = again.body["token"].as_str().expect("token").to_owned();
-    assert_ne!(second_token, token);
+    assert_eq!(again.body["token"].as_str(), Some(token.as_str()));
     assert_eq!(app.count("select count(*) from users").await, 1);
     assert_eq!(app.count("select count(*) from paper_accounts").await, 1);
+    assert_eq!(
+        app.count("select count(*) from api_tokens where kind = 'session'")
+            .await,
+        1
+    );
     assert_eq!(
         app.count("select count(*) from audit_log where action = 'user.registered'")
             .await,
@@ -185,7 +191,7 @@ async fn sign_up_trade_and_log_out(pool: PgPool) {
     assert_eq!(
         app.count("select count(*) from audit_log where action = 'session.created'")
             .await,
-        2
+        1
     );
     assert_eq!(
         app.count(
@@ -196,30 +202,106 @@ async fn sign_up_trade_and_log_out(pool: PgPool) {
         0,
         "no address or token in audit rows"
     );
-
-    // The repeat replaced the link's session: the first token no longer works.
-    let replaced = app.get("/api/trading/account", &token).await;
-    assert_eq!(replaced.status, StatusCode::UNAUTHORIZED);
+    let still = app.get("/api/trading/account", &token).await;
+    assert_eq!(
+        still.status,
+        StatusCode::OK,
+        "the first answer's session works"
+    );
     let (_, other_session) = app.user("someone-else@example.com").await;
 
     let logout = app
-        .send(Call::new(Method::POST, "/api/auth/logout").token(&second_token))
+        .send(Call::new(Method::POST, "/api/auth/logout").token(&token))
         .await;
     assert_eq!(logout.status, StatusCode::NO_CONTENT, "{}", logout.text);
-    let after = app.get("/api/trading/account", &second_token).await;
+    let after = app.get("/api/trading/account", &token).await;
     assert_eq!(after.status, StatusCode::UNAUTHORIZED);
     let logout_again = app
-        .send(Call::new(Method::POST, "/api/auth/logout").token(&second_token))
+        .send(Call::new(Method::POST, "/api/auth/logout").token(&token))
         .await;
     assert_eq!(logout_again.status, StatusCode::UNAUTHORIZED);
     let other = app.get("/api/trading/account", &other_session).await;
     assert_eq!(other.status, StatusCode::OK, "only that session ended");
+    // Logging out ends the link's grace: it no longer signs anyone in.
+    let after_logout = verify(&app, &link).await;
+    assert_eq!(
+        after_logout.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        after_logout.text
+    );
+    assert_eq!(after_logout.body["error"], "invalid_token");
 
     for token in ["rpl_unknown", "", &"x".repeat(10_000)] {
         let unknown = verify(&app, token).await;
         assert_eq!(unknown.status, StatusCode::BAD_REQUEST, "{}", unknown.text);
         assert_eq!(unknown.body["error"], "invalid_token");
     }
+    app.close().await;
+}
+
+/// A double submit of a login link (concurrent verifications) and a retry that reaches another
+/// replica with the same `RAPTOR_SESSION_KEY`: every answer is the same working session.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn every_verification_of_a_link_answers_one_session(pool: PgPool) {
+    let key = raptor_api::sessions::SessionKey::random();
+    let options = || Options {
+        api: ApiConfig {
+            session_key: key.clone(),
+            ..ApiConfig::default()
+        },
+        ..Options::default()
+    };
+    let app = TestApp::with(&pool, options()).await;
+    let replica = TestApp::with(&pool, options()).await;
+    let (user_id, _) = app.user("double@example.com").await;
+    let login = post_json(
+        &app,
+        "/api/auth/login",
+        &json!({ "email": "double@example.com" }),
+    )
+    .await;
+    assert_eq!(login.status, StatusCode::ACCEPTED);
+    let link = outbox_token(&app, "double@example.com", "login_link").await;
+
+    let mut set = JoinSet::new();
+    for _ in 0..5 {
+        let router = app.router.clone();
+        let body = json!({ "token": link });
+        set.spawn(send(
+            router,
+            Call::new(Method::POST, "/api/auth/register/verify-with-token").json(&body),
+        ));
+    }
+    let mut tokens = std::collections::HashSet::new();
+    for answer in set.join_all().await {
+        assert_eq!(answer.status, StatusCode::OK, "{}", answer.text);
+        assert_eq!(answer.body["user_id"].as_i64(), Some(i64::from(user_id)));
+        tokens.insert(answer.body["token"].as_str().expect("token").to_owned());
+    }
+    let from_replica = verify(&replica, &link).await;
+    assert_eq!(from_replica.status, StatusCode::OK, "{}", from_replica.text);
+    tokens.insert(
+        from_replica.body["token"]
+            .as_str()
+            .expect("token")
+            .to_owned(),
+    );
+    assert_eq!(tokens.len(), 1, "one session: {tokens:?}");
+    let token = tokens.into_iter().next().expect("token");
+    let account = app.get("/api/trading/account", &token).await;
+    assert_eq!(account.status, StatusCode::OK, "{}", account.text);
+    // The user's own session from `users create`, and the link's one.
+    assert_eq!(
+        count_where(
+            &app,
+            "select count(*) from api_tokens where user_id = $1",
+            user_id
+        )
+        .await,
+        2
+    );
+    replica.close().await;
     app.close().await;
 }
 

@@ -95,6 +95,10 @@ pub enum ApiError {
         code: &'static str,
         /// Human text (never the upstream's internals).
         message: String,
+        /// Whether the call may have taken effect upstream without our knowing (a timeout, a
+        /// lost connection, an upstream 5xx): the key is then released, not failed, so the
+        /// retry with the same key forwards the same upstream key and the upstream replays.
+        outcome_unknown: bool,
     },
     /// 503: a lock or statement timeout fired in the transaction (it rolled back; retry).
     #[error("the database is busy")]
@@ -321,6 +325,16 @@ impl IntoResponse for ApiError {
 impl ErrorReply for ApiError {
     fn status(&self) -> StatusCode {
         ApiError::status(self)
+    }
+
+    fn releases_key(&self) -> bool {
+        matches!(
+            self,
+            Self::Upstream {
+                outcome_unknown: true,
+                ..
+            }
+        ) || self.status() == StatusCode::SERVICE_UNAVAILABLE
     }
 
     fn body(&self) -> Value {

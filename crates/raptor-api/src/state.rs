@@ -35,6 +35,9 @@ pub struct ApiConfig {
     pub max_open_orders: usize,
     /// `RAPTOR_SESSION_TTL_DAYS`: lifetime of a session made by sign-up or login.
     pub session_ttl: Duration,
+    /// `RAPTOR_SESSION_KEY`: derives a sign-in link's session token (the same on every
+    /// verification of the link); a random one when unset.
+    pub session_key: crate::sessions::SessionKey,
     /// Sign-up and login rate limits.
     pub auth_limits: AuthLimits,
     /// Stripe: API base, keys and the per-call timeout.
@@ -124,6 +127,7 @@ impl Default for ApiConfig {
             account_write_wait: Duration::from_secs(2),
             max_open_orders: 500,
             session_ttl: Duration::from_secs(30 * 24 * 60 * 60),
+            session_key: crate::sessions::SessionKey::random(),
             auth_limits: AuthLimits::default(),
             billing: BillingConfig::default(),
             docs_assets: std::path::PathBuf::from(DEFAULT_DOCS_ASSETS),

@@ -83,7 +83,8 @@ impl Claim {
     /// Ends the request. `Ok`, or an error below 500, is stored on the key (when there is one)
     /// and committed in the same transaction as the handler's writes; the response carries
     /// `Idempotent-Replayed: false`. A 500-class result rolls back and marks the key failed,
-    /// except a 503 (retry later), which releases it so that the retry executes.
+    /// except one whose retry may run ([`ErrorReply::releases_key`]: a 503 that says "retry
+    /// later", an upstream outcome the retry deduplicates upstream), which releases it.
     /// If the attempt was fenced off as stale meanwhile, the completion matches no row and the
     /// whole transaction rolls back.
     #[tracing::instrument(skip_all, fields(endpoint = %self.endpoint, tracked = self.is_tracked()))]
@@ -100,7 +101,7 @@ impl Claim {
             Ok(reply) => reply,
             Err(err) if err.status().is_server_error() => {
                 rollback(tx).await;
-                guard.settle_error(err.status()).await;
+                guard.settle_error(err.releases_key()).await;
                 return mark(err.into_response(), replayed);
             }
             Err(err) => {
@@ -115,7 +116,9 @@ impl Claim {
         };
         if reply.status.is_server_error() {
             rollback(tx).await;
-            guard.settle_error(reply.status).await;
+            guard
+                .settle_error(reply.status == StatusCode::SERVICE_UNAVAILABLE)
+                .await;
             return reply.into_response_with(replayed);
         }
 
@@ -199,7 +202,7 @@ impl Claim {
                     // the key so the client's retry runs.
                     tracing::warn!(error = %err, %endpoint, "storing the idempotent response timed out on a lock or lost its connection; rolling back");
                     rollback(tx).await;
-                    guard.settle_error(StatusCode::SERVICE_UNAVAILABLE).await;
+                    guard.settle_error(true).await;
                     return mark(reply::store_unavailable(), replayed);
                 }
                 Err(err) => {
@@ -230,7 +233,7 @@ impl Claim {
                 // matches nothing, and the client's retry gets the replay; if it did not, the
                 // retry executes. 503 tells the client to retry with the same key.
                 tracing::warn!(error = %err, %endpoint, "commit outcome unknown (connection lost); releasing the key");
-                guard.settle_error(StatusCode::SERVICE_UNAVAILABLE).await;
+                guard.settle_error(true).await;
                 mark(reply::store_unavailable(), replayed)
             }
             Err(err) => {
@@ -295,12 +298,12 @@ impl KeyGuard {
         }
     }
 
-    /// Settles the key of a rolled-back 5xx answer: a `503` tells the client to retry (database
-    /// unavailable, a timeout, an upstream asking to slow down) and nothing it did committed, so
-    /// the key is released and the retry with the same key executes; any other 5xx fails it.
-    async fn settle_error(&mut self, status: StatusCode) {
+    /// Settles the key of a rolled-back 5xx answer: released when a retry with the same key
+    /// may run ([`ErrorReply::releases_key`]: a `503` that says "retry", an upstream outcome
+    /// that the retry deduplicates upstream), so the retry executes; failed otherwise.
+    async fn settle_error(&mut self, release: bool) {
         if let Some(tracked) = self.tracked.take() {
-            let how = if status == StatusCode::SERVICE_UNAVAILABLE {
+            let how = if release {
                 Settle::Release
             } else {
                 Settle::Fail

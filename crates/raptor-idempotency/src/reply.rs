@@ -100,6 +100,12 @@ pub trait ErrorReply: IntoResponse {
     fn status(&self) -> StatusCode;
     /// The JSON body stored and sent for a status below 500.
     fn body(&self) -> Value;
+    /// For a 500-class error: whether the key is released (its transaction rolled back and a
+    /// retry with the same key may run: a `503` that says "retry", or an upstream call whose
+    /// outcome is unknown and which the retry deduplicates upstream) rather than failed.
+    fn releases_key(&self) -> bool {
+        self.status() == StatusCode::SERVICE_UNAVAILABLE
+    }
 }
 
 fn bool_str(value: bool) -> &'static str {

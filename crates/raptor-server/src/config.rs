@@ -9,7 +9,7 @@
 //! `RAPTOR_LOG_FORMAT`, `RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS`, `RAPTOR_MAX_OPEN_ORDERS`,
 //! `RAPTOR_ORDER_EXPIRY_INTERVAL_SECS`, `RAPTOR_DB_LOCK_TIMEOUT_MS`, `RAPTOR_DB_STATEMENT_TIMEOUT_MS`,
 //! `RAPTOR_ACCOUNT_WRITE_CONCURRENCY`, `RAPTOR_ACCOUNT_WRITE_WAIT_MS`, `RAPTOR_SHUTDOWN_DRAIN_SECS`,
-//! `RAPTOR_SESSION_TTL_DAYS`,
+//! `RAPTOR_SESSION_TTL_DAYS`, `RAPTOR_SESSION_KEY`,
 //! `RAPTOR_AUTH_EMAIL_PER_HOUR`, `RAPTOR_AUTH_IP_PER_MINUTE`, `RAPTOR_BILLING_CONCURRENCY`,
 //! `STRIPE_API_BASE`,
 //! `STRIPE_SECRET_KEY`, `STRIPE_WEBHOOK_SECRET`, `STRIPE_TIMEOUT_MS`, `RAPTOR_RESPONSE_KEYS`,
@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
+use raptor_api::sessions::SessionKey;
 use raptor_api::ApiConfig;
 use raptor_idempotency::db;
 use raptor_idempotency::{Idempotency, IdempotencyConfig, RequireKey, ResponseKeys};
@@ -110,6 +111,10 @@ pub enum PoolMode {
 }
 
 /// A boolean flag as the environment writes it: `1`/`0`, `true`/`false`, `on`/`off`.
+fn parse_session_key(text: &str) -> Result<SessionKey, String> {
+    SessionKey::parse(text).map_err(|err| err.to_string())
+}
+
 fn parse_flag(text: &str) -> Result<bool, String> {
     match text.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "on" | "yes" => Ok(true),
@@ -374,6 +379,14 @@ pub struct Config {
           default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3650), global = true)]
     pub session_ttl_days: u64,
 
+    /// The server key a sign-in link's session token is derived with (32 bytes, base64:
+    /// `openssl rand -base64 32`), so that every verification of one link answers the same
+    /// session. The same on every replica. Unset: a random key per process (serve warns: a
+    /// retried verification on another replica gets a session of its own).
+    #[arg(long, env = "RAPTOR_SESSION_KEY", value_name = "RAPTOR_SESSION_KEY",
+          value_parser = parse_session_key, global = true, hide_env_values = true)]
+    pub session_key: Option<SessionKey>,
+
     /// Register and login requests allowed per email address per hour (then 429).
     #[arg(long, env = "RAPTOR_AUTH_EMAIL_PER_HOUR", value_name = "RAPTOR_AUTH_EMAIL_PER_HOUR",
           default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..), global = true)]
@@ -517,6 +530,7 @@ impl Config {
                 .unwrap_or(usize::MAX),
             account_write_wait: Duration::from_millis(self.account_write_wait_ms),
             session_ttl: Duration::from_secs(self.session_ttl_days * 24 * 60 * 60),
+            session_key: self.session_key.clone().unwrap_or_else(SessionKey::random),
             auth_limits: raptor_api::AuthLimits {
                 per_email_per_hour: self.auth_email_per_hour,
                 per_ip_per_minute: self.auth_ip_per_minute,

@@ -196,6 +196,13 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
                 )
             });
             let idempotency = config.idempotency()?;
+            if config.session_key.is_none() {
+                tracing::warn!(
+                    "RAPTOR_SESSION_KEY is not set: a random key is used, so a retried sign-in \
+                     verification that reaches another replica (or this one after a restart) \
+                     gets a session of its own; set the same key on every replica"
+                );
+            }
             match idempotency.response_keys.current_kid() {
                 Some(kid) => tracing::info!(kid, "stored idempotent responses are encrypted"),
                 None => tracing::warn!(

@@ -43,7 +43,7 @@ pub(crate) async fn create_checkout_session(
         mut claim, body, ..
     }: Idempotent<CreateCheckoutSessionRequest, Tier2>,
 ) -> Response {
-    let keys = ForwardKeys::new(claim.lineage());
+    let keys = ForwardKeys::new(billing.user_id, claim.key());
     let result = async {
         let params = body.parse()?;
         let _permit = billing.permit()?;
@@ -87,7 +87,7 @@ pub(crate) async fn create_portal_session(
         mut claim, body, ..
     }: Idempotent<CreatePortalSessionRequest, Tier2Unstored>,
 ) -> Response {
-    let keys = ForwardKeys::new(claim.lineage());
+    let keys = ForwardKeys::new(billing.user_id, claim.key());
     let result = async {
         let return_url = body.parse()?;
         let _permit = billing.permit()?;
@@ -119,7 +119,7 @@ pub(crate) async fn cancel_subscription(
     billing: BillingUser,
     Idempotent { mut claim, .. }: Idempotent<CancelSubscriptionRequest, Tier2>,
 ) -> Response {
-    let keys = ForwardKeys::new(claim.lineage());
+    let keys = ForwardKeys::new(billing.user_id, claim.key());
     let now = state.clock.now();
     let result = async {
         let _permit = billing.permit()?;

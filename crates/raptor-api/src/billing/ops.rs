@@ -76,6 +76,7 @@ pub(crate) async fn create_checkout_session(
         status: axum::http::StatusCode::BAD_GATEWAY,
         code: "stripe_unavailable",
         message: "Stripe returned a checkout session without a URL".to_owned(),
+        outcome_unknown: false,
     })?;
     // No URLs or email in the audit row: the ids say what happened.
     audit::record(
@@ -171,6 +172,7 @@ pub(crate) async fn cancel_subscription(
             status: axum::http::StatusCode::BAD_GATEWAY,
             code: "stripe_unavailable",
             message: "Stripe answered for another subscription".to_owned(),
+            outcome_unknown: false,
         });
     }
     let row = store::sync_subscription(conn, &state_of(&answer, current.user_id, now)).await?;

@@ -1,11 +1,12 @@
 //! A small Stripe API client: form-encoded `POST`s with a deadline and no retries of its own
-//! (the client retries with its Idempotency-Key; we forward a key derived from our key row, so
+//! (the client retries with its Idempotency-Key; we forward a key derived from it, so
 //! Stripe replays instead of executing twice). Errors map to the API's envelope; the secret key
 //! never reaches a log line or a response.
 
 use std::sync::Arc;
 
 use axum::http::StatusCode;
+use raptor_idempotency::IdempotencyKey;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use uuid::Uuid;
@@ -13,7 +14,7 @@ use uuid::Uuid;
 use crate::error::ApiError;
 use crate::state::BillingConfig;
 
-/// The namespace of forwarded Idempotency-Keys (UUIDv5 over `"{lineage}:{operation}"`).
+/// The namespace of forwarded Idempotency-Keys (UUIDv5 over `"{user}:{operation}:{key}"`).
 const FORWARD_NAMESPACE: Uuid = Uuid::from_u128(0x7b1c_52e4_0f3a_4d6e_9a87_b111_0c0d_e5a1);
 
 /// The Stripe operations of one request. Each gets its own forwarded key: Stripe refuses a key
@@ -38,29 +39,33 @@ impl Operation {
     }
 }
 
-/// Derives the `Idempotency-Key` forwarded to Stripe from the request's key row.
+/// Derives the `Idempotency-Key` forwarded to Stripe from the client's `Idempotency-Key`.
 ///
-/// With a tracked claim the key is `UUIDv5(namespace, "{lineage}:{operation}")`: the same for
-/// every retry of the client's key within its retention (so Stripe replays a call whose answer
-/// we lost), new when the key expired and is reused, and never the client's raw key. Without
-/// one (no key, fail-open, kill switch) each call gets a fresh random key: there is no retry
-/// identity to preserve.
+/// With a key the forwarded one is `UUIDv5(namespace, "{user}:{operation}:{key}")`: the same
+/// for every attempt of the client's key, whether the attempt was tracked, ran untracked
+/// because the store could not be reached (fail-open), or ran with the kill switch off, and
+/// whether an earlier attempt's outcome at Stripe was lost (a timeout releases the key, and
+/// the retry sends Stripe the same key, so Stripe replays instead of executing twice). It is
+/// never the client's raw key. Stripe keeps a key for 24 hours and our key rows live 7 days,
+/// so a key reused after its row expired cannot meet a stored Stripe answer. Without a client
+/// key each call gets a fresh random key: there is no retry identity to preserve.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ForwardKeys {
-    lineage: Option<Uuid>,
+    seed: Option<(i32, IdempotencyKey)>,
 }
 
 impl ForwardKeys {
-    /// Keys for a claim with this lineage (`Claim::lineage`).
-    pub(crate) fn new(lineage: Option<Uuid>) -> Self {
-        Self { lineage }
+    /// Keys for `user_id`'s request that carried `key` (`Claim::key`).
+    pub(crate) fn new(user_id: i32, key: Option<IdempotencyKey>) -> Self {
+        Self {
+            seed: key.map(|key| (user_id, key)),
+        }
     }
 
     /// The key of creating `user_id`'s customer: derived from the user and the email sent, not
     /// from the request, so that every request of the user (whatever its own key) within
     /// Stripe's idempotency window replays the same customer instead of creating another one
-    /// after a lost answer (a timeout or 5xx fails the client's key; its next key must not
-    /// leave an orphan customer behind).
+    /// after a lost answer (the client's next key must not leave an orphan customer behind).
     pub(crate) fn customer_key(user_id: i32, email: &str) -> String {
         Uuid::new_v5(
             &FORWARD_NAMESPACE,
@@ -71,10 +76,10 @@ impl ForwardKeys {
 
     /// The key of `operation`.
     pub(crate) fn key(&self, operation: Operation) -> String {
-        match self.lineage {
-            Some(lineage) => Uuid::new_v5(
+        match self.seed {
+            Some((user_id, key)) => Uuid::new_v5(
                 &FORWARD_NAMESPACE,
-                format!("{lineage}:{}", operation.as_str()).as_bytes(),
+                format!("{user_id}:{}:{key}", operation.as_str()).as_bytes(),
             ),
             None => Uuid::new_v4(),
         }
@@ -359,8 +364,14 @@ impl StripeClient {
                 message: "Stripe is busy; retry shortly with the same Idempotency-Key".to_owned(),
                 retry_after_secs: Some(retry_after.unwrap_or(1).clamp(1, 60)),
             },
-            // Our credentials: not the client's fault and not something they can fix.
-            401 | 403 => unavailable("Stripe refused the service's credentials"),
+            // Our credentials: not the client's fault and not something they can fix. Stripe
+            // refused before doing anything: a known outcome, the key fails.
+            401 | 403 => ApiError::Upstream {
+                status: StatusCode::BAD_GATEWAY,
+                code: "stripe_unavailable",
+                message: "Stripe refused the service's credentials".to_owned(),
+                outcome_unknown: false,
+            },
             400..=499 => {
                 let mut message = error
                     .message
@@ -389,11 +400,14 @@ pub(crate) struct CheckoutRequest<'a> {
     pub(crate) user_id: i32,
 }
 
+/// A 502 whose outcome at Stripe is unknown (a 5xx, an unreadable answer, a lost connection):
+/// the key is released and the retry sends Stripe the same key.
 fn unavailable(message: &str) -> ApiError {
     ApiError::Upstream {
         status: StatusCode::BAD_GATEWAY,
         code: "stripe_unavailable",
         message: message.to_owned(),
+        outcome_unknown: true,
     }
 }
 
@@ -404,7 +418,10 @@ fn transport_error(err: &reqwest::Error) -> ApiError {
         ApiError::Upstream {
             status: StatusCode::GATEWAY_TIMEOUT,
             code: "stripe_timeout",
-            message: "Stripe did not answer in time; nothing was changed".to_owned(),
+            message: "Stripe did not answer in time; nothing was changed here, and a retry \
+                      with the same Idempotency-Key is safe"
+                .to_owned(),
+            outcome_unknown: true,
         }
     } else {
         tracing::warn!(error = %err, "Stripe call failed");
@@ -431,19 +448,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn forwarded_keys_are_stable_per_lineage_and_distinct_per_operation() {
-        let lineage = Uuid::new_v4();
-        let keys = ForwardKeys::new(Some(lineage));
+    fn forwarded_keys_are_stable_per_client_key_and_distinct_per_operation_and_user() {
+        let client_key = IdempotencyKey::parse(&Uuid::new_v4().to_string()).expect("key");
+        let keys = ForwardKeys::new(7, Some(client_key));
         let checkout = keys.key(Operation::CreateCheckoutSession);
         assert_eq!(checkout, keys.key(Operation::CreateCheckoutSession));
+        assert_eq!(
+            checkout,
+            ForwardKeys::new(7, Some(client_key)).key(Operation::CreateCheckoutSession),
+            "every attempt of one key, tracked or not, forwards the same key"
+        );
         assert_ne!(checkout, keys.key(Operation::CreatePortalSession));
-        assert_ne!(checkout, lineage.to_string());
-        let other = ForwardKeys::new(Some(Uuid::new_v4()));
-        assert_ne!(checkout, other.key(Operation::CreateCheckoutSession));
-        let untracked = ForwardKeys::new(None);
         assert_ne!(
-            untracked.key(Operation::CreateCheckoutSession),
-            untracked.key(Operation::CreateCheckoutSession)
+            checkout,
+            client_key.to_string(),
+            "never the client's raw key"
+        );
+        let other_user = ForwardKeys::new(8, Some(client_key));
+        assert_ne!(checkout, other_user.key(Operation::CreateCheckoutSession));
+        let other_key = IdempotencyKey::parse(&Uuid::new_v4().to_string()).expect("key");
+        let other = ForwardKeys::new(7, Some(other_key));
+        assert_ne!(checkout, other.key(Operation::CreateCheckoutSession));
+        let keyless = ForwardKeys::new(7, None);
+        assert_ne!(
+            keyless.key(Operation::CreateCheckoutSession),
+            keyless.key(Operation::CreateCheckoutSession)
         );
         // The customer's key follows the user (and the email sent), not the request.
         let customer = ForwardKeys::customer_key(7, "a@example.com");

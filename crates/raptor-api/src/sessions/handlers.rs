@@ -18,7 +18,7 @@ use super::store::{self, Link, OutboxMessage, Purpose};
 use crate::accounts::dto::Email;
 use crate::accounts::store as accounts;
 use crate::audit::{self, AuditEvent};
-use crate::auth::{self, AuthUser, Role};
+use crate::auth::{AuthUser, Role};
 use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::extract::ApiJson;
 use crate::state::ApiState;
@@ -180,15 +180,16 @@ async fn queue_login_link(
     .await
 }
 
-/// Verify a sign-up or login link: a new session, and on the first verification of a sign-up
-/// link a new user with a paper account. A repeat within 15 minutes of the first use returns a
-/// session for the same user (a retry after a lost response) and revokes the one the link
-/// issued before, so a link never has two live sessions; later, it is `400 invalid_token`.
-/// Never creates a second user for one address.
+/// Verify a sign-up or login link: a session, and on the first verification of a sign-up link
+/// a new user with a paper account. A repeat within 15 minutes of the first use (a client
+/// retrying a lost answer, a double submit) answers the **same** session for the same user, so
+/// whichever answer the app keeps works; after logout of that session, or later than 15
+/// minutes, the link is spent (`400 invalid_token`). Never creates a second user for one
+/// address.
 #[utoipa::path(post, path = "/api/auth/register/verify-with-token", tag = "auth",
     request_body = VerifyRequest,
     responses(
-        (status = 200, description = "a new session (Cache-Control: no-store)", body = SessionResponse),
+        (status = 200, description = "the link's session (Cache-Control: no-store); the same one on every verification of the link", body = SessionResponse),
     ))]
 pub(crate) async fn verify_link(
     State(state): State<ApiState>,
@@ -198,37 +199,48 @@ pub(crate) async fn verify_link(
     if token.is_empty() || token.len() > 128 {
         return Err(invalid_token());
     }
+    // The link's one session: derived from the link with the server key, never stored.
+    let session = state.config.session_key.session_token(token)?;
     let mut tx = state.db.begin().await.context("begin")?;
     let link = store::lock_link(&mut tx, token, REVERIFY_GRACE)
         .await?
         .ok_or_else(invalid_token)?;
-    let (user_id, repeat) = if link.used {
-        match (link.grace_over, link.user_id) {
-            (false, Some(user_id)) => (user_id, true),
-            _ => return Err(invalid_token()),
+    let user_id = if link.used {
+        // A repeat: only within the grace, and only while the link's session lives (its
+        // logout ends the grace too).
+        let (false, Some(user_id), Some(_)) =
+            (link.grace_over, link.user_id, link.session_token_id)
+        else {
+            return Err(invalid_token());
+        };
+        if let Some(session_id) =
+            store::insert_session_if_new(&mut tx, user_id, &session, state.config.session_ttl)
+                .await?
+        {
+            // Another replica with another RAPTOR_SESSION_KEY: its session stays valid too.
+            tracing::warn!(
+                link.id = link.id,
+                "a repeated verification derived another session; is RAPTOR_SESSION_KEY the same on every replica?"
+            );
+            store::set_link_session(&mut tx, link.id, session_id).await?;
+            audit_session(&mut tx, user_id, &link, true).await?;
         }
+        user_id
     } else if link.expired {
         return Err(invalid_token());
     } else {
         let user_id = first_verification(&mut tx, &state, &link).await?;
         store::mark_link_used(&mut tx, link.id, user_id).await?;
-        (user_id, false)
+        let session_id =
+            store::insert_session_if_new(&mut tx, user_id, &session, state.config.session_ttl)
+                .await?
+                .ok_or_else(|| {
+                    ApiError::Internal(anyhow::anyhow!("a fresh link's session already exists"))
+                })?;
+        store::set_link_session(&mut tx, link.id, session_id).await?;
+        audit_session(&mut tx, user_id, &link, false).await?;
+        user_id
     };
-    let session = auth::new_token()?;
-    let session_id =
-        store::insert_session(&mut tx, user_id, &session, state.config.session_ttl).await?;
-    // One live session per link: a repeat replaces the session the link issued before.
-    store::replace_link_session(&mut tx, link.id, link.session_token_id, session_id).await?;
-    audit::record(
-        &mut tx,
-        AuditEvent::new(
-            Some(user_id),
-            "session.created",
-            json!({ "via": link.purpose.as_str(), "link_id": link.id, "repeat": repeat }),
-        ),
-    )
-    .await
-    .context("audit session")?;
     tx.commit().await.context("commit verification")?;
     let body = SessionResponse {
         user_id,
@@ -240,6 +252,25 @@ pub(crate) async fn verify_link(
         Json(body),
     )
         .into_response())
+}
+
+async fn audit_session(
+    tx: &mut sqlx::PgConnection,
+    user_id: i32,
+    link: &Link,
+    repeat: bool,
+) -> ApiResult<()> {
+    audit::record(
+        tx,
+        AuditEvent::new(
+            Some(user_id),
+            "session.created",
+            json!({ "via": link.purpose.as_str(), "link_id": link.id, "repeat": repeat }),
+        ),
+    )
+    .await
+    .context("audit session")?;
+    Ok(())
 }
 
 /// The user a first verification signs in: the link's user, else the address's user, else (a

@@ -4,6 +4,7 @@
 
 pub mod dto;
 mod handlers;
+mod key;
 mod limits;
 mod store;
 
@@ -13,6 +14,7 @@ use utoipa_axum::routes;
 use crate::state::ApiState;
 
 pub use handlers::REVERIFY_GRACE;
+pub use key::{SessionKey, SessionKeyError, SESSION_KEY_LEN};
 pub use limits::AuthLimiter;
 
 pub(crate) fn routes() -> OpenApiRouter<ApiState> {

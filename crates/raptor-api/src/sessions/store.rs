@@ -182,42 +182,35 @@ pub(crate) async fn mark_link_used(
     Ok(())
 }
 
-/// Stores a session token for `user_id` that expires after `ttl`.
-pub(crate) async fn insert_session(
+/// Stores a session token for `user_id` that expires after `ttl`; its id, or `None` when the
+/// token is stored already (a repeated verification of a link).
+pub(crate) async fn insert_session_if_new(
     conn: &mut PgConnection,
     user_id: i32,
     token: &str,
     ttl: Duration,
-) -> ApiResult<i64> {
+) -> ApiResult<Option<i64>> {
     db::query_scalar(
         "insert into api_tokens (token_hash, kind, user_id, expires_at)
          values ($1, 'session', $2, now() + make_interval(secs => $3))
+         on conflict on constraint uq_api_tokens_token_hash do nothing
          returning id",
     )
     .bind(auth::hash_token(token))
     .bind(user_id)
     .bind(ttl.as_secs_f64())
-    .fetch_one(conn)
+    .fetch_optional(conn)
     .await
     .context("insert session")
 }
 
-/// Revokes the session `link_id` issued before (a repeated verification) and records `session`
-/// as the link's session.
-#[tracing::instrument(skip_all, fields(link.id = link_id))]
-pub(crate) async fn replace_link_session(
+/// Records `session` as the session of link `link_id`. The reference is cleared when the
+/// session is deleted (logout), which ends the link's grace.
+pub(crate) async fn set_link_session(
     conn: &mut PgConnection,
     link_id: i64,
-    previous: Option<i64>,
     session: i64,
 ) -> ApiResult<()> {
-    if let Some(previous) = previous {
-        db::query("delete from api_tokens where id = $1 and kind = 'session'")
-            .bind(previous)
-            .execute(&mut *conn)
-            .await
-            .context("revoke the link's previous session")?;
-    }
     db::query("update auth_link_tokens set session_token_id = $2 where id = $1")
         .bind(link_id)
         .bind(session)
