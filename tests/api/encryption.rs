@@ -114,6 +114,15 @@ async fn cli(pool: &PgPool, args: &[&str]) -> anyhow::Result<Value> {
     Ok(serde_json::from_slice(&out)?)
 }
 
+/// `response_body`, `response_headers`, `response_kid`, `response_nonce`, `response_ciphertext`.
+type SealedColumns = (
+    Option<Value>,
+    Option<Value>,
+    Option<String>,
+    Vec<u8>,
+    Vec<u8>,
+);
+
 /// No plaintext of a known field in any column of the key row; the replay is identical.
 #[sqlx::test(migrator = "raptor_api::MIGRATOR")]
 async fn stored_bodies_are_not_readable_in_the_table(pool: PgPool) {
@@ -160,13 +169,7 @@ async fn stored_bodies_are_not_readable_in_the_table(pool: PgPool) {
             assert!(!text.contains(&secret), "{secret} readable in {text}");
             assert!(!text.contains(&hex), "{secret} readable as hex in {text}");
         }
-        let (body, headers, kid, nonce, sealed): (
-            Option<Value>,
-            Option<Value>,
-            Option<String>,
-            Vec<u8>,
-            Vec<u8>,
-        ) = sqlx::query_as(
+        let (body, headers, kid, nonce, sealed): SealedColumns = sqlx::query_as(
             "select response_body, response_headers, response_kid, response_nonce,
                     response_ciphertext
                from idempotency_keys where idem_key = $1",
