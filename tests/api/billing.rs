@@ -1106,3 +1106,85 @@ async fn erasure_waits_for_a_renewing_subscription(pool: PgPool) {
     );
     app.close().await;
 }
+
+/// After an erasure, Stripe goes on sending events about the erased user's customer (here the
+/// period-end cancellation and a completed checkout naming the old user id): each is
+/// acknowledged and recorded, and nothing of it is mirrored back.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn events_for_an_erased_customer_are_not_mirrored(pool: PgPool) {
+    let (app, _fake) = app_with_fake(&pool).await;
+    let (user_id, token) = app.user("erased-billing@example.com").await;
+    link_customer(&app, user_id, "cus_hook1").await;
+    let now = test_now().timestamp();
+    let created = subscription_event(
+        "evt_before",
+        "customer.subscription.created",
+        now - 100,
+        "active",
+        true,
+    );
+    assert_eq!(deliver(&app, &created, now).await.status, StatusCode::OK);
+    assert_eq!(
+        app.count("select count(*) from billing_subscriptions")
+            .await,
+        1
+    );
+    let erased = app
+        .post("/api/account/erasure", &token, None, &json!({}))
+        .await;
+    assert_eq!(erased.status, StatusCode::OK, "{}", erased.text);
+    assert_eq!(
+        app.count("select count(*) from billing_subscriptions")
+            .await,
+        0
+    );
+    let stored: String =
+        sqlx::query_scalar("select encode(customer_hash, 'hex') from erased_stripe_customers")
+            .fetch_one(&app.pool)
+            .await
+            .expect("tombstone");
+    assert!(!stored.contains("cus_hook1"), "only a hash is kept");
+
+    let deleted = subscription_event(
+        "evt_after",
+        "customer.subscription.deleted",
+        now,
+        "canceled",
+        true,
+    );
+    let completed = json!({
+        "id": "evt_checkout_after", "object": "event", "type": "checkout.session.completed",
+        "created": now,
+        "data": { "object": {
+            "id": "cs_test_after", "object": "checkout.session", "customer": "cus_hook1",
+            "subscription": "sub_hook1", "client_reference_id": user_id.to_string(),
+        }},
+    });
+    for event in [&deleted, &completed] {
+        let response = deliver(&app, event, now).await;
+        assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+        assert_eq!(response.body["received"], true);
+    }
+    assert_eq!(
+        app.count("select count(*) from billing_subscriptions")
+            .await,
+        0,
+        "nothing mirrored back"
+    );
+    assert_eq!(app.count("select count(*) from billing_customers").await, 0);
+    let recorded: Vec<(String, bool)> = sqlx::query_as(
+        "select event_id, applied from processed_stripe_events
+          where event_id in ('evt_after', 'evt_checkout_after') order by event_id",
+    )
+    .fetch_all(&app.pool)
+    .await
+    .expect("recorded");
+    assert_eq!(
+        recorded,
+        vec![
+            ("evt_after".to_owned(), false),
+            ("evt_checkout_after".to_owned(), false)
+        ]
+    );
+    app.close().await;
+}

@@ -293,7 +293,34 @@ async fn readiness_follows_the_database(pool: PgPool) {
         back = app.send(Call::new(Method::GET, "/readyz")).await;
     }
     assert_eq!(back.status, StatusCode::OK, "ready again without a restart");
+    assert_eq!(back.body["checks"]["database"], "ok");
+    assert_eq!(back.body["checks"]["idempotency_store"], "ok");
     admin.close().await;
+    app.close().await;
+}
+
+/// A replica whose idempotency store cannot be reached is not ready (its Tier 1 routes would
+/// answer 503), and the body says which dependency failed.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn readiness_sees_the_idempotency_store(pool: PgPool) {
+    let app = TestApp::with(
+        &pool,
+        crate::helpers::Options {
+            unreachable_store: true,
+            ..crate::helpers::Options::default()
+        },
+    )
+    .await;
+    let ready = app.send(Call::new(Method::GET, "/readyz")).await;
+    assert_eq!(
+        ready.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        ready.text
+    );
+    assert_eq!(ready.body["status"], "unavailable");
+    assert_eq!(ready.body["checks"]["database"], "ok");
+    assert_eq!(ready.body["checks"]["idempotency_store"], "unavailable");
     app.close().await;
 }
 
@@ -324,6 +351,85 @@ async fn graceful_shutdown_finishes_in_flight_requests(pool: PgPool) {
             .await,
         1
     );
+    app.close().await;
+}
+
+/// Work spawned off a request (here the release of a key whose claim was dropped, waiting for
+/// a store connection) is waited for when the server stops, before the process's runtime ends:
+/// the key ends released, not in flight until stale.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn shutdown_waits_for_pending_key_releases(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (user_id, _) = app.user("drain@example.com").await;
+    let key = raptor_idempotency::IdempotencyKey::parse(&Uuid::new_v4().to_string()).expect("key");
+    let url = crate::helpers::database_url(&pool);
+    // The server on a runtime of its own, dropped once `serve_state` returns, as the binary's
+    // is when `main` returns.
+    let server = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            let pool = sqlx::PgPool::connect(&url).await.expect("pool");
+            let idempotency = raptor_idempotency::IdempotencyConfig {
+                // A long store timeout, so the release waits for a connection, not gives up.
+                store_timeout: Duration::from_secs(20),
+                ..raptor_idempotency::IdempotencyConfig::default()
+            };
+            let state = raptor_api::ApiState::new(
+                pool,
+                raptor_api::ApiConfig::default(),
+                idempotency,
+                std::sync::Arc::new(raptor_api::SystemClock),
+            );
+            let claim = state
+                .idempotency
+                .claim(raptor_idempotency::ClaimRequest {
+                    scope_user_id: Some(user_id),
+                    endpoint: "POST /probe/items".to_owned(),
+                    key,
+                    request_hash: "drain".to_owned(),
+                    ttl: Duration::from_secs(60),
+                    tier: raptor_idempotency::Tier::FailClosed,
+                    replay: raptor_idempotency::Replay::Stored,
+                })
+                .await
+                .expect("claimed");
+            // Every store connection busy for a while (other requests' claims).
+            let store = state.idempotency.store_pool().clone();
+            let mut busy = Vec::new();
+            for _ in 0..store.options().get_max_connections() {
+                busy.push(store.acquire().await.expect("store connection"));
+            }
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(700)).await;
+                drop(busy);
+            });
+            // The request is gone: its guard spawns the release, which waits for a connection.
+            drop(claim);
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            // Then the runtime ends, pools and all, as the binary's does: nothing here waits
+            // for the release but `serve_state` itself.
+            raptor_server::serve_state(listener, state, async {})
+                .await
+                .expect("serve");
+        });
+    });
+    tokio::task::spawn_blocking(move || server.join())
+        .await
+        .expect("join")
+        .expect("server thread");
+    let status: String =
+        sqlx::query_scalar("select status from idempotency_keys where idem_key = $1")
+            .bind(key.to_string())
+            .fetch_one(&app.pool)
+            .await
+            .expect("status");
+    assert_eq!(status, "released");
     app.close().await;
 }
 

@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 use uuid::Uuid;
 
 use crate::helpers::{post_http, post_http_with, send, Call, Options, TestApp};
-use crate::probe::{SLEEP_HEADER, UNAVAILABLE_HEADER};
+use crate::probe::{SLEEP_HEADER, SQLSTATE_HEADER, UNAVAILABLE_HEADER};
 
 const ERR_KEY: &str = "Idempotency-Key must be a UUID string";
 
@@ -1050,6 +1050,39 @@ async fn retryable_503_releases_the_key(pool: PgPool) {
         .await;
     assert_eq!(failed.status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(key_status(&app, failing).await.as_deref(), Some("failed"));
+    app.close().await;
+}
+
+/// A deadlock (40P01) or a serialization failure (40001) rolled the handler's transaction back:
+/// `503 database_busy` with `Retry-After`, the key released, and the retry runs once.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn deadlocks_and_serialization_failures_release_the_key(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("deadlock@example.com").await;
+    for code in ["40P01", "40001"] {
+        let key = Uuid::new_v4();
+        let label = format!("after-{code}");
+        let call = || {
+            Call::new(Method::POST, "/probe/items")
+                .token(&token)
+                .key(key)
+                .json(&json!({ "label": label }))
+        };
+        let busy = app.send(call().header(SQLSTATE_HEADER, code)).await;
+        assert_eq!(
+            busy.status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "{code}: {}",
+            busy.text
+        );
+        assert_eq!(busy.body["error"], "database_busy");
+        assert!(busy.header("retry-after").is_some());
+        assert_eq!(items(&app, &label).await, 0, "{code}: rolled back");
+        assert_eq!(key_status(&app, key).await.as_deref(), Some("released"));
+        let retry = app.send(call()).await;
+        assert_eq!(retry.status, StatusCode::CREATED, "{code}: {}", retry.text);
+        assert_eq!(items(&app, &label).await, 1);
+    }
     app.close().await;
 }
 

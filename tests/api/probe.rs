@@ -27,7 +27,18 @@ pub(crate) async fn create_table(pool: &PgPool) {
     .execute(pool)
     .await
     .expect("probe table");
+    sqlx::query(
+        "create or replace function probe_raise(code text) returns void language plpgsql as
+         $$ begin raise exception 'probe error %', code using errcode = code; end $$",
+    )
+    .execute(pool)
+    .await
+    .expect("probe function");
 }
+
+/// Fail the handler's transaction after the insert with this SQLSTATE (e.g. `40P01`, a
+/// deadlock), raised by Postgres itself.
+pub(crate) const SQLSTATE_HEADER: &str = "x-probe-sqlstate";
 
 /// How long the probe handler sleeps after its insert: a header, so that it is not part of the
 /// request fingerprint (a retry of a slow attempt can be fast).
@@ -93,6 +104,18 @@ async fn create_item<P: Policy>(
     .await;
     if result.is_ok() && headers.contains_key(UNAVAILABLE_HEADER) {
         result = Err(ApiError::Unavailable(sqlx::Error::PoolTimedOut));
+    }
+    if let (true, Some(code)) = (
+        result.is_ok(),
+        headers.get(SQLSTATE_HEADER).and_then(|v| v.to_str().ok()),
+    ) {
+        if let Err(err) = sqlx::query("select probe_raise($1)")
+            .bind(code)
+            .execute(claim.conn())
+            .await
+        {
+            result = Err(ApiError::from(err));
+        }
     }
     claim.finish(result).await
 }

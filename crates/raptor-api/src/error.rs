@@ -100,7 +100,8 @@ pub enum ApiError {
         /// retry with the same key forwards the same upstream key and the upstream replays.
         outcome_unknown: bool,
     },
-    /// 503: a lock or statement timeout fired in the transaction (it rolled back; retry).
+    /// 503: a lock or statement timeout fired in the transaction, or Postgres rolled it back
+    /// to resolve a deadlock or a serialization conflict (retry).
     #[error("the database is busy")]
     Busy(#[source] sqlx::Error),
     /// 503: the database did not answer (pool timeout, connection refused).
@@ -119,9 +120,15 @@ impl From<sqlx::Error> for ApiError {
             }
             // The connection was lost or Postgres is restarting: nothing committed, retry.
             ref gone if raptor_idempotency::is_connection_lost(gone) => Self::Unavailable(err),
-            // lock_timeout (55P03) and statement_timeout (57014): nothing committed, a retry
-            // can succeed.
-            ref busy if raptor_idempotency::is_lock_wait(busy) => Self::Busy(err),
+            // lock_timeout (55P03) and statement_timeout (57014), a deadlock (40P01) or a
+            // serialization failure (40001): rolled back, nothing committed, a retry can
+            // succeed.
+            ref busy
+                if raptor_idempotency::is_lock_wait(busy)
+                    || raptor_idempotency::is_retryable_conflict(busy) =>
+            {
+                Self::Busy(err)
+            }
             other => Self::Internal(anyhow::Error::new(other)),
         }
     }

@@ -17,8 +17,22 @@ use crate::state::ApiState;
 /// Liveness/readiness answer.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct HealthResponse {
-    /// `ok` or `unavailable`.
+    /// `ok`, `unavailable` or `draining`.
     pub(crate) status: &'static str,
+    /// Readiness only: each dependency and whether it answered (`ok` or `unavailable`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) checks: Option<ReadinessChecks>,
+}
+
+/// What `/readyz` asked.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ReadinessChecks {
+    /// The business pool (`DATABASE_URL`): every request's transaction.
+    pub(crate) database: &'static str,
+    /// The idempotency store's pool (`IDEMPOTENCY_STORE_DATABASE_URL`, or the same database):
+    /// the claim of every keyed request. A replica that cannot reach it is not ready: Tier 1
+    /// routes would answer 503.
+    pub(crate) idempotency_store: &'static str,
 }
 
 pub(crate) fn routes() -> OpenApiRouter<ApiState> {
@@ -32,51 +46,71 @@ pub(crate) fn routes() -> OpenApiRouter<ApiState> {
 #[utoipa::path(get, path = "/healthz", tag = "ops",
     responses((status = 200, description = "alive", body = HealthResponse)))]
 pub(crate) async fn get_healthz() -> Json<HealthResponse> {
-    Json(HealthResponse { status: "ok" })
+    Json(HealthResponse {
+        status: "ok",
+        checks: None,
+    })
 }
 
-/// Readiness: 200 when Postgres answers within a second, else 503.
+/// Readiness: 200 when both the database and the idempotency store answer within a second,
+/// else 503; `checks` says which one did not.
 #[utoipa::path(get, path = "/readyz", tag = "ops",
     responses(
         (status = 200, description = "ready", body = HealthResponse),
-        (status = 503, description = "Postgres does not answer (`unavailable`), or shutdown has begun (`draining`)", body = HealthResponse),
+        (status = 503, description = "a dependency does not answer (`unavailable`, and `checks` names it), or shutdown has begun (`draining`)", body = HealthResponse),
     ))]
 pub(crate) async fn get_readyz(State(state): State<ApiState>) -> Response {
     if state.is_draining() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(HealthResponse { status: "draining" }),
+            Json(HealthResponse {
+                status: "draining",
+                checks: None,
+            }),
         )
             .into_response();
     }
+    let (database, store) = tokio::join!(
+        ping(&state.db, "database"),
+        ping(state.idempotency.store_pool(), "idempotency store"),
+    );
+    let word = |ok: bool| if ok { "ok" } else { "unavailable" };
+    let ready = database && store;
+    let body = HealthResponse {
+        status: word(ready),
+        checks: Some(ReadinessChecks {
+            database: word(database),
+            idempotency_store: word(store),
+        }),
+    };
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
+}
+
+/// Whether `pool` answers `select 1` within a second.
+async fn ping(pool: &sqlx::PgPool, what: &'static str) -> bool {
     let ping = async {
-        let mut conn = db::conn(&state.db).await?;
+        let mut conn = db::conn(pool).await?;
         db::query_scalar::<i32>("select 1")
             .fetch_one(&mut *conn)
             .await?;
         conn.finish().await
     };
     match tokio::time::timeout(Duration::from_secs(1), ping).await {
-        Ok(Ok(_)) => Json(HealthResponse { status: "ok" }).into_response(),
+        Ok(Ok(())) => true,
         Ok(Err(err)) => {
-            tracing::warn!(error = %err, "readiness check failed");
-            unavailable()
+            tracing::warn!(error = %err, what, "readiness check failed");
+            false
         }
         Err(_) => {
-            tracing::warn!("readiness check timed out");
-            unavailable()
+            tracing::warn!(what, "readiness check timed out");
+            false
         }
     }
-}
-
-fn unavailable() -> Response {
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        Json(HealthResponse {
-            status: "unavailable",
-        }),
-    )
-        .into_response()
 }
 
 /// Prometheus metrics in the text exposition format.

@@ -195,11 +195,12 @@ impl Claim {
                 }
                 Err(err)
                     if crate::store::is_lock_wait(&err)
+                        || crate::store::is_retryable_conflict(&err)
                         || crate::store::is_connection_lost(&err) =>
                 {
                     // Duplicates briefly lock the key row: a completion that timed out waiting
-                    // for it committed nothing; nor did one whose connection was lost. Release
-                    // the key so the client's retry runs.
+                    // for it committed nothing; nor did one rolled back by a deadlock, or one
+                    // whose connection was lost. Release the key so the client's retry runs.
                     tracing::warn!(error = %err, %endpoint, "storing the idempotent response timed out on a lock or lost its connection; rolling back");
                     rollback(tx).await;
                     guard.settle_error(true).await;
@@ -325,8 +326,9 @@ impl Drop for KeyGuard {
         };
         let idem = self.idem.clone();
         match tokio::runtime::Handle::try_current() {
-            Ok(handle) => {
-                handle.spawn(async move { settle(&idem, tracked, how).await });
+            Ok(_) => {
+                let background = idem.background().clone();
+                background.spawn(async move { settle(&idem, tracked, how).await });
             }
             Err(_) => {
                 tracing::error!(

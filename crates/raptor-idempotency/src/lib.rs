@@ -25,6 +25,6 @@ pub use policy::{Policy, Replay, RequireKey, Tier, Tier1, Tier2};
 pub use reply::{error_body, ErrorReply, Rejection, Reply, REPLAYED_HEADER};
 pub use seal::{KeysError, ResponseKeys};
 pub use store::{
-    is_connection_lost, is_lock_wait, AuditFuture, ClaimRequest, Idempotency, IdempotencyConfig,
-    ReplayAudit, ReplayEvent, StoreBudget,
+    is_connection_lost, is_lock_wait, is_retryable_conflict, AuditFuture, ClaimRequest,
+    Idempotency, IdempotencyConfig, ReplayAudit, ReplayEvent, StoreBudget,
 };

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::json;
 use sqlx::{PgConnection, PgPool};
+use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 use crate::claim::{Claim, KeyGuard, Tracked};
@@ -93,6 +94,9 @@ pub(crate) struct Inner {
     pub(crate) keyless: KeylessCounter,
     /// Whether the store can be connected to, asked when the pool lends no connection.
     reach: Reachability,
+    /// Work spawned off a request that the process still owes before it exits: claim rounds,
+    /// key releases and settlements (and the API's own, see [`Idempotency::background`]).
+    background: TaskTracker,
 }
 
 /// One instrumented request, as the store sees it.
@@ -153,15 +157,12 @@ struct UntakenWin {
 
 impl Drop for UntakenWin {
     fn drop(&mut self) {
-        // Closed first: a win sent before this line is still in the channel for `try_recv`,
-        // and a send after it fails, so the claim task itself releases the row. Without the
-        // close, a win sent between `try_recv` and dropping the receiver would be lost, and
-        // its key left in flight until stale.
-        self.receiver.close();
-        if let Ok(Ok(Found::Won { id, lineage })) = self.receiver.try_recv() {
+        if let Some(Ok(Found::Won { id, lineage })) = take_before_drop(&mut self.receiver) {
             let (idem, request, attempt) = (self.idem.clone(), self.request.clone(), self.attempt);
-            if let Ok(handle) = tokio::runtime::Handle::try_current() {
-                handle.spawn(async move { idem.release_won(&request, id, lineage, attempt).await });
+            if tokio::runtime::Handle::try_current().is_ok() {
+                let background = idem.background().clone();
+                background
+                    .spawn(async move { idem.release_won(&request, id, lineage, attempt).await });
             }
         }
     }
@@ -208,6 +209,16 @@ impl StoreBudget {
             probe: share(4),
         }
     }
+}
+
+/// Whatever a receiver about to be dropped still holds. Closed first: a value sent before the
+/// close is still in the channel for `try_recv`, and a send after it fails (so the sender keeps
+/// the value, and the claim task releases the row itself). Without the close, a win sent
+/// between `try_recv` and dropping the receiver would be lost to both sides, and its key left
+/// in flight until stale.
+fn take_before_drop<T>(receiver: &mut tokio::sync::oneshot::Receiver<T>) -> Option<T> {
+    receiver.close();
+    receiver.try_recv().ok()
 }
 
 /// What one claim round found.
@@ -304,8 +315,33 @@ impl Idempotency {
                 audit,
                 keyless: KeylessCounter::default(),
                 reach,
+                background: TaskTracker::new(),
             }),
         }
+    }
+
+    /// The tracker of work spawned off requests that must finish before the process exits
+    /// (key releases and settlements, claim rounds; the API adds its own, e.g. sign-in links):
+    /// spawn such work with `background().spawn(…)`, and call [`Idempotency::drain`] once the
+    /// server stopped.
+    pub fn background(&self) -> &TaskTracker {
+        &self.inner.background
+    }
+
+    /// Waits up to `bound` for the work of [`Idempotency::background`] (new work is still
+    /// accepted and waited for); returns how many tasks were still running at the bound.
+    pub async fn drain(&self, bound: Duration) -> usize {
+        let tracker = &self.inner.background;
+        tracker.close();
+        if tokio::time::timeout(bound, tracker.wait()).await.is_ok() {
+            return 0;
+        }
+        let left = tracker.len();
+        tracing::warn!(
+            left,
+            "background work still running at shutdown; unfinished key releases stay in flight until stale"
+        );
+        left
     }
 
     /// The pool of business transactions.
@@ -399,7 +435,7 @@ impl Idempotency {
             // the claim and miss its row.
             let (sender, receiver) = tokio::sync::oneshot::channel();
             let (idem, claiming) = (self.clone(), request.clone());
-            tokio::spawn(async move {
+            self.background().spawn(async move {
                 let found = idem.round(&claiming, attempt).await;
                 if let Err(RoundError::Statement(err)) = &found {
                     if err.as_database_error().is_none() {
@@ -869,6 +905,15 @@ pub fn is_lock_wait(err: &sqlx::Error) -> bool {
         .is_some_and(|code| code == "55P03" || code == "57014")
 }
 
+/// A conflict Postgres resolved by rolling one transaction back: a deadlock (40P01) or a
+/// serialization failure (40001). Nothing of it committed, and the same work may succeed when
+/// run again.
+pub fn is_retryable_conflict(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .and_then(|db| db.code())
+        .is_some_and(|code| code == "40P01" || code == "40001")
+}
+
 /// The connection was lost or the server is going away: an I/O error (reset, EOF), SQLSTATE
 /// class 08 (connection exception), or 57P01–57P03 (admin or crash shutdown, cannot connect
 /// now). A statement that failed this way committed nothing; only a lost COMMIT is ambiguous,
@@ -890,4 +935,28 @@ fn database_unavailable() -> Response {
         StatusCode::SERVICE_UNAVAILABLE,
         json!({ "error": "database_unavailable", "message": "the database is unavailable; retry later" }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The two orders in which the claim task's send and a dropping receiver's look can fall:
+    /// either way the win ends with exactly one side, which then releases the row.
+    #[test]
+    fn a_win_is_never_lost_between_the_look_and_the_drop() {
+        // Sent before the look: the receiver takes it.
+        let (sender, mut receiver) = tokio::sync::oneshot::channel::<u8>();
+        assert!(sender.send(1).is_ok());
+        assert_eq!(take_before_drop(&mut receiver), Some(1));
+
+        // Sent after the look but before the receiver is gone: the send fails and hands the
+        // win back to the task (which releases it), instead of landing in a channel nobody
+        // reads.
+        let (sender, mut receiver) = tokio::sync::oneshot::channel::<u8>();
+        assert_eq!(take_before_drop(&mut receiver), None);
+        let handed_back = sender.send(1);
+        drop(receiver);
+        assert_eq!(handed_back, Err(1), "the win was lost to both sides");
+    }
 }

@@ -223,11 +223,11 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
                     Duration::from_secs(config.order_expiry_interval_secs),
                 )
             });
-            let app = raptor_api::app(state.clone());
             let upkeep = raptor_api::telemetry::spawn_upkeep(Duration::from_secs(5));
             tracing::info!(addr = %listener.local_addr()?, "raptor listening");
             let drain = Duration::from_secs(config.shutdown_drain_secs);
-            serve(listener, app, drain_on(state, shutdown_signal(), drain)).await?;
+            let signal = drain_on(state.clone(), shutdown_signal(), drain);
+            serve_state(listener, state, signal).await?;
             upkeep.abort();
             if let Some(task) = expiry {
                 task.abort();
@@ -369,6 +369,25 @@ fn api_error(err: raptor_api::ApiError) -> anyhow::Error {
         err.code(),
         err.to_body()["message"].as_str().unwrap_or_default()
     )
+}
+
+/// How long `serve` waits, once the last request is answered, for the work spawned off
+/// requests that the process still owes (key releases and settlements, queued sign-in links).
+pub const BACKGROUND_DRAIN: Duration = Duration::from_secs(10);
+
+/// Serves `state`'s API on `listener` until `shutdown` resolves, lets in-flight requests
+/// finish, then waits up to [`BACKGROUND_DRAIN`] for the work they spawned
+/// ([`raptor_idempotency::Idempotency::drain`]), so that exiting the process does not leave a
+/// released key in flight or a login link unqueued.
+pub async fn serve_state(
+    listener: TcpListener,
+    state: ApiState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = raptor_api::app(state.clone());
+    let served = serve(listener, app, shutdown).await;
+    state.idempotency.drain(BACKGROUND_DRAIN).await;
+    served
 }
 
 /// Serves `app` on an already-bound `listener` until `shutdown` resolves, then lets in-flight

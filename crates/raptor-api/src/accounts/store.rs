@@ -381,6 +381,8 @@ pub async fn erase(conn: &mut PgConnection, user_id: i32) -> ApiResult<Value> {
         .await
         .context("erase idempotency keys")?;
     counts.insert("idempotency_keys".into(), json!(keys));
+    // Before the billing rows go: Stripe keeps the customer and may send events about it.
+    crate::billing::store::remember_erased_customers(conn, user_id).await?;
     sweep(conn, user_id, &email, &mut counts, &[
         ("audit_rows", By::User, "delete from audit_log where user_id = $1"),
         ("quotes_cleared", By::User, "update quotes set updated_by = null where updated_by = $1"),

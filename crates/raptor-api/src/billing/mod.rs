@@ -7,7 +7,7 @@ pub mod dto;
 mod gate;
 mod handlers;
 mod ops;
-mod store;
+pub(crate) mod store;
 mod stripe;
 mod webhook;
 

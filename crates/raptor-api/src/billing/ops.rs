@@ -234,7 +234,8 @@ pub(crate) async fn sync_mirror(
 }
 
 /// Records a verified webhook event and applies it, once: a redelivery finds the event row and
-/// changes nothing. Unknown types are recorded (`applied = false`) and acknowledged.
+/// changes nothing. Unknown types, and events about an erased user's customer, are recorded
+/// (`applied = false`) and acknowledged.
 #[tracing::instrument(skip_all, fields(stripe.event_id = %event.id, stripe.event_type = %event.kind))]
 pub(crate) async fn apply_event(
     conn: &mut PgConnection,
@@ -252,6 +253,22 @@ pub(crate) async fn apply_event(
             received: true,
             duplicate: true,
         });
+    }
+    let customer = match &event.change {
+        Change::Subscription(subscription) => Some(subscription.customer.as_str()),
+        Change::CheckoutCompleted(session) => session.customer.as_deref(),
+        Change::Ignored => None,
+    };
+    if let Some(customer) = customer {
+        if store::customer_erased(conn, customer).await? {
+            // A person we erased: the event is acknowledged and recorded, and nothing of it is
+            // mirrored (that would bring their billing rows back).
+            tracing::info!("Stripe event for an erased user's customer; recorded, not applied");
+            return Ok(WebhookAck {
+                received: true,
+                duplicate: false,
+            });
+        }
     }
     let applied = match &event.change {
         Change::Subscription(subscription) => {

@@ -294,3 +294,38 @@ pub(crate) async fn mark_event_applied(conn: &mut PgConnection, event_id: &str) 
         .context("mark event applied")?;
     Ok(())
 }
+
+/// Remembers the Stripe customers of `user_id` (its customer row and its subscriptions') as
+/// erased, by hash, before the erasure deletes them (see `erased_stripe_customers`).
+#[tracing::instrument(skip_all, fields(user.id = user_id))]
+pub(crate) async fn remember_erased_customers(
+    conn: &mut PgConnection,
+    user_id: i32,
+) -> ApiResult<u64> {
+    let remembered = db::query(
+        "insert into erased_stripe_customers (customer_hash)
+         select distinct sha256(convert_to(stripe_customer_id, 'UTF8'))
+           from (select stripe_customer_id from billing_customers where user_id = $1
+                 union
+                 select stripe_customer_id from billing_subscriptions where user_id = $1) c
+         on conflict do nothing",
+    )
+    .bind(user_id)
+    .execute(conn)
+    .await
+    .context("remember erased customers")?
+    .rows_affected();
+    Ok(remembered)
+}
+
+/// Whether `customer` belonged to an erased user.
+pub(crate) async fn customer_erased(conn: &mut PgConnection, customer: &str) -> ApiResult<bool> {
+    db::query_scalar(
+        "select exists (select 1 from erased_stripe_customers
+                         where customer_hash = sha256(convert_to($1, 'UTF8')))",
+    )
+    .bind(customer)
+    .fetch_one(conn)
+    .await
+    .context("read erased customers")
+}

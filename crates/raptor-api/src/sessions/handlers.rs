@@ -123,7 +123,9 @@ pub(crate) async fn login(
     let email = admit(&state, peer, &request)?;
     // The work happens after the answer: a known and an unknown address answer alike and in
     // the same time, so neither the body nor the latency tells whether an account exists.
-    tokio::spawn(async move {
+    // Owed work: shutdown waits for it (`Idempotency::drain`).
+    let background = state.idempotency.background().clone();
+    background.spawn(async move {
         if let Err(err) = send_login_link(&state, &email).await {
             tracing::warn!(error = %err, "could not queue a login link");
         }
