@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::helpers::{Options, TestApp};
 
-/// Named statements on every session of `pool` (the probe table's set-up excepted, which the
+/// Named statements on every session of `pool` (the probe table and function set-up excepted, which the
 /// test harness prepares itself), read in the simple query protocol so that reading them
 /// prepares nothing.
 async fn named_statements(pool: &PgPool) -> i64 {
@@ -23,7 +23,7 @@ async fn named_statements(pool: &PgPool) -> i64 {
         let mut conn = pool.acquire().await.expect("acquire");
         let row = sqlx::raw_sql(
             "select count(*) from pg_prepared_statements
-              where not from_sql and statement not like '%probe_items%'",
+              where not from_sql and statement not like '%probe%'",
         )
         .fetch_one(&mut *conn)
         .await
