@@ -461,6 +461,38 @@ async fn cli_commands_print_json(pool: PgPool) {
     let account = app.get("/api/trading/account", &token).await;
     assert_eq!(account.status, StatusCode::OK);
     assert_eq!(account.body["cash"], "100000.00");
+    // The token expires like a session (RAPTOR_SESSION_TTL_DAYS, 30), or after --ttl-days.
+    let days_left = |user_id: i64| {
+        let pool = app.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, Option<f64>>(
+                "select (extract(epoch from expires_at - now()) / 86400)::float8 from api_tokens
+                  where user_id = $1",
+            )
+            .bind(i32::try_from(user_id).expect("id"))
+            .fetch_one(&pool)
+            .await
+            .expect("token row")
+        }
+    };
+    let left = days_left(user_id).await.expect("the token expires");
+    assert!((29.9..=30.0).contains(&left), "{left} days");
+    let short = cli(
+        &pool,
+        &[
+            "users",
+            "create",
+            "--email",
+            "brief@example.com",
+            "--ttl-days",
+            "2",
+        ],
+    )
+    .await;
+    let left = days_left(short["user_id"].as_i64().expect("id"))
+        .await
+        .expect("the token expires");
+    assert!((1.9..=2.0).contains(&left), "{left} days");
 
     let op = cli(
         &pool,
@@ -574,6 +606,62 @@ fn bad_configuration_is_a_clear_error() {
     cli.config
         .validate()
         .expect("transaction pool mode with role settings");
+}
+
+/// A large account's export is streamed in chunks (no `Content-Length`, many body frames,
+/// none larger than the server's chunk size plus one row), and is one whole JSON document with
+/// every row.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn gdpr_export_of_a_large_account_is_streamed(pool: PgPool) {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    let app = TestApp::new(&pool).await;
+    let (user_id, token) = app.user("large@example.com").await;
+    sqlx::query(
+        "insert into audit_log (user_id, action, context)
+         select $1, 'bulk.row', jsonb_build_object('n', g, 'pad', repeat('x', 200))
+           from generate_series(1, 6000) g",
+    )
+    .bind(user_id)
+    .execute(&app.pool)
+    .await
+    .expect("bulk rows");
+    let request = axum::http::Request::builder()
+        .uri("/api/account/export")
+        .header("authorization", format!("Bearer {token}"))
+        .body(axum::body::Body::empty())
+        .expect("request");
+    let response = app.router.clone().oneshot(request).await.expect("response");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(
+        response.headers().get("content-length").is_none(),
+        "not buffered whole: {:?}",
+        response.headers()
+    );
+    let mut body = response.into_body();
+    let (mut frames, mut largest, mut bytes) = (0, 0, Vec::new());
+    while let Some(frame) = body.frame().await {
+        let data = frame.expect("frame").into_data().expect("data");
+        frames += 1;
+        largest = largest.max(data.len());
+        bytes.extend_from_slice(&data);
+    }
+    assert!(frames > 10, "{frames} frames for {} bytes", bytes.len());
+    assert!(largest < 128 * 1024, "a frame of {largest} bytes");
+    let export: Value = serde_json::from_slice(&bytes).expect("one JSON document");
+    assert_eq!(export["user"]["email"], "large@example.com");
+    let audit = export["audit_log"].as_array().expect("audit rows");
+    assert_eq!(
+        audit
+            .iter()
+            .filter(|row| row["action"] == "bulk.row")
+            .count(),
+        6000
+    );
+    assert_eq!(export["account"].as_array().map(Vec::len), Some(1));
+    assert!(export["billing_customer"].is_null());
+    app.close().await;
 }
 
 #[sqlx::test(migrator = "raptor_api::MIGRATOR")]

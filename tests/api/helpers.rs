@@ -243,10 +243,15 @@ impl TestApp {
 
     pub(crate) async fn user_with_role(&self, email: &str, role: Role) -> (i32, String) {
         let mut tx = self.pool.begin().await.expect("begin");
-        let created =
-            accounts::create_user(&mut tx, email, role, self.state.config.paper_starting_cash)
-                .await
-                .expect("create user");
+        let created = accounts::create_user(
+            &mut tx,
+            email,
+            role,
+            self.state.config.paper_starting_cash,
+            self.state.config.session_ttl,
+        )
+        .await
+        .expect("create user");
         tx.commit().await.expect("commit");
         (created.user_id, created.token)
     }

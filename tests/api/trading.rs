@@ -836,3 +836,43 @@ async fn nul_characters_are_rejected_cleanly(pool: PgPool) {
     );
     app.close().await;
 }
+
+/// An option trades until the regular close of its expiration day in New York, not until the
+/// end of its UTC date: at 15:00 New York on 2026-12-18 (20:00 UTC) the December call fills;
+/// at 16:30 New York (21:30 UTC, the same UTC date) it is `422 contract_expired`.
+#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+async fn an_option_stops_trading_at_its_new_york_close(pool: PgPool) {
+    use chrono::TimeZone;
+    for (hour, minute, expired) in [(20, 0, false), (21, 30, true)] {
+        let now = chrono::Utc
+            .with_ymd_and_hms(2026, 12, 18, hour, minute, 0)
+            .single()
+            .expect("instant");
+        let app = TestApp::with(
+            &pool,
+            Options {
+                now,
+                ..Options::default()
+            },
+        )
+        .await;
+        let (_, token) = app
+            .user(&format!("expiry-{hour}{minute}@example.com"))
+            .await;
+        app.quote(NEAR, "1.00", "1.10").await;
+        let answer = order(&app, &token, &market(NEAR, "buy", "buy_to_open", "1")).await;
+        if expired {
+            assert_eq!(
+                answer.status,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "{}",
+                answer.text
+            );
+            assert_eq!(answer.body["error"], "contract_expired");
+        } else {
+            assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.text);
+            assert_eq!(answer.body["status"], "filled");
+        }
+        app.close().await;
+    }
+}

@@ -873,7 +873,8 @@ struct BenchUser {
 /// A user with cash enough never to run out.
 async fn user(pool: &PgPool, email: &str, role: Role) -> anyhow::Result<BenchUser> {
     let mut tx = pool.begin().await?;
-    let created = accounts::create_user(&mut tx, email, role, Decimal::from(100_000_000))
+    let day = std::time::Duration::from_secs(24 * 60 * 60);
+    let created = accounts::create_user(&mut tx, email, role, Decimal::from(100_000_000), day)
         .await
         .map_err(|err| anyhow!("create_user {email}: {err}"))?;
     tx.commit().await?;

@@ -85,6 +85,7 @@ impl World {
                 &email,
                 raptor_api::auth::Role::User,
                 env::STARTING_CASH,
+                std::time::Duration::from_secs(24 * 60 * 60),
             )
             .await
             .map_err(|err| anyhow::anyhow!("create_user {email}: {err}"))?;

@@ -96,17 +96,22 @@ pub fn hash_token(token: &str) -> Vec<u8> {
     Sha256::digest(token.as_bytes()).to_vec()
 }
 
-/// Stores a session token for `user_id`.
+/// Stores a session token for `user_id` that expires after `ttl`.
 pub async fn insert_session_token(
     conn: &mut PgConnection,
     user_id: i32,
     token: &str,
+    ttl: std::time::Duration,
 ) -> Result<(), sqlx::Error> {
-    db::query("insert into api_tokens (token_hash, kind, user_id) values ($1, 'session', $2)")
-        .bind(hash_token(token))
-        .bind(user_id)
-        .execute(conn)
-        .await?;
+    db::query(
+        "insert into api_tokens (token_hash, kind, user_id, expires_at)
+         values ($1, 'session', $2, now() + make_interval(secs => $3))",
+    )
+    .bind(hash_token(token))
+    .bind(user_id)
+    .bind(ttl.as_secs_f64())
+    .execute(conn)
+    .await?;
     Ok(())
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::FromRef;
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 use raptor_idempotency::{Idempotency, IdempotencyConfig};
 use rust_decimal::Decimal;
 use sqlx::PgPool;
@@ -139,10 +139,6 @@ impl Default for ApiConfig {
 pub trait Clock: Send + Sync + 'static {
     /// The current instant.
     fn now(&self) -> DateTime<Utc>;
-    /// Today's date (UTC), used for option expiry.
-    fn today(&self) -> NaiveDate {
-        self.now().date_naive()
-    }
 }
 
 /// The system clock.

@@ -120,8 +120,9 @@ pub fn next_close(at: DateTime<Utc>) -> DateTime<Utc> {
     at
 }
 
-/// The last session close on or before `date` (an option's last trading moment).
-fn close_on_or_before(date: NaiveDate) -> Option<DateTime<Utc>> {
+/// The last session close on or before `date`: an option expiring on `date` trades until then
+/// (its expiration day's close, or the last one before it when `date` has no session).
+pub fn last_trading_close(date: NaiveDate) -> Option<DateTime<Utc>> {
     let mut day = date;
     for _ in 0..16 {
         if let Some(close) = session_close(day) {
@@ -142,7 +143,7 @@ pub fn order_expires_at(spec: &OrderSpec, placed_at: DateTime<Utc>) -> Option<Da
         .iter()
         .filter_map(|leg| leg.instrument.expiry())
         .min()
-        .and_then(close_on_or_before);
+        .and_then(last_trading_close);
     match (day, contract) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),

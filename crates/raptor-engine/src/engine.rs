@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use chrono::NaiveDate;
+use chrono::{DateTime, Utc};
 use rust_decimal::{Decimal, RoundingStrategy};
 use serde::{Deserialize, Serialize};
 
@@ -24,7 +24,7 @@ pub const MAX_QTY_DP: u32 = 9;
 /// Leg count bounds of a multi-leg order.
 pub const MLEG_LEGS: std::ops::RangeInclusive<usize> = 2..=4;
 
-/// The paper fill engine. Pure: every input, including today's date, is passed in.
+/// The paper fill engine. Pure: every input, including the current instant, is passed in.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Engine {
     /// Commission schedule; zero by default (Alpaca paper).
@@ -105,9 +105,9 @@ impl Engine {
     /// - `limit_price` present if and only if the order is a limit; a simple limit is > 0;
     ///   `|limit_price| <= MAX_PRICE`.
     /// - no leg is an expired option (`contract_expired`), checked after the shape.
-    pub fn validate(&self, spec: &OrderSpec, today: NaiveDate) -> Result<(), OrderRejection> {
+    pub fn validate(&self, spec: &OrderSpec, now: DateTime<Utc>) -> Result<(), OrderRejection> {
         validate_shape(spec)?;
-        if let Some(leg) = spec.legs.iter().find(|l| l.instrument.is_expired(today)) {
+        if let Some(leg) = spec.legs.iter().find(|l| l.instrument.is_expired(now)) {
             return Err(OrderRejection::ContractExpired {
                 symbol: leg.instrument.symbol().to_owned(),
             });
@@ -129,9 +129,9 @@ impl Engine {
         account: &AccountState,
         spec: &OrderSpec,
         quotes: &BTreeMap<String, Quote>,
-        today: NaiveDate,
+        now: DateTime<Utc>,
     ) -> Result<Decision, OrderRejection> {
-        self.validate(spec, today)?;
+        self.validate(spec, now)?;
         let prices = taker_prices(spec, quotes)
             .map_err(|symbol| OrderRejection::QuoteUnavailable { symbol })?;
         risk::check_positions(account, spec)?;
@@ -160,9 +160,9 @@ impl Engine {
         account: &AccountState,
         order: &OrderSpec,
         quotes: &BTreeMap<String, Quote>,
-        today: NaiveDate,
+        now: DateTime<Utc>,
     ) -> Result<Option<Execution>, OrderRejection> {
-        self.validate(order, today)?;
+        self.validate(order, now)?;
         let Ok(quoted) = taker_prices(order, quotes) else {
             return Ok(None);
         };

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use chrono::NaiveDate;
+use chrono::{DateTime, NaiveDate, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
@@ -116,9 +116,15 @@ impl Instrument {
         self.contract().map(|c| c.expiry)
     }
 
-    /// True for an option whose expiry is before `today` (it still trades on its expiry date).
-    pub fn is_expired(&self, today: NaiveDate) -> bool {
-        self.expiry().is_some_and(|expiry| expiry < today)
+    /// True for an option at or after its last trading moment: the regular close (New York,
+    /// early closes included) of its expiration date, or of the last trading day before it
+    /// when that date has no session ([`crate::calendar::last_trading_close`]). It trades all
+    /// of its expiration day until then, whatever the UTC date says.
+    pub fn is_expired(&self, now: DateTime<Utc>) -> bool {
+        self.expiry().is_some_and(|expiry| {
+            crate::calendar::last_trading_close(expiry)
+                .map_or(now.date_naive() > expiry, |close| now >= close)
+        })
     }
 
     /// The option's terms, `None` for equities.
@@ -261,7 +267,7 @@ mod tests {
             assert_eq!(i.underlying(), s);
             assert_eq!(i.multiplier(), Decimal::ONE);
             assert_eq!(i.expiry(), None);
-            assert!(!i.is_expired(date(2100, 1, 1)));
+            assert!(!i.is_expired(utc(2100, 1, 1, 0, 0)));
         }
     }
 
@@ -290,12 +296,36 @@ mod tests {
         );
     }
 
+    fn utc(y: i32, m: u32, d: u32, h: u32, min: u32) -> DateTime<Utc> {
+        use chrono::TimeZone;
+        Utc.with_ymd_and_hms(y, m, d, h, min, 0).single().unwrap()
+    }
+
     #[test]
-    fn expiry_is_inclusive() {
+    fn an_option_trades_until_the_close_of_its_expiration_day() {
+        // Friday 2026-12-18; New York is UTC-5 in December, so the close is 21:00 UTC.
         let i = Instrument::parse("XYZ261218C00065000").unwrap();
-        assert!(!i.is_expired(date(2026, 12, 17)));
-        assert!(!i.is_expired(date(2026, 12, 18)));
-        assert!(i.is_expired(date(2026, 12, 19)));
+        assert!(!i.is_expired(utc(2026, 12, 17, 23, 0)));
+        assert!(!i.is_expired(utc(2026, 12, 18, 20, 59)));
+        assert!(i.is_expired(utc(2026, 12, 18, 21, 0)), "at the close");
+        assert!(
+            i.is_expired(utc(2026, 12, 18, 22, 30)),
+            "same UTC date, after the close"
+        );
+        assert!(i.is_expired(utc(2026, 12, 19, 1, 0)));
+        // 2026-11-27 closes early (13:00 New York = 18:00 UTC).
+        let early = Instrument::parse("XYZ261127P00050000").unwrap();
+        assert!(!early.is_expired(utc(2026, 11, 27, 17, 59)));
+        assert!(early.is_expired(utc(2026, 11, 27, 18, 0)));
+        // Expiring on a day without a session (Christmas, a Friday): the day before's close,
+        // an early one (2026-12-24, 18:00 UTC).
+        let holiday = Instrument::parse("XYZ261225C00050000").unwrap();
+        assert!(!holiday.is_expired(utc(2026, 12, 24, 17, 59)));
+        assert!(holiday.is_expired(utc(2026, 12, 24, 18, 0)));
+        // Equities never expire.
+        assert!(!Instrument::parse("AAPL")
+            .unwrap()
+            .is_expired(utc(2100, 1, 1, 0, 0)));
     }
 
     #[test]

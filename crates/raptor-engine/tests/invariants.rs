@@ -25,8 +25,13 @@ const SYMBOLS: [&str; 6] = [
 ];
 const OPTIONS: std::ops::Range<usize> = 2..6;
 
-fn today() -> NaiveDate {
-    NaiveDate::from_ymd_opt(2026, 12, 1).unwrap()
+/// 2026-12-01 10:00 New York, in the regular session.
+fn today() -> chrono::DateTime<chrono::Utc> {
+    use chrono::TimeZone;
+    chrono::Utc
+        .with_ymd_and_hms(2026, 12, 1, 15, 0, 0)
+        .single()
+        .unwrap()
 }
 
 fn cents(c: i64) -> Decimal {

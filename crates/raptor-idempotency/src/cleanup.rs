@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::db;
+use futures_util::stream::{BoxStream, StreamExt};
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
 
@@ -85,16 +86,17 @@ struct ExportRow {
     document: Value,
 }
 
-/// GDPR access/portability: every key scoped to `user_id`, as JSON objects, with the stored
-/// responses decrypted (`response_encrypted` says whether the row is stored sealed). A body
-/// that cannot be decrypted is exported as `null` with `response_body_unreadable: true`, and
-/// logged at ERROR.
-pub async fn export_for_user(
-    conn: &mut PgConnection,
+/// GDPR access/portability: every key scoped to `user_id`, as JSON objects in id order, one at
+/// a time (an account's export is streamed, never held whole), with the stored responses
+/// decrypted (`response_encrypted` says whether the row is stored sealed). A body that cannot
+/// be decrypted is exported as `null` with `response_body_unreadable: true`, and logged at
+/// ERROR.
+pub fn export_for_user<'a>(
+    conn: &'a mut PgConnection,
     user_id: i32,
-    keys: &ResponseKeys,
-) -> Result<Vec<Value>, sqlx::Error> {
-    let rows: Vec<ExportRow> = db::query_as(
+    keys: &'a ResponseKeys,
+) -> BoxStream<'a, Result<Value, sqlx::Error>> {
+    db::query_as::<ExportRow>(
         "select id, scope_endpoint, response_code, lineage, attempt, response_body,
                 response_headers, response_kid, response_nonce, response_ciphertext, response_seal,
                 jsonb_build_object(
@@ -106,42 +108,41 @@ pub async fn export_for_user(
            from idempotency_keys where scope_user_id = $1 order by id",
     )
     .bind(user_id)
-    .fetch_all(conn)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|row| {
-            let identity = RowIdentity {
-                id: row.id,
-                scope_user_id: Some(user_id),
-                endpoint: &row.scope_endpoint,
-                response_code: row.response_code,
-                lineage: row.lineage,
-                attempt: row.attempt,
-            };
-            let mut document = row.document;
-            let opened = keys.open_response(identity, row.stored);
-            if let Value::Object(map) = &mut document {
-                match opened {
-                    Ok(opened) => {
-                        map.insert("response_body".into(), opened.body.unwrap_or(Value::Null));
-                        map.insert(
-                            "response_headers".into(),
-                            opened.headers.unwrap_or(Value::Null),
-                        );
-                    }
-                    Err(reason) => {
-                        tracing::error!(
-                            idempotency_key_id = row.id,
-                            reason = reason.as_str(),
-                            "stored response cannot be decrypted for the export"
-                        );
-                        map.insert("response_body".into(), Value::Null);
-                        map.insert("response_body_unreadable".into(), Value::Bool(true));
-                    }
-                }
+    .fetch(conn)
+    .map(move |row| row.map(|row| document(row, user_id, keys)))
+    .boxed()
+}
+
+fn document(row: ExportRow, user_id: i32, keys: &ResponseKeys) -> Value {
+    let identity = RowIdentity {
+        id: row.id,
+        scope_user_id: Some(user_id),
+        endpoint: &row.scope_endpoint,
+        response_code: row.response_code,
+        lineage: row.lineage,
+        attempt: row.attempt,
+    };
+    let mut document = row.document;
+    let opened = keys.open_response(identity, row.stored);
+    if let Value::Object(map) = &mut document {
+        match opened {
+            Ok(opened) => {
+                map.insert("response_body".into(), opened.body.unwrap_or(Value::Null));
+                map.insert(
+                    "response_headers".into(),
+                    opened.headers.unwrap_or(Value::Null),
+                );
             }
-            document
-        })
-        .collect())
+            Err(reason) => {
+                tracing::error!(
+                    idempotency_key_id = row.id,
+                    reason = reason.as_str(),
+                    "stored response cannot be decrypted for the export"
+                );
+                map.insert("response_body".into(), Value::Null);
+                map.insert("response_body_unreadable".into(), Value::Bool(true));
+            }
+        }
+    }
+    document
 }

@@ -66,7 +66,8 @@ pub enum Command {
 /// `raptor users …`
 #[derive(Debug, Subcommand)]
 pub enum UsersCommand {
-    /// Create a user and its paper account; prints `{"user_id", "token"}`.
+    /// Create a user and its paper account; prints `{"user_id", "token"}` (the token expires
+    /// like a session).
     Create {
         /// Email address.
         #[arg(long)]
@@ -74,6 +75,10 @@ pub enum UsersCommand {
         /// `user` or `operator`.
         #[arg(long, default_value = "user", value_parser = ["user", "operator"])]
         role: String,
+        /// Days the printed token is valid (default: RAPTOR_SESSION_TTL_DAYS, like a session
+        /// from sign-in). Operators' tokens expire too; service tokens do not.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3650))]
+        ttl_days: Option<u64>,
     },
 }
 
@@ -238,13 +243,20 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             tracing::info!("raptor stopped");
             Ok(())
         }
-        Command::Users(UsersCommand::Create { email, role }) => {
+        Command::Users(UsersCommand::Create {
+            email,
+            role,
+            ttl_days,
+        }) => {
             let pool = config.pool().await?;
             let role = Role::parse(&role).context("role must be user or operator")?;
+            let days = ttl_days.unwrap_or(config.session_ttl_days);
+            let ttl = Duration::from_secs(days.saturating_mul(24 * 60 * 60));
             let mut tx = pool.begin().await?;
-            let created = accounts::create_user(&mut tx, &email, role, config.paper_starting_cash)
-                .await
-                .map_err(api_error)?;
+            let created =
+                accounts::create_user(&mut tx, &email, role, config.paper_starting_cash, ttl)
+                    .await
+                    .map_err(api_error)?;
             tx.commit().await?;
             writeln!(
                 out,

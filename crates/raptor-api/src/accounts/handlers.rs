@@ -81,21 +81,19 @@ pub(crate) async fn update_profile(
     claim.finish(result).await
 }
 
-/// Everything stored about the caller (GDPR access and portability), including idempotency keys.
+/// Everything stored about the caller (GDPR access and portability), including idempotency
+/// keys: one JSON object, streamed from one consistent snapshot (an account of any size is
+/// exported in bounded memory).
 #[utoipa::path(get, path = "/api/account/export", tag = "account",
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "the caller's data", body = AccountExport),
+        (status = 200, description = "the caller's data (streamed; a transfer that ends early is incomplete)", body = AccountExport),
     ))]
 pub(crate) async fn export_account(
     State(state): State<ApiState>,
     user: AuthUser,
-) -> ApiResult<Json<Value>> {
-    let mut tx = state.db.begin().await.context("begin")?;
-    let keys = &state.idempotency.config().response_keys;
-    let data = store::export(&mut tx, user.id, keys).await?;
-    tx.commit().await.context("commit")?;
-    Ok(Json(data))
+) -> ApiResult<Response> {
+    super::export::respond(&state, user.id).await
 }
 
 /// Erase the caller (GDPR): idempotency keys, audit rows, orders, legs, fills, positions,

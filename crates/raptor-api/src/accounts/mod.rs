@@ -3,6 +3,7 @@
 //! routes.
 
 pub mod dto;
+mod export;
 mod handlers;
 pub mod store;
 

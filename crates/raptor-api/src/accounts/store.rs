@@ -20,13 +20,15 @@ pub struct CreatedUser {
     pub token: String,
 }
 
-/// Creates a user, its paper account holding `starting_cash`, and a session token (the CLI's
-/// `users create`). An address already taken is `409 email_taken`.
+/// Creates a user, its paper account holding `starting_cash`, and a session token that
+/// expires after `session_ttl` (the CLI's `users create`). An address already taken is
+/// `409 email_taken`.
 pub async fn create_user(
     conn: &mut PgConnection,
     email: &str,
     role: Role,
     starting_cash: Decimal,
+    session_ttl: std::time::Duration,
 ) -> ApiResult<CreatedUser> {
     let email = Email::parse(email)?;
     let user_id = insert_user(conn, &email, role, starting_cash)
@@ -36,7 +38,7 @@ pub async fn create_user(
             message: format!("a user with email {} exists", email.as_str()),
         })?;
     let token = auth::new_token()?;
-    auth::insert_session_token(conn, user_id, &token)
+    auth::insert_session_token(conn, user_id, &token, session_ttl)
         .await
         .context("insert token")?;
     audit::record(
@@ -220,17 +222,12 @@ pub async fn update_profile(
     Ok(updated)
 }
 
-/// Everything stored about `user_id`, for access and portability requests: the user and
-/// profile, paper account, orders with legs, fills, positions, audit rows, idempotency keys,
-/// sessions, sign-in links, outbox messages, waitlist rows and the billing mirror. Rows keyed
-/// by address (waitlist, links, outbox) match the user's email case-insensitively. Credentials
-/// are left out: token hashes, and the outbox bodies (they carry sign-in links).
-/// Stored idempotent responses are decrypted with `response_keys`.
-pub async fn export(
+/// The `user` section of an export, and the user's address (rows written before sign-up are
+/// known only by it). `404` when the user is gone.
+pub(crate) async fn export_user(
     conn: &mut PgConnection,
     user_id: i32,
-    response_keys: &raptor_idempotency::ResponseKeys,
-) -> ApiResult<Value> {
+) -> ApiResult<(Value, String)> {
     let user: Option<Value> = db::query_scalar(
         "select jsonb_build_object('id', id, 'email', email, 'role', role,
                 'display_name', display_name, 'time_zone', time_zone,
@@ -243,57 +240,84 @@ pub async fn export(
     .await
     .context("export user")?;
     let user = user.ok_or(ApiError::NotFound("user"))?;
-    let mut sections = serde_json::Map::new();
     let email = user["email"].as_str().unwrap_or_default().to_owned();
-    sections.insert("user".into(), user);
-    // Each section is one table's rows for this user, as JSON.
-    for (name, by, sql) in [
-        ("profile", By::User, "select jsonb_build_object('user_id', id, 'email', email,
-                'display_name', display_name, 'time_zone', time_zone,
-                'marketing_opt_in', marketing_opt_in, 'updated_at', updated_at)
-           from users where id = $1"),
-        ("account", By::User, "select coalesce(jsonb_agg(to_jsonb(a)), '[]') from paper_accounts a where user_id = $1"),
-        ("orders", By::User, "select coalesce(jsonb_agg(to_jsonb(o) order by o.created_at), '[]') from paper_orders o where user_id = $1"),
-        ("order_legs", By::User, "select coalesce(jsonb_agg(to_jsonb(l) order by o.created_at, l.leg_index), '[]')
-           from paper_order_legs l join paper_orders o on o.id = l.order_id where o.user_id = $1"),
-        ("fills", By::User, "select coalesce(jsonb_agg(to_jsonb(f) order by f.id), '[]') from paper_fills f where user_id = $1"),
-        ("positions", By::User, "select coalesce(jsonb_agg(to_jsonb(p) order by p.symbol), '[]') from paper_positions p where user_id = $1"),
-        ("audit_log", By::User, "select coalesce(jsonb_agg(to_jsonb(a) order by a.id), '[]') from audit_log a where user_id = $1"),
-        ("sessions", By::User, "select coalesce(jsonb_agg(jsonb_build_object('id', id, 'kind', kind,
-                'created_at', created_at, 'expires_at', expires_at) order by id), '[]')
-           from api_tokens where user_id = $1"),
-        ("sign_in_links", By::UserOrAddress, "select coalesce(jsonb_agg(jsonb_build_object('id', id,
-                'purpose', purpose, 'email', email, 'created_at', created_at,
-                'expires_at', expires_at, 'used_at', used_at) order by id), '[]')
-           from auth_link_tokens where user_id = $1 or lower(email) = lower($2)"),
-        ("email_outbox", By::UserOrAddress, "select coalesce(jsonb_agg(jsonb_build_object('id', id,
-                'kind', kind, 'email', email, 'subject', subject, 'created_at', created_at,
-                'sent_at', sent_at) order by id), '[]')
-           from email_outbox where user_id = $1 or lower(email) = lower($2)"),
-        ("waitlist", By::Address, "select coalesce(jsonb_agg(to_jsonb(w) order by w.id), '[]') from waitlist_signups w where lower(email) = lower($1)"),
-        ("billing_customer", By::User, "select to_jsonb(c) from billing_customers c where user_id = $1"),
-        ("billing_subscriptions", By::User, "select coalesce(jsonb_agg(to_jsonb(s) order by s.created_at), '[]')
-           from billing_subscriptions s
-          where s.user_id = $1
-             or s.stripe_customer_id in (select stripe_customer_id from billing_customers where user_id = $1)"),
-    ] {
-        let query = db::query_scalar(sql);
-        let query = match by {
-            By::User => query.bind(user_id),
-            By::Address => query.bind(email.clone()),
-            By::UserOrAddress => query.bind(user_id).bind(email.clone()),
-        };
-        let rows: Option<Value> = query
-            .fetch_optional(&mut *conn)
-            .await
-            .context("export section")?;
-        sections.insert(name.into(), rows.unwrap_or(Value::Null));
+    Ok((user, email))
+}
+
+/// One section of an export after `user`: one table's rows of the user, each as a JSON value.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ExportSection {
+    pub(crate) name: &'static str,
+    /// A single object (or `null`), or an array of rows.
+    pub(crate) many: bool,
+    by: By,
+    sql: &'static str,
+}
+
+const fn section(name: &'static str, many: bool, by: By, sql: &'static str) -> ExportSection {
+    ExportSection {
+        name,
+        many,
+        by,
+        sql,
     }
-    let keys = raptor_idempotency::cleanup::export_for_user(conn, user_id, response_keys)
-        .await
-        .context("export idempotency keys")?;
-    sections.insert("idempotency_keys".into(), Value::Array(keys));
-    Ok(Value::Object(sections))
+}
+
+/// Everything stored about a user after the `user` section, for access and portability
+/// requests: the profile, paper account, orders with legs, fills, positions, audit rows,
+/// sessions, sign-in links, outbox messages, waitlist rows and the billing mirror (the
+/// idempotency keys follow, from the idempotency crate). Rows keyed by address (waitlist,
+/// links, outbox) match the user's email case-insensitively. Credentials are left out: token
+/// hashes, and the outbox bodies (they carry sign-in links).
+pub(crate) const EXPORT_SECTIONS: &[ExportSection] = &[
+    section("profile", false, By::User, "select jsonb_build_object('user_id', id, 'email', email,
+            'display_name', display_name, 'time_zone', time_zone,
+            'marketing_opt_in', marketing_opt_in, 'updated_at', updated_at)
+       from users where id = $1"),
+    section("account", true, By::User, "select to_jsonb(a) from paper_accounts a where user_id = $1"),
+    section("orders", true, By::User, "select to_jsonb(o) from paper_orders o where user_id = $1
+      order by o.created_at, o.id"),
+    section("order_legs", true, By::User, "select to_jsonb(l) from paper_order_legs l
+       join paper_orders o on o.id = l.order_id where o.user_id = $1
+      order by o.created_at, o.id, l.leg_index"),
+    section("fills", true, By::User, "select to_jsonb(f) from paper_fills f where user_id = $1 order by f.id"),
+    section("positions", true, By::User, "select to_jsonb(p) from paper_positions p where user_id = $1
+      order by p.symbol"),
+    section("audit_log", true, By::User, "select to_jsonb(a) from audit_log a where user_id = $1 order by a.id"),
+    section("sessions", true, By::User, "select jsonb_build_object('id', id, 'kind', kind,
+            'created_at', created_at, 'expires_at', expires_at)
+       from api_tokens where user_id = $1 order by id"),
+    section("sign_in_links", true, By::UserOrAddress, "select jsonb_build_object('id', id,
+            'purpose', purpose, 'email', email, 'created_at', created_at,
+            'expires_at', expires_at, 'used_at', used_at)
+       from auth_link_tokens where user_id = $1 or lower(email) = lower($2) order by id"),
+    section("email_outbox", true, By::UserOrAddress, "select jsonb_build_object('id', id,
+            'kind', kind, 'email', email, 'subject', subject, 'created_at', created_at,
+            'sent_at', sent_at)
+       from email_outbox where user_id = $1 or lower(email) = lower($2) order by id"),
+    section("waitlist", true, By::Address, "select to_jsonb(w) from waitlist_signups w
+      where lower(email) = lower($1) order by w.id"),
+    section("billing_customer", false, By::User, "select to_jsonb(c) from billing_customers c where user_id = $1"),
+    section("billing_subscriptions", true, By::User, "select to_jsonb(s) from billing_subscriptions s
+      where s.user_id = $1
+         or s.stripe_customer_id in (select stripe_customer_id from billing_customers where user_id = $1)
+      order by s.created_at, s.stripe_subscription_id"),
+];
+
+/// The rows of `section` for `user_id` (known by `email` too), one at a time.
+pub(crate) fn export_rows<'a>(
+    conn: &'a mut PgConnection,
+    section: &ExportSection,
+    user_id: i32,
+    email: &'a str,
+) -> futures_util::stream::BoxStream<'a, Result<Value, sqlx::Error>> {
+    let query = db::query_scalar(section.sql);
+    let query = match section.by {
+        By::User => query.bind(user_id),
+        By::Address => query.bind(email),
+        By::UserOrAddress => query.bind(user_id).bind(email),
+    };
+    query.fetch(conn)
 }
 
 /// What a GDPR statement matches the user's rows by: `$1` the user id, `$1` the address, or

@@ -398,10 +398,7 @@ pub(crate) async fn place(
     let (row, account, _) = account_state(conn, user_id, now, Some(scope)).await?;
     let (spec, requested_id) = to_spec(&intent, &account.positions)?;
     let ids = ClientOrderId::new(user_id, purpose, requested_id, key, lineage)?;
-    let decision = match state
-        .engine
-        .submit(&account, &spec, &quotes, now.date_naive())
-    {
+    let decision = match state.engine.submit(&account, &spec, &quotes, now) {
         Ok(decision) => decision,
         Err(rejection) => {
             // The rejection is a business answer: audited, committed and replayed.
@@ -695,7 +692,7 @@ async fn fill_resting_for(
         let own = std::mem::replace(&mut account.open_orders[index], stand_in());
         match state
             .engine
-            .evaluate_resting(&account, &order.spec, &quotes, now.date_naive())
+            .evaluate_resting(&account, &order.spec, &quotes, now)
         {
             Ok(Some(execution)) => {
                 // Applied here so later orders are judged against it; written below, with

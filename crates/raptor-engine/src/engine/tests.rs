@@ -14,12 +14,14 @@ fn d(s: &str) -> Decimal {
     s.parse().unwrap()
 }
 
-fn date(y: i32, m: u32, day: u32) -> NaiveDate {
-    NaiveDate::from_ymd_opt(y, m, day).unwrap()
+/// 15:00 UTC (10:00 New York, in the regular session) on that date.
+fn morning(y: i32, m: u32, day: u32) -> DateTime<Utc> {
+    use chrono::TimeZone;
+    Utc.with_ymd_and_hms(y, m, day, 15, 0, 0).single().unwrap()
 }
 
-fn today() -> NaiveDate {
-    date(2026, 12, 1)
+fn today() -> DateTime<Utc> {
+    morning(2026, 12, 1)
 }
 
 fn inst(s: &str) -> Instrument {
@@ -220,7 +222,7 @@ fn lcc_worked_example() {
             &acct,
             &market(SHORT, PositionIntent::BuyToOpen, "1"),
             &quotes(&[(SHORT, "0.01", "0.02")]),
-            date(2026, 12, 19)
+            morning(2026, 12, 19)
         ),
         Err(OrderRejection::ContractExpired {
             symbol: SHORT.to_owned()
@@ -969,17 +971,17 @@ fn structural_validation() {
 
     // Expiry is checked per leg, after the shape.
     assert_eq!(
-        engine.validate(&roll("1", SHORT, NEXT, None), date(2026, 12, 19)),
+        engine.validate(&roll("1", SHORT, NEXT, None), morning(2026, 12, 19)),
         Err(OrderRejection::ContractExpired {
             symbol: SHORT.to_owned()
         })
     );
     assert!(engine
-        .validate(&roll("1", SHORT, NEXT, None), date(2026, 12, 18))
+        .validate(&roll("1", SHORT, NEXT, None), morning(2026, 12, 18))
         .is_ok());
     assert_eq!(
         engine
-            .validate(&roll("0", SHORT, NEXT, None), date(2026, 12, 19))
+            .validate(&roll("0", SHORT, NEXT, None), morning(2026, 12, 19))
             .unwrap_err()
             .code(),
         "invalid_order"
@@ -1088,7 +1090,7 @@ fn resting_orders_rerun_the_risk_checks() {
             &naked,
             &sto,
             &quotes(&[(SHORT, "1.20", "1.25")]),
-            date(2027, 1, 1)
+            morning(2027, 1, 1)
         ),
         Err(OrderRejection::ContractExpired {
             symbol: SHORT.to_owned()
