@@ -213,30 +213,75 @@ async fn body_limit_is_413_json(pool: PgPool) {
     app.close().await;
 }
 
+/// A client's `x-request-id` is echoed and logged only when it is a short, printable id
+/// (otherwise one is generated), and audit rows always carry the server's own id (a UUID),
+/// never the client's text.
 #[sqlx::test(migrator = "raptor_api::MIGRATOR")]
 async fn request_ids_propagate_to_responses_and_audit(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("rid@example.com").await;
-    let given = app
-        .send(
-            Call::new(Method::POST, "/probe/items")
-                .token(&token)
-                .header("x-request-id", "req-abc-123")
-                .json(&json!({ "label": "rid" })),
-        )
-        .await;
-    assert_eq!(given.status, StatusCode::CREATED);
-    assert_eq!(given.header("x-request-id"), Some("req-abc-123"));
-    let audited: Option<String> =
-        sqlx::query_scalar("select request_id from audit_log where action = 'probe.created'")
-            .fetch_one(&app.pool)
+    let audited = |label: &'static str| {
+        let pool = app.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, Option<String>>(
+                "select request_id from audit_log
+                  where action = 'probe.created' and context->>'label' = $1",
+            )
+            .bind(label)
+            .fetch_one(&pool)
             .await
-            .expect("audit row");
-    assert_eq!(audited.as_deref(), Some("req-abc-123"));
+            .expect("audit row")
+            .expect("a request id")
+        }
+    };
+    let post = |label: &'static str, id: Option<Vec<u8>>| {
+        let mut call = Call::new(Method::POST, "/probe/items")
+            .token(&token)
+            .json(&json!({ "label": label }));
+        if let Some(id) = id {
+            call = call.header_bytes("x-request-id", id);
+        }
+        app.send(call)
+    };
 
-    let generated = app.send(Call::new(Method::GET, "/healthz")).await;
-    let id = generated.header("x-request-id").expect("generated id");
-    assert!(Uuid::parse_str(id).is_ok(), "{id}");
+    let given = post("rid-given", Some(b"req-abc-123".to_vec())).await;
+    assert_eq!(given.status, StatusCode::CREATED, "{}", given.text);
+    assert_eq!(given.header("x-request-id"), Some("req-abc-123"), "echoed");
+    let server_id = audited("rid-given").await;
+    assert!(
+        Uuid::parse_str(&server_id).is_ok(),
+        "the server's id: {server_id}"
+    );
+
+    let none = post("rid-none", None).await;
+    let id = none
+        .header("x-request-id")
+        .expect("generated id")
+        .to_owned();
+    assert!(Uuid::parse_str(&id).is_ok(), "{id}");
+    assert_eq!(
+        audited("rid-none").await,
+        id,
+        "one id when the client sent none"
+    );
+
+    for (label, bad) in [
+        ("rid-long", "x".repeat(10_000).into_bytes()),
+        ("rid-space", b"two words".to_vec()),
+        ("rid-tab", b"tab\there".to_vec()),
+        ("rid-bytes", vec![b'a', 0xC3, 0xA9]),
+    ] {
+        let answer = post(label, Some(bad)).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::CREATED,
+            "{label}: {}",
+            answer.text
+        );
+        let id = answer.header("x-request-id").expect("replaced").to_owned();
+        assert!(Uuid::parse_str(&id).is_ok(), "{label}: {id}");
+        assert_eq!(audited(label).await, id, "{label}");
+    }
     app.close().await;
 }
 

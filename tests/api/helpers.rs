@@ -98,7 +98,7 @@ pub(crate) struct Call {
     keys: Vec<String>,
     body: Option<Vec<u8>>,
     content_type: Option<&'static str>,
-    headers: Vec<(String, String)>,
+    headers: Vec<(String, Vec<u8>)>,
 }
 
 impl Call {
@@ -141,7 +141,14 @@ impl Call {
     }
 
     pub(crate) fn header(mut self, name: &str, value: &str) -> Self {
-        self.headers.push((name.to_owned(), value.to_owned()));
+        self.headers
+            .push((name.to_owned(), value.as_bytes().to_vec()));
+        self
+    }
+
+    /// A header whose value is raw bytes (not necessarily text).
+    pub(crate) fn header_bytes(mut self, name: &str, value: Vec<u8>) -> Self {
+        self.headers.push((name.to_owned(), value));
         self
     }
 
@@ -157,6 +164,7 @@ impl Call {
             builder = builder.header("content-type", ct);
         }
         for (name, value) in self.headers {
+            let value = axum::http::HeaderValue::from_bytes(&value).expect("header value");
             builder = builder.header(name, value);
         }
         builder

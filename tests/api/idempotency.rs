@@ -789,11 +789,7 @@ async fn cleanup_schedule_runs_in_process(pool: PgPool) {
         .execute(&app.pool)
         .await
         .expect("expire one");
-    let task = raptor_idempotency::cleanup::spawn_schedule(
-        app.pool.clone(),
-        Duration::from_millis(50),
-        100,
-    );
+    let task = raptor_server::spawn_cleanup(app.pool.clone(), Duration::from_millis(50));
     let deadline = Instant::now() + Duration::from_secs(3);
     while app.count("select count(*) from idempotency_keys").await != 1 {
         assert!(

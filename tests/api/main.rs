@@ -14,5 +14,6 @@ mod onboarding;
 mod openapi;
 mod pool_mode;
 mod probe;
+mod retention;
 mod store_failures;
 mod trading;

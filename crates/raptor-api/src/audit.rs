@@ -7,7 +7,8 @@ use serde_json::{json, Value};
 use sqlx::{PgConnection, PgPool};
 
 tokio::task_local! {
-    /// The current request's id, set by the request-id middleware, stamped on audit rows.
+    /// The current request's server id (`middleware::ServerRequestId`, never the client's
+    /// `x-request-id`), set by the request-id middleware, stamped on audit rows.
     pub static REQUEST_ID: String;
 }
 

@@ -13,6 +13,7 @@ mod health;
 pub mod middleware;
 pub mod openapi;
 pub mod problem;
+pub mod retention;
 pub mod sessions;
 pub mod state;
 pub mod telemetry;

@@ -12,7 +12,7 @@ use axum::Router;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::request_id::PropagateRequestIdLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
@@ -47,7 +47,44 @@ pub fn layers(router: Router, config: &ApiConfig) -> Router {
                 .on_response(())
                 .on_failure(()),
         )
-        .layer(SetRequestIdLayer::new(REQUEST_ID_HEADER, MakeRequestUuid))
+        .layer(axum::middleware::from_fn(request_ids))
+}
+
+/// The longest client-supplied request id that is kept.
+pub const MAX_CLIENT_REQUEST_ID: usize = 128;
+
+/// The server's own id of a request (a UUID), stamped on its audit rows whatever the client
+/// sent as `x-request-id`.
+#[derive(Debug, Clone)]
+pub struct ServerRequestId(pub String);
+
+/// Whether a client's `x-request-id` is kept: 1 to [`MAX_CLIENT_REQUEST_ID`] printable ASCII
+/// characters, no spaces. Anything else is replaced by a generated id, so logs never carry
+/// a client's control characters or megabytes.
+fn acceptable_request_id(value: &HeaderValue) -> bool {
+    let bytes = value.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= MAX_CLIENT_REQUEST_ID
+        && bytes.iter().all(u8::is_ascii_graphic)
+}
+
+/// Gives every request a server id (a UUID, [`ServerRequestId`]) and an `x-request-id` that
+/// the logs, the response and the problem `instance` carry: the client's own when it is
+/// acceptable ([`acceptable_request_id`]), else the server id.
+async fn request_ids(mut request: Request, next: Next) -> Response {
+    let server = uuid::Uuid::new_v4().to_string();
+    let client = request
+        .headers()
+        .get(REQUEST_ID_HEADER)
+        .filter(|value| acceptable_request_id(value))
+        .cloned();
+    let effective = match client {
+        Some(client) => client,
+        None => HeaderValue::from_str(&server).unwrap_or(HeaderValue::from_static("invalid")),
+    };
+    request.headers_mut().insert(REQUEST_ID_HEADER, effective);
+    request.extensions_mut().insert(ServerRequestId(server));
+    next.run(request).await
 }
 
 fn make_span(request: &Request<Body>) -> tracing::Span {
@@ -60,11 +97,16 @@ fn make_span(request: &Request<Body>) -> tracing::Span {
         .get(REQUEST_ID_HEADER)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
+    let server_request_id = request
+        .extensions()
+        .get::<ServerRequestId>()
+        .map_or("", |id| id.0.as_str());
     tracing::info_span!(
         "http.request",
         http.method = %request.method(),
         http.route = route,
         request_id,
+        server_request_id,
     )
 }
 
@@ -97,14 +139,13 @@ fn cors(origins: &[String]) -> CorsLayer {
         .max_age(Duration::from_secs(600))
 }
 
-/// Makes the request id available to `audit::record` for the whole request.
+/// Makes the server's request id available to `audit::record` for the whole request.
 async fn scope_request_id(request: Request, next: Next) -> Response {
     let id = request
-        .headers()
-        .get(REQUEST_ID_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+        .extensions()
+        .get::<ServerRequestId>()
+        .map(|id| id.0.clone())
+        .unwrap_or_default();
     REQUEST_ID.scope(id, next.run(request)).await
 }
 

@@ -1,8 +1,6 @@
 //! Retention: deleting expired keys in bounded batches, and the per-user GDPR sweep and export
 //! (stored responses decrypted).
 
-use std::time::Duration;
-
 use crate::db;
 use futures_util::stream::{BoxStream, StreamExt};
 use serde_json::Value;
@@ -41,26 +39,6 @@ pub async fn delete_expired(pool: &PgPool, batch_size: i64) -> Result<u64, sqlx:
         }
     }
     Ok(total)
-}
-
-/// Runs [`delete_expired`] every `every` until the task is aborted (the optional in-process
-/// schedule; off unless the server is configured to run it).
-pub fn spawn_schedule(
-    pool: PgPool,
-    every: Duration,
-    batch_size: i64,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut ticker = tokio::time::interval(every);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticker.tick().await;
-            match delete_expired(&pool, batch_size).await {
-                Ok(deleted) => tracing::info!(deleted, "idempotency cleanup"),
-                Err(err) => tracing::warn!(error = %err, "idempotency cleanup failed"),
-            }
-        }
-    })
 }
 
 /// GDPR erasure: deletes every key scoped to `user_id`.

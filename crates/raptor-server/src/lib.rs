@@ -194,10 +194,9 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
                 .await
                 .with_context(|| format!("could not bind RAPTOR_ADDR {}", config.addr))?;
             let cleanup = (config.idempotency_cleanup_interval_secs > 0).then(|| {
-                raptor_idempotency::cleanup::spawn_schedule(
+                spawn_cleanup(
                     pool.clone(),
                     Duration::from_secs(config.idempotency_cleanup_interval_secs),
-                    1000,
                 )
             });
             let idempotency = config.idempotency()?;
@@ -331,6 +330,29 @@ async fn command_state(config: &Config) -> anyhow::Result<ApiState> {
         config.idempotency()?,
         Arc::new(SystemClock),
     ))
+}
+
+/// Runs the retention cleanup ([`raptor_api::retention::delete_expired`]: expired keys, sent
+/// outbox messages, spent sign-in links, old Stripe event ids) every `every`, in batches of
+/// 1,000 rows.
+pub fn spawn_cleanup(pool: sqlx::PgPool, every: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(every);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            match raptor_api::retention::delete_expired(&pool, 1000).await {
+                Ok(deleted) => tracing::info!(
+                    idempotency_keys = deleted.idempotency_keys,
+                    email_outbox = deleted.email_outbox,
+                    sign_in_links = deleted.sign_in_links,
+                    stripe_events = deleted.stripe_events,
+                    "retention cleanup"
+                ),
+                Err(err) => tracing::warn!(error = %err, "retention cleanup failed"),
+            }
+        }
+    })
 }
 
 /// Expires due orders every `every` (day orders at the close, even on accounts nobody touches).
