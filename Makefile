@@ -8,15 +8,17 @@ export CARGO_TERM_COLOR ?= never
 .PHONY: run test lint fmt openapi bench build db-up db-down ci docs-assets openapi-lint fuzz-api \
         client-generate client-e2e docs-check quickstart-check chaos chaos-quick
 
-# A development RAPTOR_RESPONSE_KEYS (a random key written to .env once) unless one is set.
+# A development RAPTOR_RESPONSE_KEYS and RAPTOR_SESSION_KEY (random keys written to .env once)
+# unless they are set.
 DEV_RESPONSE_KEY := { [ -n "$${RAPTOR_RESPONSE_KEYS:-}" ] || grep -qs '^RAPTOR_RESPONSE_KEYS=.' .env || scripts/dotenv.sh RAPTOR_RESPONSE_KEYS "$$(scripts/response-key.sh dev)"; }
+DEV_SESSION_KEY := { [ -n "$${RAPTOR_SESSION_KEY:-}" ] || grep -qs '^RAPTOR_SESSION_KEY=.' .env || scripts/dotenv.sh RAPTOR_SESSION_KEY "$$(head -c 32 /dev/urandom | base64 | tr -d '\n')"; }
 
 ## run: install Swagger UI's files for /docs, start Postgres (and stripe-mock where Docker exists)
-## if needed, then serve the API on RAPTOR_ADDR (default 127.0.0.1:8080), with a development key
-## for stored responses
+## if needed, then serve the API on RAPTOR_ADDR (default 127.0.0.1:8080), with development keys
+## for stored responses and sign-in sessions
 run:
 	@$(MAKE) --no-print-directory docs-assets || echo "make: Swagger UI's files not installed; /docs serves the plain route list" >&2
-	@$(APP_DB) && $(STRIPE) && scripts/dotenv.sh DATABASE_URL "$$DATABASE_URL" && $(DEV_RESPONSE_KEY) && cargo run --locked -p raptor-server --bin raptor -- serve
+	@$(APP_DB) && $(STRIPE) && scripts/dotenv.sh DATABASE_URL "$$DATABASE_URL" && $(DEV_RESPONSE_KEY) && $(DEV_SESSION_KEY) && cargo run --locked -p raptor-server --bin raptor -- serve
 
 ## docs-assets: Swagger UI's files for /docs (npm ci --omit=dev: swagger-ui-dist only); `make run`
 ## goes on without them (npm missing or offline): /docs then serves the plain route list

@@ -626,6 +626,15 @@ impl Http {
         }
     }
 
+    /// The body of `GET url`, when it answers 200.
+    pub(crate) async fn text(&self, url: &str) -> Option<String> {
+        let response = self.client.get(url).send().await.ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        response.text().await.ok()
+    }
+
     pub(crate) async fn readyz(&self, base: &str) -> u16 {
         match self
             .client

@@ -18,7 +18,9 @@
 //!    answer within the request timeout, orders succeed once the load drops;
 //! 5. scenarios 2 and 3 through PgBouncer 1.18 in transaction pooling, the replicas in
 //!    `RAPTOR_DB_POOL_MODE=transaction` with role settings; the server log must show no session
-//!    state and no named statement; a control shows session pool mode failing through it;
+//!    state and no named statement; (5d) a completed Tier 2 key whose row is held while 12
+//!    clients retry it through a saturated store pool is never executed again (409/503 only, no
+//!    `fail_open`); a control shows session pool mode failing through it;
 //! 6. a slow database (pg_sleep in a trigger): no request past the request timeout, no key taken
 //!    over while its first attempt runs, the configuration refuses stale < request timeout;
 //! 7. the kill switch flipped off and on under load: every replica sees it within 1 s, orders
@@ -265,14 +267,17 @@ async fn bouncer(world: &World, quick: bool) -> Vec<Outcome> {
     let name = "5b duplicates via PgBouncer (transaction pooling)";
     let keys = if quick { 300 } else { 1000 };
     let o3 = timed(name, scenarios::duplicates(world, name, &bases, keys)).await;
+    let name = "5d busy store never re-runs a Tier 2 key (transaction pooling)";
+    let o4 = timed(name, scenarios::busy_store_tier2(world, &bouncer, name)).await;
     session_state(world, from, &mut setup).await;
     for replica in &mut replicas {
         let _ = replica.kill9().await;
     }
-    setup.secs = t.elapsed().as_secs_f64() - o2.secs - o3.secs;
+    setup.secs = t.elapsed().as_secs_f64() - o2.secs - o3.secs - o4.secs;
     outcomes.push(setup);
     outcomes.push(o2);
     outcomes.push(o3);
+    outcomes.push(o4);
 
     let t4 = Instant::now();
     println!("\n== 5c control: session pool mode through transaction pooling must fail ==");

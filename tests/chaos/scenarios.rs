@@ -395,6 +395,16 @@ impl RowLock {
         .await
     }
 
+    /// An idempotency key's row, as a slow original's completing transaction holds it.
+    async fn key(world: &World, key: &str) -> anyhow::Result<Self> {
+        Self::take(
+            world,
+            sqlx::query("select 1 from idempotency_keys where idem_key = $1 for update")
+                .bind(key.to_owned()),
+        )
+        .await
+    }
+
     async fn take(
         world: &World,
         lock: sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>,
@@ -1274,20 +1284,177 @@ pub(crate) async fn bouncer_replicas(
     bouncer: &Bouncer,
     pool_mode: &str,
 ) -> anyhow::Result<Vec<Replica>> {
-    let env = env::base_env(
-        &bouncer.url("raptor"),
-        &[
-            ("IDEMPOTENCY_STORE_DATABASE_URL", bouncer.url("raptor_idem")),
-            ("RAPTOR_DB_SESSION_SETTINGS", "role".to_owned()),
-            ("RAPTOR_DB_POOL_MODE", pool_mode.to_owned()),
-        ],
-    );
     let mut replicas = Vec::new();
     for i in 0..3 {
         let name = format!("replica-bouncer-{pool_mode}-{i}");
-        replicas.push(Replica::spawn(&world.dir, &name, env.clone()).await?);
+        replicas.push(bouncer_replica(world, bouncer, &name, pool_mode, &[]).await?);
     }
     Ok(replicas)
+}
+
+/// One replica through `bouncer` (roles carry the settings), with `extra` environment.
+async fn bouncer_replica(
+    world: &World,
+    bouncer: &Bouncer,
+    name: &str,
+    pool_mode: &str,
+    extra: &[(&str, String)],
+) -> anyhow::Result<Replica> {
+    let mut vars = vec![
+        ("IDEMPOTENCY_STORE_DATABASE_URL", bouncer.url("raptor_idem")),
+        ("RAPTOR_DB_SESSION_SETTINGS", "role".to_owned()),
+        ("RAPTOR_DB_POOL_MODE", pool_mode.to_owned()),
+    ];
+    vars.extend(extra.iter().cloned());
+    let env = env::base_env(&bouncer.url("raptor"), &vars);
+    Replica::spawn(&world.dir, name, env).await
+}
+
+/// 5d: a busy store never runs a completed Tier 2 key again (transaction pooling). A replica
+/// with a business pool of 4 (so a store pool of 2) and the 2-second store timeout; a profile
+/// patch with key K completes; the driver holds K's row as a slow completing original would,
+/// while 12 clients retry K twice each, so the waiting claims saturate the store pool. Every
+/// answer must be 409 or 503 (none a fresh execution), the profile is not written again, and
+/// the replica counts no `fail_open`.
+pub(crate) async fn busy_store_tier2(
+    world: &World,
+    bouncer: &Bouncer,
+    name: &str,
+) -> anyhow::Result<Outcome> {
+    let mut o = Outcome::new(name);
+    let mut replica = bouncer_replica(
+        world,
+        bouncer,
+        "replica-bouncer-busy-store",
+        "transaction",
+        &[("RAPTOR_DB_POOL_SIZE", "4".to_owned())],
+    )
+    .await?;
+    let user = world.users("busy-store", 1).await?.remove(0);
+    let key = new_key();
+    let body = r#"{"display_name":"Busy Store"}"#.to_owned();
+    let patch = |http: Http, base: String, token: String, key: String, body: String| async move {
+        http.send(
+            reqwest::Method::PATCH,
+            &base,
+            "/api/account/profile",
+            &token,
+            Some(&key),
+            Some(body),
+        )
+        .await
+    };
+    let first = patch(
+        world.http.clone(),
+        replica.base.clone(),
+        user.token.clone(),
+        key.clone(),
+        body.clone(),
+    )
+    .await;
+    o.check(
+        first.status == 200 && first.replayed.as_deref() == Some("false"),
+        format!("the first patch executed: {}", first.label()),
+    );
+    let updated_at = || async {
+        sqlx::query_scalar::<_, chrono::DateTime<chrono::Utc>>(
+            "select updated_at from users where id = $1",
+        )
+        .bind(user.id)
+        .fetch_one(&world.db)
+        .await
+    };
+    let before = updated_at().await?;
+    let hold = Duration::from_secs(if world.quick { 5 } else { 8 });
+    let lock = RowLock::key(world, &key).await?;
+    let held = Instant::now();
+    let mut clients = JoinSet::new();
+    for _ in 0..12 {
+        let (http, base, token, key, body) = (
+            world.http.clone(),
+            replica.base.clone(),
+            user.token.clone(),
+            key.clone(),
+            body.clone(),
+        );
+        clients.spawn(async move {
+            let mut answers = Vec::new();
+            for _ in 0..2 {
+                answers.push(
+                    patch(
+                        http.clone(),
+                        base.clone(),
+                        token.clone(),
+                        key.clone(),
+                        body.clone(),
+                    )
+                    .await,
+                );
+            }
+            answers
+        });
+    }
+    let answers: Vec<Answer> = clients.join_all().await.into_iter().flatten().collect();
+    let answered_within_hold = held.elapsed() < hold;
+    tokio::time::sleep(hold.saturating_sub(held.elapsed())).await;
+    lock.release().await?;
+    let mut tally = BTreeMap::new();
+    for answer in &answers {
+        *tally.entry(answer.label()).or_insert(0) += 1;
+    }
+    let fresh = answers
+        .iter()
+        .filter(|a| a.status == 200 && a.replayed.as_deref() == Some("false"))
+        .count();
+    o.check(
+        answered_within_hold,
+        format!("all {} answers came while the row was held", answers.len()),
+    );
+    o.check(
+        fresh == 0,
+        format!("fresh executions of the completed key while it was held: {fresh}"),
+    );
+    o.check(
+        answers.iter().all(|a| {
+            (a.status == 409 && a.code.as_deref() == Some("idempotency_in_flight"))
+                || (a.status == 503 && a.code.as_deref() == Some("idempotency_store_unavailable"))
+        }),
+        format!("every answer was 409 in flight or 503: {tally:?}"),
+    );
+    let after = updated_at().await?;
+    o.check(after == before, "the profile was not written again");
+    let audited: i64 = sqlx::query_scalar(
+        "select count(*) from audit_log where user_id = $1 and action = 'profile.updated'",
+    )
+    .bind(user.id)
+    .fetch_one(&world.db)
+    .await?;
+    o.check(
+        audited == 1,
+        format!("profile.updated audit rows: {audited}"),
+    );
+    let fail_open = fail_open_count(&world.http, &replica.base).await;
+    o.check(
+        fail_open == Some(0),
+        format!("the replica's outcome=\"fail_open\" count: {fail_open:?}"),
+    );
+    replica.kill9().await?;
+    Ok(o)
+}
+
+/// `raptor_idempotency_requests_total{outcome="fail_open"}` summed over endpoints, from a
+/// replica's `/metrics` (`None`: not readable).
+async fn fail_open_count(http: &Http, base: &str) -> Option<u64> {
+    let text = http.text(&format!("{base}/metrics")).await?;
+    Some(
+        text.lines()
+            .filter(|line| {
+                line.starts_with("raptor_idempotency_requests_total")
+                    && line.contains("outcome=\"fail_open\"")
+            })
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum(),
+    )
 }
 
 /// Statements sent to Postgres through PgBouncer that keep session state, counted from the
