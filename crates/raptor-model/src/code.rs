@@ -575,7 +575,10 @@ fn find_word_outside_generics(text: &str, word: &str) -> Option<usize> {
         match c {
             '<' => depth += 1,
             '>' => depth -= 1,
-            _ if depth == 0 && text[at..].starts_with(word) && is_standalone(text, at, word.len()) => {
+            _ if depth == 0
+                && text[at..].starts_with(word)
+                && is_standalone(text, at, word.len()) =>
+            {
                 return Some(at);
             }
             _ => {}
@@ -586,4 +589,64 @@ fn find_word_outside_generics(text: &str, word: &str) -> Option<usize> {
 
 fn is_ident(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::functions_in;
+
+    const SAMPLE: &str = r##"
+        //! A doc comment with { a brace.
+        use std::fmt;
+        pub struct Idempotency { inner: u8 }
+        impl Idempotency {
+            /// fn not_this() {
+            pub async fn claim(&self) -> Result<(), ()> {
+                let sql = "select '{' from t where x = '}'";
+                let raw = r#"update t set a = "{" where b = 1"#;
+                let c = '{';
+                let s = format!("{}ms", 5);
+                match c { '}' => {}, _ => {} }
+                Ok(())
+            }
+            fn round<'a>(&'a self, x: impl Fn() -> u8) -> &'a u8 { /* } */ &self.inner }
+        }
+        impl<S, T> FromRequest<S> for Idempotent<T>
+        where
+            S: Send,
+        {
+            async fn from_request(req: u8) -> Self { todo!() }
+        }
+        impl Drop for crate::claim::KeyGuard {
+            fn drop(&mut self) {}
+        }
+        pub(crate) async fn settle(idem: &Idempotency) { let _ = idem; }
+        trait Quiet { fn declared(&self); }
+    "##;
+
+    #[test]
+    fn finds_methods_trait_methods_and_free_functions() {
+        let found = functions_in(SAMPLE);
+        assert_eq!(
+            found,
+            [
+                "Idempotency::claim",
+                "Idempotency::round",
+                "Idempotent::from_request",
+                "KeyGuard::drop",
+                "settle"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_renamed_function_is_not_found() {
+        let renamed = SAMPLE.replace("fn round", "fn claim_round");
+        let found = functions_in(&renamed);
+        assert!(!found.iter().any(|f| f == "Idempotency::round"));
+        assert!(found.iter().any(|f| f == "Idempotency::claim_round"));
+        // A method moved out of its impl block is a free function, not `Type::name`.
+        let moved = SAMPLE.replace("impl Drop for crate::claim::KeyGuard {", "mod guard {");
+        assert!(!functions_in(&moved).iter().any(|f| f == "KeyGuard::drop"));
+    }
 }

@@ -19,6 +19,9 @@ use std::hash::{Hash, Hasher};
 
 use stateright::Model;
 
+/// A path: its states (the first an initial state) and the actions between them.
+pub type Trace<S, A> = (Vec<S>, Vec<A>);
+
 /// What the check found.
 #[derive(Debug)]
 pub struct Liveness<S, A> {
@@ -30,7 +33,7 @@ pub struct Liveness<S, A> {
     pub goal_states: usize,
     /// The shortest path (from an initial state) into a state from which the goal is
     /// unreachable, if there is one: its actions and the states they lead to.
-    pub trap: Option<(Vec<S>, Vec<A>)>,
+    pub trap: Option<Trace<S, A>>,
 }
 
 fn fingerprint<S: Hash>(state: &S) -> u64 {
@@ -93,7 +96,6 @@ where
             }
         }
     }
-    drop(visit);
 
     // Backwards from the goal states: which states can still reach one.
     let count = parent.len();
@@ -151,7 +153,7 @@ where
 }
 
 /// The states of a path, rebuilt from its initial state's index and its actions.
-fn replay<M>(model: &M, init: usize, actions: Vec<M::Action>) -> (Vec<M::State>, Vec<M::Action>)
+fn replay<M>(model: &M, init: usize, actions: Vec<M::Action>) -> Trace<M::State, M::Action>
 where
     M: Model,
     M::State: Clone,
@@ -173,7 +175,7 @@ where
 
 /// The shortest path (breadth first, one thread) from an initial state to a state where `bad`
 /// holds: the counterexample to show people (stateright's own paths need not be shortest).
-pub fn shortest<M>(model: &M, bad: impl Fn(&M::State) -> bool) -> Option<(Vec<M::State>, Vec<M::Action>)>
+pub fn shortest<M>(model: &M, bad: impl Fn(&M::State) -> bool) -> Option<Trace<M::State, M::Action>>
 where
     M: Model,
     M::State: Hash + Clone,

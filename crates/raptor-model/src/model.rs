@@ -51,8 +51,24 @@ pub struct Bounds {
 }
 
 impl Bounds {
-    /// The bound `cargo test` checks.
-    pub const TEST: Bounds = Bounds {
+    /// The bounds `cargo test` checks: two clients with a budget of three, three clients with a
+    /// budget of two.
+    pub const TESTS: [Bounds; 2] = [
+        Bounds {
+            clients: 2,
+            bodies: 2,
+            lifetimes: 2,
+            faults: 3,
+        },
+        Bounds {
+            clients: 3,
+            bodies: 2,
+            lifetimes: 2,
+            faults: 2,
+        },
+    ];
+    /// The bound the mutant tests use (each mutant is caught well within it).
+    pub const MUTANTS: Bounds = Bounds {
         clients: 2,
         bodies: 2,
         lifetimes: 2,
@@ -76,6 +92,10 @@ pub struct ClaimProtocol {
     pub tiers: Vec<Tier>,
     /// A deliberate bug, or `None` for the protocol as the contract states it.
     pub mutant: Option<Mutant>,
+    /// Symmetry reduction: clients are interchangeable, so each state is replaced by the one
+    /// with its clients in a canonical order (see [`State::canonical`]). Off by default, so
+    /// that a trace keeps its clients' numbers.
+    pub symmetry: bool,
 }
 
 impl ClaimProtocol {
@@ -85,7 +105,14 @@ impl ClaimProtocol {
             bounds,
             tiers: vec![Tier::FailClosed, Tier::FailOpen],
             mutant: None,
+            symmetry: false,
         }
+    }
+
+    /// The same model with symmetry reduction.
+    pub fn with_symmetry(mut self) -> Self {
+        self.symmetry = true;
+        self
     }
 
     /// The same bounds with a deliberate bug.
@@ -516,6 +543,38 @@ enum Round {
 }
 
 impl State {
+    /// The state with its clients renumbered into a canonical order: by what each client is,
+    /// its body and its attempts. Clients with equal keys are interchangeable, so any order
+    /// among them gives the same state. Every property treats clients alike, so checking the
+    /// canonical states checks them all.
+    pub fn canonical(&self) -> State {
+        let key = |c: usize| {
+            let mut attempts: Vec<(Pc, bool, u8)> = self
+                .attempts
+                .iter()
+                .filter(|a| usize::from(a.client) == c)
+                .map(|a| (a.pc, a.waiting, a.body))
+                .collect();
+            attempts.sort_unstable();
+            (self.clients[c], self.bodies[c], attempts)
+        };
+        let mut order: Vec<usize> = (0..self.clients.len()).collect();
+        order.sort_by_cached_key(|&c| key(c));
+        // `order[new] = old`; `renumber[old] = new`.
+        let mut renumber = vec![0u8; order.len()];
+        for (new, &old) in order.iter().enumerate() {
+            renumber[old] = u8::try_from(new).unwrap_or(u8::MAX);
+        }
+        let mut s = self.clone();
+        s.clients = order.iter().map(|&old| self.clients[old]).collect();
+        s.bodies = order.iter().map(|&old| self.bodies[old]).collect();
+        for a in &mut s.attempts {
+            a.client = renumber[usize::from(a.client)];
+        }
+        s.attempts.sort_unstable();
+        s
+    }
+
     fn lock_free(&self) -> bool {
         self.row.is_none_or(|row| row.locked_by.is_none())
     }
@@ -1207,6 +1266,9 @@ impl Model for ClaimProtocol {
             Action::Cleanup => s.row = None,
         }
         s.attempts.sort_unstable();
+        if self.symmetry {
+            s = s.canonical();
+        }
         Some(s)
     }
 

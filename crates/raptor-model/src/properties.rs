@@ -4,7 +4,9 @@
 
 use stateright::Property;
 
-use crate::model::{event, ClaimProtocol, Client, Effect, Final, Pc, State, Status, StoreFault, Tier};
+use crate::model::{
+    event, ClaimProtocol, Client, Effect, Final, Pc, State, Status, StoreFault, Tier,
+};
 
 /// At most one business effect per key lifetime.
 pub const AT_MOST_ONCE: &str = "at most one business effect per key lifetime";
@@ -13,7 +15,8 @@ pub const AT_MOST_ONCE: &str = "at most one business effect per key lifetime";
 pub const COMPLETED_ROW_HAS_ITS_EFFECT: &str =
     "a completed row stores the response of the one execution that committed it";
 /// Every committed effect completed its own claim's row, in the same commit.
-pub const EFFECT_COMPLETES_ITS_ROW: &str = "no effect without its completed key row in the same commit";
+pub const EFFECT_COMPLETES_ITS_ROW: &str =
+    "no effect without its completed key row in the same commit";
 /// Every stored answer (2xx or 4xx, fresh or replayed) of one lifetime is the same response.
 pub const ANSWERS_AGREE: &str = "every stored answer of a lifetime is the same response";
 /// Every `idempotency_replay` audit row names an execution that committed.
@@ -42,24 +45,33 @@ pub const SOMETIMES: &[&str] = &[
 pub fn all() -> Vec<Property<ClaimProtocol>> {
     vec![
         Property::always(AT_MOST_ONCE, |_, s: &State| at_most_once(s)),
-        Property::always(COMPLETED_ROW_HAS_ITS_EFFECT, |_, s: &State| completed_row_has_its_effect(s)),
-        Property::always(EFFECT_COMPLETES_ITS_ROW, |_, s: &State| effect_completes_its_row(s)),
+        Property::always(COMPLETED_ROW_HAS_ITS_EFFECT, |_, s: &State| {
+            completed_row_has_its_effect(s)
+        }),
+        Property::always(EFFECT_COMPLETES_ITS_ROW, |_, s: &State| {
+            effect_completes_its_row(s)
+        }),
         Property::always(ANSWERS_AGREE, |_, s: &State| answers_agree(s)),
-        Property::always(REPLAY_AUDIT_NAMES_ORIGINAL, |_, s: &State| replay_audits_named(s)),
-        Property::always(FAIL_OPEN_ONLY_UNREACHABLE, |_, s: &State| fail_open_only_unreachable(s)),
+        Property::always(REPLAY_AUDIT_NAMES_ORIGINAL, |_, s: &State| {
+            replay_audits_named(s)
+        }),
+        Property::always(FAIL_OPEN_ONLY_UNREACHABLE, |_, s: &State| {
+            fail_open_only_unreachable(s)
+        }),
         Property::eventually(EVERY_CLIENT_ANSWERED, |_, s: &State| all_answered(s)),
         Property::sometimes(SOMETIMES[0], |_, s: &State| {
-            s.effects.iter().any(|e| matches!(e, Effect::Tracked { .. }))
+            s.effects
+                .iter()
+                .any(|e| matches!(e, Effect::Tracked { .. }))
         }),
         Property::sometimes(SOMETIMES[1], |_, s: &State| {
-            s.clients.iter().any(|c| {
-                matches!(
-                    c,
-                    Client::Done(Final::Stored { replayed: true, .. })
-                )
-            })
+            s.clients
+                .iter()
+                .any(|c| matches!(c, Client::Done(Final::Stored { replayed: true, .. })))
         }),
-        Property::sometimes(SOMETIMES[2], |_, s: &State| s.events & event::STALE_RELEASED != 0),
+        Property::sometimes(SOMETIMES[2], |_, s: &State| {
+            s.events & event::STALE_RELEASED != 0
+        }),
         Property::sometimes(SOMETIMES[3], |_, s: &State| s.events & event::FENCED != 0),
         Property::sometimes(SOMETIMES[4], |_, s: &State| {
             s.events & event::RELEASED_TAKEN_OVER != 0
@@ -67,7 +79,9 @@ pub fn all() -> Vec<Property<ClaimProtocol>> {
         }),
         Property::sometimes(SOMETIMES[5], |_, s: &State| second_lifetime_committed(s)),
         Property::sometimes(SOMETIMES[6], |_, s: &State| {
-            s.effects.iter().any(|e| matches!(e, Effect::Untracked { .. }))
+            s.effects
+                .iter()
+                .any(|e| matches!(e, Effect::Untracked { .. }))
         }),
         Property::sometimes(SOMETIMES[7], |_, s: &State| {
             s.clients.contains(&Client::Done(Final::Mismatch))
@@ -77,9 +91,9 @@ pub fn all() -> Vec<Property<ClaimProtocol>> {
         }),
         Property::sometimes(SOMETIMES[9], |_, s: &State| {
             s.events & event::LOST_COMMIT_LANDED != 0
-                && s.clients.iter().any(|c| {
-                    matches!(c, Client::Done(Final::Stored { replayed: true, .. }))
-                })
+                && s.clients
+                    .iter()
+                    .any(|c| matches!(c, Client::Done(Final::Stored { replayed: true, .. })))
         }),
     ]
 }
@@ -163,8 +177,9 @@ fn answers_agree(s: &State) -> bool {
     }
     // The row still answering for that lifetime answers the same.
     match s.row {
-        Some(row) if row.status == Status::Completed => first[usize::from(row.lineage % 8)]
-            .is_none_or(|seen| row.response == Some(seen)),
+        Some(row) if row.status == Status::Completed => {
+            first[usize::from(row.lineage % 8)].is_none_or(|seen| row.response == Some(seen))
+        }
         _ => true,
     }
 }

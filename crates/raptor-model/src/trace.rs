@@ -10,7 +10,12 @@ use crate::model::{Action, Attempt, ClaimProtocol, Client, Effect, Pc, Row, Stat
 pub fn describe(model: &ClaimProtocol, states: &[State], actions: &[Action]) -> String {
     let mut out = String::new();
     if let Some(first) = states.first() {
-        let _ = writeln!(out, " 0. start ({:?})            {}", first.tier, summary(first));
+        let _ = writeln!(
+            out,
+            " 0. start ({:?})            {}",
+            first.tier,
+            summary(first)
+        );
     }
     for (n, (action, pair)) in actions.iter().zip(states.windows(2)).enumerate() {
         let [before, after] = pair else { continue };
