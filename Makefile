@@ -6,7 +6,7 @@ STRIPE := eval "$$(scripts/stripe.sh)"
 export CARGO_TERM_COLOR ?= never
 
 .PHONY: run test lint fmt openapi bench build db-up db-down ci docs-assets openapi-lint fuzz-api \
-        client-generate client-e2e docs-check quickstart-check chaos chaos-quick
+        client-generate client-e2e docs-check quickstart-check chaos chaos-quick model
 
 # A development RAPTOR_RESPONSE_KEYS (a random key written to .env once) unless one is set.
 DEV_RESPONSE_KEY := { [ -n "$${RAPTOR_RESPONSE_KEYS:-}" ] || grep -qs '^RAPTOR_RESPONSE_KEYS=.' .env || scripts/dotenv.sh RAPTOR_RESPONSE_KEYS "$$(scripts/response-key.sh dev)"; }
@@ -84,6 +84,13 @@ chaos:
 ## chaos-quick: the CI subset (every scenario, shorter)
 chaos-quick:
 	$(MAKE) chaos CHAOS_ARGS="--quick $(CHAOS_ARGS)"
+
+## model: the model checker of the claim protocol (crates/raptor-model) at its larger bound
+## (3 clients, budget 3; `cargo test` checks smaller ones): state counts, every property's
+## verdict, a shortest counterexample for a violation (about 3 min, 2 GB).
+## MODEL_ARGS passes flags (e.g. MODEL_ARGS="--clients 2 --lifetimes 1 --mutant no-fence").
+model:
+	cargo run --locked --release -q -p raptor-model -- $(MODEL_ARGS)
 
 build:
 	cargo build --workspace --locked

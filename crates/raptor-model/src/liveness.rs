@@ -56,6 +56,21 @@ where
     M::State: Hash + Clone,
     M::Action: Clone,
 {
+    check_observing(model, goal, fair, |_| {})
+}
+
+/// [`check`], showing every reachable state once to `observe`.
+pub fn check_observing<M>(
+    model: &M,
+    goal: fn(&M::State) -> bool,
+    fair: impl Fn(&M::State, &M::Action, &M::State) -> bool,
+    mut observe: impl FnMut(&M::State),
+) -> Liveness<M::State, M::Action>
+where
+    M: Model,
+    M::State: Hash + Clone,
+    M::Action: Clone,
+{
     // State ids by fingerprint; for each id, how it was first reached (to rebuild a path).
     let mut ids: HashMap<u64, u32> = HashMap::new();
     let mut parent: Vec<(u32, Option<M::Action>)> = Vec::new();
@@ -87,6 +102,7 @@ where
         visit(state, ROOT, None, &mut ids, &mut queue);
     }
     while let Some((id, state)) = queue.pop_front() {
+        observe(&state);
         for (action, next) in model.next_steps(&state) {
             let is_fair = fair(&state, &action, &next);
             let to = visit(next, id, Some(action), &mut ids, &mut queue);

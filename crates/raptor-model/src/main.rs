@@ -172,7 +172,16 @@ fn main() -> ExitCode {
 
     if options.liveness {
         let started = Instant::now();
-        let live = liveness::check(&model, all_answered, |a, b, c| !model.adversarial(a, b, c));
+        let (mut attempts, mut executions) = (0, 0);
+        let live = liveness::check_observing(
+            &model,
+            all_answered,
+            |a, b, c| !model.adversarial(a, b, c),
+            |s| {
+                attempts = attempts.max(s.attempts.len());
+                executions = executions.max(s.next_token);
+            },
+        );
         let verdict = if live.trap.is_some() {
             "A TRAP"
         } else {
@@ -184,6 +193,9 @@ fn main() -> ExitCode {
             thousands(live.edges),
             thousands(live.goal_states),
             started.elapsed()
+        );
+        println!(
+            "  up to {attempts} server attempts at once, up to {executions} executions (claims won or failed open)"
         );
         println!("  {}", properties::EVERY_CLIENT_ANSWERED);
         if let Some((_, actions)) = live.trap {

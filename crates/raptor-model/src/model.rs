@@ -156,6 +156,8 @@ pub struct Resp {
     pub token: u8,
     /// Its status class.
     pub code: Code,
+    /// The body of the request it answered.
+    pub body: u8,
 }
 
 /// The key row (`idempotency_keys`), as last committed, plus its row lock.
@@ -1020,12 +1022,16 @@ impl ClaimProtocol {
                 },
                 Step::Commit,
             ) => {
-                let row = self.commit(s, token, lineage, code);
+                let row = self.commit(s, token, lineage, code, a.body);
                 s.finish(
                     i,
                     Reply::Final(Final::Stored {
                         lineage,
-                        resp: Resp { token, code },
+                        resp: Resp {
+                            token,
+                            code,
+                            body: a.body,
+                        },
                         replayed: false,
                     }),
                 );
@@ -1042,7 +1048,7 @@ impl ClaimProtocol {
                 s.spend_fault();
                 if landed {
                     s.events |= event::LOST_COMMIT_LANDED;
-                    self.commit(s, token, lineage, code);
+                    self.commit(s, token, lineage, code, a.body);
                 } else {
                     s.unlock(token);
                 }
@@ -1143,10 +1149,10 @@ impl ClaimProtocol {
 
     /// COMMIT of a business transaction whose completion matched: the effect and the completed
     /// row become visible together. Returns the row as committed.
-    fn commit(&self, s: &mut State, token: u8, lineage: u8, code: Code) -> Option<Row> {
+    fn commit(&self, s: &mut State, token: u8, lineage: u8, code: Code, body: u8) -> Option<Row> {
         let row = s.row.as_mut()?;
         row.status = Status::Completed;
-        row.response = Some(Resp { token, code });
+        row.response = Some(Resp { token, code, body });
         row.locked_by = None;
         let row = *row;
         s.effects.push(Effect::Tracked {

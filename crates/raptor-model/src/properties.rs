@@ -19,6 +19,10 @@ pub const EFFECT_COMPLETES_ITS_ROW: &str =
     "no effect without its completed key row in the same commit";
 /// Every stored answer (2xx or 4xx, fresh or replayed) of one lifetime is the same response.
 pub const ANSWERS_AGREE: &str = "every stored answer of a lifetime is the same response";
+/// Every stored answer is the response to the same request (body) as the client's, and a
+/// completed row stores the response to its own `request_hash`.
+pub const ANSWER_IS_TO_THE_REQUEST: &str =
+    "every stored answer is the response to the same request";
 /// Every `idempotency_replay` audit row names an execution that committed.
 pub const REPLAY_AUDIT_NAMES_ORIGINAL: &str = "every replay audit row names a committed execution";
 /// A request runs without dedup only on Tier 2 and only when no connection could be made.
@@ -52,6 +56,9 @@ pub fn all() -> Vec<Property<ClaimProtocol>> {
             effect_completes_its_row(s)
         }),
         Property::always(ANSWERS_AGREE, |_, s: &State| answers_agree(s)),
+        Property::always(ANSWER_IS_TO_THE_REQUEST, |_, s: &State| {
+            answer_is_to_the_request(s)
+        }),
         Property::always(REPLAY_AUDIT_NAMES_ORIGINAL, |_, s: &State| {
             replay_audits_named(s)
         }),
@@ -182,6 +189,17 @@ fn answers_agree(s: &State) -> bool {
         }
         _ => true,
     }
+}
+
+fn answer_is_to_the_request(s: &State) -> bool {
+    let clients = s.clients.iter().zip(&s.bodies).all(|(c, body)| match c {
+        Client::Done(Final::Stored { resp, .. }) => resp.body == *body,
+        _ => true,
+    });
+    let row = s.row.is_none_or(|row| {
+        row.status != Status::Completed || row.response.is_some_and(|resp| resp.body == row.hash)
+    });
+    clients && row
 }
 
 fn fail_open_only_unreachable(s: &State) -> bool {
