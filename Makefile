@@ -87,7 +87,7 @@ chaos-quick:
 
 ## model: the model checker of the claim protocol (crates/raptor-model) at its larger bound
 ## (3 clients, budget 3; `cargo test` checks smaller ones): state counts, every property's
-## verdict, a shortest counterexample for a violation (about 3 min, 2 GB).
+## verdict, a shortest counterexample for a violation (about 3 min, 1.5 GB).
 ## MODEL_ARGS passes flags (e.g. MODEL_ARGS="--clients 2 --lifetimes 1 --mutant no-fence").
 model:
 	cargo run --locked --release -q -p raptor-model -- $(MODEL_ARGS)
