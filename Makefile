@@ -6,7 +6,7 @@ STRIPE := eval "$$(scripts/stripe.sh)"
 export CARGO_TERM_COLOR ?= never
 
 .PHONY: run test lint fmt openapi bench build db-up db-down ci docs-assets openapi-lint fuzz-api \
-        client-generate client-e2e docs-check quickstart-check chaos chaos-quick
+        client-generate client-e2e docs-check quickstart-check chaos chaos-quick model
 
 # A development RAPTOR_RESPONSE_KEYS and RAPTOR_SESSION_KEY (random keys written to .env once)
 # unless they are set.
@@ -86,6 +86,13 @@ chaos:
 ## chaos-quick: the CI subset (every scenario, shorter)
 chaos-quick:
 	$(MAKE) chaos CHAOS_ARGS="--quick $(CHAOS_ARGS)"
+
+## model: the model checker of the claim protocol (crates/raptor-model) at its larger bound
+## (3 clients, budget 3; `cargo test` checks smaller ones): state counts, every property's
+## verdict, a shortest counterexample for a violation (about 3 min, 1.5 GB).
+## MODEL_ARGS passes flags (e.g. MODEL_ARGS="--clients 2 --lifetimes 1 --mutant no-fence").
+model:
+	cargo run --locked --release -q -p raptor-model -- $(MODEL_ARGS)
 
 build:
 	cargo build --workspace --locked

@@ -1,0 +1,652 @@
+//! The one table that ties the model to the code: every transition, the SQL statement (or
+//! COMMIT) it stands for, and the functions of `crates/raptor-idempotency/src/` that issue it.
+//! A test reads those files and fails when a named function is renamed or removed
+//! ([`functions_in`] finds them).
+
+/// A function in `crates/raptor-idempotency/src/`: `file` (relative to that folder) and
+/// `path`, `Type::method` for a function in an `impl` block (inherent or of a trait), or a free
+/// function's bare name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CodeRef {
+    /// The file, relative to `crates/raptor-idempotency/src/`.
+    pub file: &'static str,
+    /// `Type::function` or `function`.
+    pub path: &'static str,
+}
+
+/// `at!(file, path)`: a [`CodeRef`] (a struct literal, so that `&[…]` of them is `'static`).
+macro_rules! at {
+    ($file:expr, $path:expr) => {
+        CodeRef {
+            file: $file,
+            path: $path,
+        }
+    };
+}
+
+/// Who makes a transition happen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// The protocol's code: a statement, a COMMIT or a rollback.
+    Protocol,
+    /// The adversary (clock, crash, client, network); the functions named are the code that
+    /// reacts to it.
+    Adversary,
+    /// Only in a mutant: no code does it.
+    Mutant,
+}
+
+/// Every transition of the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Transition {
+    /// A client sends the key (again).
+    Send,
+    /// The claim statement: insert-or-take-over, union-read of the existing row, the judge's
+    /// verdict on it, and a replay's audit row.
+    Claim,
+    /// The claim waited on the key row's lock past `lock_timeout`: 409 on every tier.
+    ClaimBlocked,
+    /// No connection to the store at all: 503 (Tier 1) or fail-open (Tier 2).
+    ClaimUnreachable,
+    /// The store pool is busy: 503 on every tier.
+    ClaimPoolBusy,
+    /// No answer within the store timeout: 503; the round's task goes on.
+    ClaimTimeout,
+    /// The round's connection failed after the statement went out: 503, release by token.
+    ClaimConnectionLost,
+    /// The judge's fenced release of a stale `in_flight` row.
+    ReleaseStale,
+    /// That release failed (store error or timeout): 503.
+    ReleaseStaleFailed,
+    /// The completion `UPDATE` in the business transaction (fenced by `attempt`).
+    Complete,
+    /// The handler's retryable 503: ROLLBACK.
+    Retryable503,
+    /// The handler's other 5xx or panic: ROLLBACK.
+    ServerError,
+    /// COMMIT of the business transaction with the completed row.
+    Commit,
+    /// The COMMIT's reply is lost (it may have landed).
+    CommitLost,
+    /// Release after a retryable 503 or a lost COMMIT (awaited, then 503).
+    ReleaseRetryable,
+    /// Fail after another 5xx or a panic (awaited, then 500).
+    Fail,
+    /// Release by the dropped guard of a cancelled request (spawned).
+    ReleaseCancelled,
+    /// A settle that did not get through: the row stays `in_flight` until stale.
+    SettleLost,
+    /// Release of a row won by a round whose answer was never taken.
+    ReleaseWon,
+    /// Release of an uncertain claim by its token (connection lost mid-statement).
+    ReleaseAttempt,
+    /// A fail-open (untracked) execution commits.
+    FailOpen,
+    /// Cleanup deletes the expired row.
+    Cleanup,
+    /// The process crashes.
+    Crash,
+    /// The request future is dropped (client gone, request timeout).
+    Cancel,
+    /// The client times out; the server goes on.
+    Detach,
+    /// The clock: the stale threshold passes for the row's attempt.
+    ClockStale,
+    /// The clock: `expires_at` passes.
+    ClockExpire,
+    /// Mutant `SelectThenInsert`: the `SELECT` of the key row.
+    MutantClaimSelect,
+    /// Mutant `SelectThenInsert`: the unguarded upsert.
+    MutantClaimInsert,
+}
+
+impl Transition {
+    /// Every transition.
+    pub const ALL: [Transition; 29] = [
+        Transition::Send,
+        Transition::Claim,
+        Transition::ClaimBlocked,
+        Transition::ClaimUnreachable,
+        Transition::ClaimPoolBusy,
+        Transition::ClaimTimeout,
+        Transition::ClaimConnectionLost,
+        Transition::ReleaseStale,
+        Transition::ReleaseStaleFailed,
+        Transition::Complete,
+        Transition::Retryable503,
+        Transition::ServerError,
+        Transition::Commit,
+        Transition::CommitLost,
+        Transition::ReleaseRetryable,
+        Transition::Fail,
+        Transition::ReleaseCancelled,
+        Transition::SettleLost,
+        Transition::ReleaseWon,
+        Transition::ReleaseAttempt,
+        Transition::FailOpen,
+        Transition::Cleanup,
+        Transition::Crash,
+        Transition::Cancel,
+        Transition::Detach,
+        Transition::ClockStale,
+        Transition::ClockExpire,
+        Transition::MutantClaimSelect,
+        Transition::MutantClaimInsert,
+    ];
+
+    /// The transition's name in traces and in `docs/idempotency.md`.
+    pub fn name(self) -> &'static str {
+        self.entry().0
+    }
+
+    /// Who makes it happen.
+    pub fn kind(self) -> Kind {
+        self.entry().1
+    }
+
+    /// The statement it stands for.
+    pub fn sql(self) -> &'static str {
+        self.entry().2
+    }
+
+    /// The functions that issue it (the first one issues the statement), or that react to it
+    /// for an adversary's transition.
+    pub fn code(self) -> &'static [CodeRef] {
+        self.entry().3
+    }
+
+    /// The table: (name, kind, statement, functions).
+    fn entry(self) -> (&'static str, Kind, &'static str, &'static [CodeRef]) {
+        use Kind::{Adversary, Mutant, Protocol};
+        const STORE: &str = "store.rs";
+        const CLAIM: &str = "claim.rs";
+        match self {
+            Transition::Send => (
+                "send",
+                Adversary,
+                "the request reaches the extractor, which claims",
+                &[at!("extract.rs", "Idempotent::from_request")],
+            ),
+            Transition::Claim => (
+                "claim",
+                Protocol,
+                "insert … on conflict do update … where expired or (released and same request_hash) \
+                 returning, union the unexpired row; judged; a replay writes its audit row",
+                &[
+                    at!(STORE, "Idempotency::round"),
+                    at!(STORE, "Idempotency::claim"),
+                    at!(STORE, "Idempotency::judge"),
+                    at!(STORE, "Idempotency::audit_replay"),
+                    at!(STORE, "Idempotency::won"),
+                ],
+            ),
+            Transition::ClaimBlocked => (
+                "claim_blocked",
+                Protocol,
+                "the claim's lock wait ends (55P03/57014); the key table is read: 409",
+                &[at!(STORE, "Idempotency::blocked"), at!(STORE, "is_lock_wait")],
+            ),
+            Transition::ClaimUnreachable => (
+                "claim_unreachable",
+                Protocol,
+                "no connection to the store: 503 (Tier 1) or untracked (Tier 2)",
+                &[
+                    at!(STORE, "Idempotency::store_failed"),
+                    at!(STORE, "Idempotency::untracked"),
+                ],
+            ),
+            Transition::ClaimPoolBusy => (
+                "claim_pool_busy",
+                Protocol,
+                "PoolTimedOut with connections open: 503 on every tier",
+                &[at!(STORE, "Idempotency::claim")],
+            ),
+            Transition::ClaimTimeout => (
+                "claim_timeout",
+                Protocol,
+                "no answer within the store timeout: 503; the round's task goes on",
+                &[at!(STORE, "Idempotency::claim")],
+            ),
+            Transition::ClaimConnectionLost => (
+                "claim_connection_lost",
+                Protocol,
+                "the claim statement's connection fails after it went out: 503",
+                &[at!(STORE, "Idempotency::claim")],
+            ),
+            Transition::ReleaseStale => (
+                "release_stale",
+                Protocol,
+                "update … set status = 'released' where id = $1 and attempt = $2 and status = 'in_flight'",
+                &[at!(STORE, "Idempotency::judge")],
+            ),
+            Transition::ReleaseStaleFailed => (
+                "release_stale_failed",
+                Protocol,
+                "the stale release errs or times out: 503",
+                &[at!(STORE, "Idempotency::judge")],
+            ),
+            Transition::Complete => (
+                "complete",
+                Protocol,
+                "update … set status = 'completed', response_* = … where id = $1 and attempt = $2 \
+                 and status = 'in_flight' (in the business transaction; no row: rollback, 409)",
+                &[at!(CLAIM, "Claim::finish")],
+            ),
+            Transition::Retryable503 => (
+                "rollback_retryable",
+                Protocol,
+                "ROLLBACK of a retryable 503 (database busy, deadlock, serialization, timeout, \
+                 upstream outcome unknown)",
+                &[at!(CLAIM, "Claim::finish"), at!(CLAIM, "rollback")],
+            ),
+            Transition::ServerError => (
+                "rollback_failed",
+                Protocol,
+                "ROLLBACK of another 5xx or a panic",
+                &[at!(CLAIM, "Claim::finish"), at!(CLAIM, "rollback")],
+            ),
+            Transition::Commit => (
+                "commit",
+                Protocol,
+                "COMMIT: the business writes, their audit_log rows and the completed key row",
+                &[at!(CLAIM, "Claim::finish")],
+            ),
+            Transition::CommitLost => (
+                "commit_lost",
+                Protocol,
+                "COMMIT whose reply is lost (landed or not): settle as a 503",
+                &[at!(CLAIM, "Claim::finish"), at!(STORE, "is_connection_lost")],
+            ),
+            Transition::ReleaseRetryable => (
+                "release_retryable",
+                Protocol,
+                "update … set status = 'released' where id = $1 and attempt = $2 and status = 'in_flight'",
+                &[at!(CLAIM, "settle"), at!(CLAIM, "KeyGuard::settle_error")],
+            ),
+            Transition::Fail => (
+                "settle_failed",
+                Protocol,
+                "update … set status = 'failed' where id = $1 and attempt = $2 and status = 'in_flight'",
+                &[
+                    at!(CLAIM, "settle"),
+                    at!(CLAIM, "KeyGuard::settle_error"),
+                    at!(CLAIM, "KeyGuard::fail"),
+                ],
+            ),
+            Transition::ReleaseCancelled => (
+                "release_cancelled",
+                Protocol,
+                "update … set status = 'released' where id = $1 and attempt = $2 and status = 'in_flight' \
+                 (spawned by the dropped guard)",
+                &[at!(CLAIM, "settle"), at!(CLAIM, "KeyGuard::drop")],
+            ),
+            Transition::SettleLost => (
+                "settle_lost",
+                Protocol,
+                "the settle UPDATE errs (logged: the key stays in flight until stale); the answer goes out",
+                &[at!(CLAIM, "settle")],
+            ),
+            Transition::ReleaseWon => (
+                "release_won",
+                Protocol,
+                "update … set status = 'released' where id = $1 and attempt = $2 and status = 'in_flight' \
+                 (a win nobody took)",
+                &[
+                    at!(STORE, "Idempotency::release_won"),
+                    at!(STORE, "UntakenWin::drop"),
+                    at!(CLAIM, "settle"),
+                ],
+            ),
+            Transition::ReleaseAttempt => (
+                "release_attempt",
+                Protocol,
+                "update … set status = 'released' where idem_key = $1 and … and attempt = $4 and \
+                 status = 'in_flight'",
+                &[at!(STORE, "Idempotency::release_attempt")],
+            ),
+            Transition::FailOpen => (
+                "fail_open",
+                Protocol,
+                "the untracked transaction's COMMIT (no key row)",
+                &[
+                    at!(STORE, "Idempotency::untracked"),
+                    at!(STORE, "Idempotency::store_failed"),
+                    at!(CLAIM, "Claim::finish"),
+                ],
+            ),
+            Transition::Cleanup => (
+                "cleanup",
+                Protocol,
+                "delete … where expires_at < now() … for update skip locked",
+                &[at!("cleanup.rs", "delete_expired")],
+            ),
+            Transition::Crash => (
+                "crash",
+                Adversary,
+                "the process dies: its open transaction aborts",
+                &[],
+            ),
+            Transition::Cancel => (
+                "cancel",
+                Adversary,
+                "the request future is dropped (client gone, request timeout)",
+                &[at!(STORE, "UntakenWin::drop"), at!(CLAIM, "KeyGuard::drop")],
+            ),
+            Transition::Detach => (
+                "detach",
+                Adversary,
+                "the client times out while the server goes on",
+                &[],
+            ),
+            Transition::ClockStale => (
+                "clock_stale",
+                Adversary,
+                "now() - locked_at passes stale_after (read by the claim)",
+                &[at!(STORE, "Idempotency::round")],
+            ),
+            Transition::ClockExpire => (
+                "clock_expire",
+                Adversary,
+                "now() passes expires_at (read by the claim and by cleanup)",
+                &[at!(STORE, "Idempotency::round"), at!("cleanup.rs", "delete_expired")],
+            ),
+            Transition::MutantClaimSelect => (
+                "mutant_claim_select",
+                Mutant,
+                "select … from idempotency_keys where idem_key = $1 …",
+                &[],
+            ),
+            Transition::MutantClaimInsert => (
+                "mutant_claim_insert",
+                Mutant,
+                "insert … on conflict do update (no where)",
+                &[],
+            ),
+        }
+    }
+}
+
+/// The functions defined in a Rust source file: `Type::name` for a function in an `impl` block
+/// (`impl Type`, `impl Trait for Type`, generics stripped), the bare `name` otherwise. Comments,
+/// strings and character literals are skipped, so braces in SQL or format strings do not count.
+pub fn functions_in(source: &str) -> Vec<String> {
+    let code = strip(source);
+    let mut found = Vec::new();
+    // The enclosing blocks: `Some(type)` for an impl block.
+    let mut blocks: Vec<Option<String>> = Vec::new();
+    let mut header = String::new();
+    for ch in code.chars() {
+        match ch {
+            '{' => {
+                let impl_type = impl_type(&header);
+                if let Some(name) = fn_name(&header) {
+                    let owner = blocks.last().cloned().flatten();
+                    found.push(match owner {
+                        Some(owner) => format!("{owner}::{name}"),
+                        None => name,
+                    });
+                }
+                blocks.push(impl_type);
+                header.clear();
+            }
+            '}' => {
+                blocks.pop();
+                header.clear();
+            }
+            ';' => header.clear(),
+            _ => header.push(ch),
+        }
+    }
+    found
+}
+
+/// The text of `source` with comments, string and character literals replaced by spaces.
+fn strip(source: &str) -> String {
+    let chars: Vec<char> = source.chars().collect();
+    let mut out = String::with_capacity(source.len());
+    let mut i = 0;
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < chars.len() {
+                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    i += 2;
+                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            out.push(' ');
+            continue;
+        }
+        let before_ident = i > 0 && ident(chars[i - 1]);
+        // Raw strings: r"…", r#"…"#, br"…".
+        if !before_ident && (c == 'r' || (c == 'b' && next == Some('r'))) {
+            let mut j = if c == 'b' { i + 2 } else { i + 1 };
+            let mut hashes = 0;
+            while chars.get(j) == Some(&'#') {
+                hashes += 1;
+                j += 1;
+            }
+            if chars.get(j) == Some(&'"') {
+                j += 1;
+                loop {
+                    match chars.get(j) {
+                        None => break,
+                        Some('"') if (1..=hashes).all(|h| chars.get(j + h) == Some(&'#')) => {
+                            j += 1 + hashes;
+                            break;
+                        }
+                        Some(_) => j += 1,
+                    }
+                }
+                out.push(' ');
+                i = j;
+                continue;
+            }
+        }
+        if c == '"' {
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                if chars[i] == '\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push(' ');
+            continue;
+        }
+        if c == '\'' {
+            // A character literal ('x', '\n', '\u{7f}'), or a lifetime ('a, 'static).
+            if next == Some('\\') {
+                i += 2;
+                while i < chars.len() && chars[i] != '\'' {
+                    i += 1;
+                }
+                i += 1;
+                out.push(' ');
+                continue;
+            }
+            if chars.get(i + 2) == Some(&'\'') {
+                i += 3;
+                out.push(' ');
+                continue;
+            }
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
+fn words(text: &str) -> Vec<&str> {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// `fn name` in a block's header.
+fn fn_name(header: &str) -> Option<String> {
+    let words = words(header);
+    let at = words.iter().position(|w| *w == "fn")?;
+    words.get(at + 1).map(|name| (*name).to_owned())
+}
+
+/// The implementing type of an `impl` header: after `for` if there is one (outside generics),
+/// else after `impl` and its generics; the last path segment, generics stripped.
+fn impl_type(header: &str) -> Option<String> {
+    let at = find_word(header, "impl")?;
+    // `impl Trait` in a function's signature is no impl block.
+    if find_word(&header[..at], "fn").is_some() {
+        return None;
+    }
+    let rest = skip_generics(&header[at + "impl".len()..]);
+    let target = match find_word_outside_generics(rest, "for") {
+        Some(at) => &rest[at + "for".len()..],
+        None => rest,
+    };
+    let path: String = target
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+        .collect();
+    path.rsplit("::")
+        .next()
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+}
+
+/// The byte offset of the first standalone occurrence of `word` in `text`.
+fn find_word(text: &str, word: &str) -> Option<usize> {
+    text.match_indices(word)
+        .map(|(at, _)| at)
+        .find(|&at| is_standalone(text, at, word.len()))
+}
+
+fn is_standalone(text: &str, at: usize, len: usize) -> bool {
+    let bytes = text.as_bytes();
+    let before = at == 0 || !is_ident(bytes[at - 1]);
+    let after = bytes.get(at + len).is_none_or(|b| !is_ident(*b));
+    before && after
+}
+
+/// `text` after a leading `<…>` (nested), if it starts with one.
+fn skip_generics(text: &str) -> &str {
+    let trimmed = text.trim_start();
+    if !trimmed.starts_with('<') {
+        return trimmed;
+    }
+    let mut depth = 0;
+    for (at, c) in trimmed.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' => {
+                depth -= 1;
+                if depth == 0 {
+                    return &trimmed[at + 1..];
+                }
+            }
+            _ => {}
+        }
+    }
+    ""
+}
+
+/// The byte offset of the standalone `word` outside `<…>`, if any.
+fn find_word_outside_generics(text: &str, word: &str) -> Option<usize> {
+    let mut depth = 0i32;
+    for (at, c) in text.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            _ if depth == 0
+                && text[at..].starts_with(word)
+                && is_standalone(text, at, word.len()) =>
+            {
+                return Some(at);
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+fn is_ident(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::functions_in;
+
+    const SAMPLE: &str = r##"
+        //! A doc comment with { a brace.
+        use std::fmt;
+        pub struct Idempotency { inner: u8 }
+        impl Idempotency {
+            /// fn not_this() {
+            pub async fn claim(&self) -> Result<(), ()> {
+                let sql = "select '{' from t where x = '}'";
+                let raw = r#"update t set a = "{" where b = 1"#;
+                let c = '{';
+                let s = format!("{}ms", 5);
+                match c { '}' => {}, _ => {} }
+                Ok(())
+            }
+            fn round<'a>(&'a self, x: impl Fn() -> u8) -> &'a u8 { /* } */ &self.inner }
+        }
+        impl<S, T> FromRequest<S> for Idempotent<T>
+        where
+            S: Send,
+        {
+            async fn from_request(req: u8) -> Self { todo!() }
+        }
+        impl Drop for crate::claim::KeyGuard {
+            fn drop(&mut self) {}
+        }
+        pub(crate) async fn settle(idem: &Idempotency) { let _ = idem; }
+        trait Quiet { fn declared(&self); }
+    "##;
+
+    #[test]
+    fn finds_methods_trait_methods_and_free_functions() {
+        let found = functions_in(SAMPLE);
+        assert_eq!(
+            found,
+            [
+                "Idempotency::claim",
+                "Idempotency::round",
+                "Idempotent::from_request",
+                "KeyGuard::drop",
+                "settle"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_renamed_function_is_not_found() {
+        let renamed = SAMPLE.replace("fn round", "fn claim_round");
+        let found = functions_in(&renamed);
+        assert!(!found.iter().any(|f| f == "Idempotency::round"));
+        assert!(found.iter().any(|f| f == "Idempotency::claim_round"));
+        // A method moved out of its impl block is a free function, not `Type::name`.
+        let moved = SAMPLE.replace("impl Drop for crate::claim::KeyGuard {", "mod guard {");
+        assert!(!functions_in(&moved).iter().any(|f| f == "KeyGuard::drop"));
+    }
+}
