@@ -91,7 +91,7 @@ fn forwarded_keys(fake: &FakeStripe, path: &str) -> Vec<String> {
 /// (a) 16 concurrent duplicates: one execution, one Stripe checkout call, replays return the
 /// same session; the forwarded key is derived, stable per key, distinct per operation and per
 /// client key.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn concurrent_checkouts_execute_once_and_replay(pool: PgPool) {
     let (app, fake) = app_with_fake(&pool).await;
     let (user_id, token) = app.user("buyer@example.com").await;
@@ -191,7 +191,7 @@ async fn concurrent_checkouts_execute_once_and_replay(pool: PgPool) {
 /// (a, release) Stripe rate-limits: 503 with Retry-After, nothing committed, the key released;
 /// the retry with the same key executes and forwards the same derived keys, so Stripe replays
 /// the customer it already created instead of creating a second one.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn retry_after_release_forwards_the_same_keys(pool: PgPool) {
     let (app, fake) = app_with_fake(&pool).await;
     let (_, token) = app.user("limited@example.com").await;
@@ -240,7 +240,7 @@ async fn retry_after_release_forwards_the_same_keys(pool: PgPool) {
 }
 
 /// (b) The idempotency store is unreachable: Tier 2 fails open, executes, and counts it.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn store_unreachable_fails_open(pool: PgPool) {
     let fake = FakeStripe::start().await;
     let app = TestApp::with(
@@ -293,7 +293,7 @@ async fn store_unreachable_fails_open(pool: PgPool) {
 /// committed here. Stripe went on and created the session, so the outcome is unknown: the key
 /// is released (not failed), and the client's retry with the same key forwards the same
 /// Stripe key, so Stripe replays the session it made instead of making a second one.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn stripe_timeout_is_504_and_the_retry_is_deduplicated_at_stripe(pool: PgPool) {
     let fake = FakeStripe::start().await;
     let app = TestApp::with(&pool, billing(&fake, Duration::from_millis(300))).await;
@@ -401,7 +401,7 @@ async fn stripe_timeout_is_504_and_the_retry_is_deduplicated_at_stripe(pool: PgP
 }
 
 /// The portal URL signs the user into their billing: it is never stored for replay.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn portal_urls_are_not_stored(pool: PgPool) {
     let (app, _fake) = app_with_fake(&pool).await;
     let (_, token) = app.user("portal@example.com").await;
@@ -425,7 +425,7 @@ async fn portal_urls_are_not_stored(pool: PgPool) {
 /// The portal keeps no success body (the URL is a credential), but a refusal holds none: it is
 /// stored and replayed in full, as a problem, not as the bare "not stored" marker the fuzzer
 /// found (which had no `error` and the wrong media type).
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn portal_refusals_replay_in_full(pool: PgPool) {
     let (app, fake) = app_with_fake(&pool).await;
     let (_, token) = app.user("portal-refused@example.com").await;
@@ -457,7 +457,7 @@ async fn portal_refusals_replay_in_full(pool: PgPool) {
 }
 
 /// A user whose subscription is running cannot start a second one through checkout.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn checkout_refuses_a_second_subscription(pool: PgPool) {
     let (app, _fake) = app_with_fake(&pool).await;
     let (user_id, token) = app.user("subscribed@example.com").await;
@@ -480,7 +480,7 @@ async fn checkout_refuses_a_second_subscription(pool: PgPool) {
 
 /// (d) Stripe refuses (400): a clear 422 carrying Stripe's message, never the secret key;
 /// Stripe failing (500) is a 502; bad input is refused before any Stripe call.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn stripe_errors_map_to_clear_codes(pool: PgPool) {
     let (app, fake) = app_with_fake(&pool).await;
     let (_, token) = app.user("rejected@example.com").await;
@@ -590,7 +590,7 @@ async fn stripe_errors_map_to_clear_codes(pool: PgPool) {
 }
 
 /// (e) Without a secret key: 503 billing_not_configured before any key row; trading still runs.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn without_secret_key_billing_is_not_configured(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("nobill@example.com").await;
@@ -667,7 +667,7 @@ async fn link_customer(app: &TestApp, user_id: i32, customer: &str) {
 }
 
 /// (f) One event delivered 5 times concurrently: all 2xx, recorded and applied once.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn webhook_concurrent_deliveries_apply_once(pool: PgPool) {
     let (app, _fake) = app_with_fake(&pool).await;
     let (user_id, _) = app.user("hooked@example.com").await;
@@ -726,7 +726,7 @@ async fn webhook_concurrent_deliveries_apply_once(pool: PgPool) {
 }
 
 /// (f) Bad, stale or missing signatures and unparseable payloads: 400, nothing written.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn webhook_refuses_unsigned_stale_and_malformed(pool: PgPool) {
     let (app, _fake) = app_with_fake(&pool).await;
     let now = test_now().timestamp();
@@ -803,7 +803,7 @@ async fn webhook_refuses_unsigned_stale_and_malformed(pool: PgPool) {
 
 /// (f) Out-of-order events never roll the mirror back; unknown types are recorded and
 /// acknowledged; a completed checkout links the customer to its user.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn webhook_ignores_older_events_and_records_unknown_types(pool: PgPool) {
     let (app, _fake) = app_with_fake(&pool).await;
     let (user_id, _) = app.user("ordered@example.com").await;
@@ -889,7 +889,7 @@ async fn webhook_ignores_older_events_and_records_unknown_types(pool: PgPool) {
 
 /// (g) Cancel at period end: the mirror comes back with `cancel_at_period_end: true`; no
 /// subscription is 404.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn cancel_subscription_at_period_end(pool: PgPool) {
     let (app, fake) = app_with_fake(&pool).await;
     let (user_id, token) = app.user("leaving@example.com").await;
@@ -958,7 +958,7 @@ async fn cancel_subscription_at_period_end(pool: PgPool) {
 }
 
 /// (h) Mirror-sync: operators and services upsert one row; users are refused.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn mirror_sync_upserts_for_operators_and_services(pool: PgPool) {
     let (app, _fake) = app_with_fake(&pool).await;
     let (user_id, user) = app.user("subscriber@example.com").await;
@@ -1021,7 +1021,7 @@ async fn mirror_sync_upserts_for_operators_and_services(pool: PgPool) {
 /// While Stripe is slow, Stripe-calling requests hold pooled connections: past
 /// `RAPTOR_BILLING_CONCURRENCY` of them, the next is refused at once with `503 billing_busy`
 /// (its key released, so its retry runs), and trading goes on.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn billing_concurrency_is_bounded(pool: PgPool) {
     let fake = FakeStripe::start().await;
     let mut options = billing(&fake, Duration::from_secs(2));
@@ -1072,7 +1072,7 @@ async fn billing_concurrency_is_bounded(pool: PgPool) {
 
 /// Erasure refuses while a subscription still renews (it would go on charging a person the
 /// service no longer knows); once it is set to end, erasure proceeds.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn erasure_waits_for_a_renewing_subscription(pool: PgPool) {
     let (app, _fake) = app_with_fake(&pool).await;
     let (user_id, token) = app.user("renewing@example.com").await;
@@ -1110,7 +1110,7 @@ async fn erasure_waits_for_a_renewing_subscription(pool: PgPool) {
 /// After an erasure, Stripe goes on sending events about the erased user's customer (here the
 /// period-end cancellation and a completed checkout naming the old user id): each is
 /// acknowledged and recorded, and nothing of it is mirrored back.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn events_for_an_erased_customer_are_not_mirrored(pool: PgPool) {
     let (app, _fake) = app_with_fake(&pool).await;
     let (user_id, token) = app.user("erased-billing@example.com").await;

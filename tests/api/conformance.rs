@@ -10,7 +10,7 @@ use crate::helpers::{Call, Options, TestApp};
 
 /// Serde reads a struct from a JSON array (`[]`, `[null]`): every body must be an object, on
 /// instrumented routes and plain ones alike.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn bodies_must_be_json_objects(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, operator) = app
@@ -63,7 +63,7 @@ async fn bodies_must_be_json_objects(pool: PgPool) {
 
 /// The document types decimals as plain decimal strings and optional enums without `null`:
 /// the server refuses what the document refuses.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn decimals_are_strings_and_optional_enums_are_not_null(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, operator) = app
@@ -133,7 +133,7 @@ async fn decimals_are_strings_and_optional_enums_are_not_null(pool: PgPool) {
 
 /// A malformed key is 400 even while the kill switch is off (the fuzzer flipped it and saw
 /// malformed keys accepted).
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn malformed_key_is_refused_with_the_kill_switch_off(pool: PgPool) {
     let mut options = Options::default();
     options.idempotency.flag_default = false;
@@ -164,7 +164,7 @@ async fn malformed_key_is_refused_with_the_kill_switch_off(pool: PgPool) {
 }
 
 /// A NUL in a time zone reached Postgres (text cannot hold one) and answered 500.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn control_characters_in_a_time_zone_are_refused(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("tz@example.com").await;
@@ -190,7 +190,7 @@ async fn control_characters_in_a_time_zone_are_refused(pool: PgPool) {
 
 /// The list's query is typed: `status` is one of three words, `limit` is 1–500 (it was
 /// clamped, so a request the document forbids was answered 200).
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn list_query_is_checked_against_its_bounds(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("list@example.com").await;
@@ -229,7 +229,7 @@ async fn list_query_is_checked_against_its_bounds(pool: PgPool) {
 
 /// `order_not_cancelable` reports the order's status as `order_status`: the problem's
 /// `status` member is the HTTP status and used to overwrite it.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn order_not_cancelable_keeps_the_order_status(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("cancel@example.com").await;

@@ -39,7 +39,7 @@ fn fake_assets() -> PathBuf {
     dir
 }
 
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn docs_serve_swagger_ui_from_the_assets_directory(pool: PgPool) {
     let dir = fake_assets();
     let app = app_with_assets(&pool, dir.clone()).await;
@@ -72,7 +72,7 @@ async fn docs_serve_swagger_ui_from_the_assets_directory(pool: PgPool) {
     app.close().await;
 }
 
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn docs_fall_back_to_the_route_list_without_assets(pool: PgPool) {
     let dir = std::env::temp_dir().join(format!("raptor-no-assets-{}", Uuid::new_v4()));
     let app = app_with_assets(&pool, dir).await;

@@ -124,7 +124,7 @@ type SealedColumns = (
 );
 
 /// No plaintext of a known field in any column of the key row; the replay is identical.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn stored_bodies_are_not_readable_in_the_table(pool: PgPool) {
     let app = TestApp::with(&pool, keyed(&format!("k1:{KEY_A}"))).await;
     let (_, token) = app.user("sealed@example.com").await;
@@ -207,7 +207,7 @@ async fn stored_bodies_are_not_readable_in_the_table(pool: PgPool) {
 /// Old key second in the list: old rows replay, new rows use the new key; `reencrypt` moves
 /// plain and old-key rows to the new key, after which the old key can go. Without the key a
 /// row was sealed under, the replay is 503 and nothing runs again.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn rotation_and_reencrypt_keep_replays_working(pool: PgPool) {
     let body = |label: &str| json!({ "label": label });
 
@@ -326,7 +326,7 @@ async fn rotation_and_reencrypt_keep_replays_working(pool: PgPool) {
 
 /// A tampered ciphertext, nonce or key id answers 503 and never executes: checked on the real
 /// order route (business rows counted) and on the probe.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn tampered_ciphertext_answers_503_and_never_executes(pool: PgPool) {
     let app = TestApp::with(&pool, keyed(&format!("k1:{KEY_A},k0:{KEY_B}"))).await;
     let (_, token) = app.user("tamper@example.com").await;
@@ -411,7 +411,7 @@ async fn tampered_ciphertext_answers_503_and_never_executes(pool: PgPool) {
 
 /// The associated data binds a ciphertext to its row: copied (with nonce and key id) onto
 /// another key's row of the same user, route and body, it does not decrypt.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn associated_data_stops_a_body_moved_to_another_row(pool: PgPool) {
     let app = TestApp::with(&pool, keyed(&format!("k1:{KEY_A}"))).await;
     let (_, token) = app.user("moved@example.com").await;
@@ -458,7 +458,7 @@ async fn associated_data_stops_a_body_moved_to_another_row(pool: PgPool) {
 /// The associated data binds a ciphertext to the key's lifetime too: the first lifetime's
 /// sealed response, restored onto the same row after the key expired and was used again, does
 /// not open (503, nothing runs again), though row id, user, route, key id and status match.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn a_seal_from_an_earlier_lifetime_does_not_open(pool: PgPool) {
     let app = TestApp::with(&pool, keyed(&format!("k1:{KEY_A}"))).await;
     let (_, token) = app.user("lifetimes@example.com").await;
@@ -505,7 +505,7 @@ async fn a_seal_from_an_earlier_lifetime_does_not_open(pool: PgPool) {
 }
 
 /// The GDPR export shows the user's own stored responses decrypted.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn export_shows_stored_responses_decrypted(pool: PgPool) {
     let app = TestApp::with(&pool, keyed(&format!("k1:{KEY_A}"))).await;
     let (_, token) = app.user("export@example.com").await;
@@ -542,7 +542,7 @@ async fn export_shows_stored_responses_decrypted(pool: PgPool) {
 /// `IDEMPOTENCY_REQUIRE_KEY=tier1`: keyless orders (probe Tier 1 route and the real order
 /// route) are refused before anything runs, a keyless Tier 2 call still runs, and the keyless
 /// metric counts all of them by route and client.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn tier1_requires_keys_and_keyless_requests_are_counted(pool: PgPool) {
     let app = TestApp::with(&pool, requiring(RequireKey::Tier1)).await;
     let (_, token) = app.user("keyless@example.com").await;
@@ -604,7 +604,7 @@ async fn tier1_requires_keys_and_keyless_requests_are_counted(pool: PgPool) {
 }
 
 /// `IDEMPOTENCY_REQUIRE_KEY=all` refuses keyless calls on both tiers; `none` refuses neither.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn all_requires_keys_on_both_tiers(pool: PgPool) {
     let app = TestApp::with(&pool, requiring(RequireKey::All)).await;
     let (_, token) = app.user("all@example.com").await;
@@ -641,7 +641,7 @@ async fn all_requires_keys_on_both_tiers(pool: PgPool) {
 
 /// Bad keys are a clear start-up error naming the variable, never echoing the key; the config's
 /// `Debug` never shows it; the setting parses from its documented values.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn response_keys_configuration(pool: PgPool) {
     for bad in [
         "c2hvcnQ=",

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use crate::helpers::{post_http_with, Call, TestApp};
 use crate::probe::SLEEP_HEADER;
 
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn authentication(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (user_id, token) = app.user("auth@example.com").await;
@@ -63,7 +63,7 @@ async fn authentication(pool: PgPool) {
     app.close().await;
 }
 
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn roles(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, user) = app.user("user@example.com").await;
@@ -104,7 +104,7 @@ async fn roles(pool: PgPool) {
     app.close().await;
 }
 
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn bad_input_gets_json_4xx(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("bad@example.com").await;
@@ -175,7 +175,7 @@ async fn bad_input_gets_json_4xx(pool: PgPool) {
     app.close().await;
 }
 
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn body_limit_is_413_json(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("big@example.com").await;
@@ -216,7 +216,7 @@ async fn body_limit_is_413_json(pool: PgPool) {
 /// A client's `x-request-id` is echoed and logged only when it is a short, printable id
 /// (otherwise one is generated), and audit rows always carry the server's own id (a UUID),
 /// never the client's text.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn request_ids_propagate_to_responses_and_audit(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("rid@example.com").await;
@@ -285,7 +285,7 @@ async fn request_ids_propagate_to_responses_and_audit(pool: PgPool) {
     app.close().await;
 }
 
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn readiness_follows_the_database(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let db: String = sqlx::query_scalar("select current_database()")
@@ -346,7 +346,7 @@ async fn readiness_follows_the_database(pool: PgPool) {
 
 /// A replica whose idempotency store cannot be reached is not ready (its Tier 1 routes would
 /// answer 503), and the body says which dependency failed.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn readiness_sees_the_idempotency_store(pool: PgPool) {
     let app = TestApp::with(
         &pool,
@@ -369,7 +369,7 @@ async fn readiness_sees_the_idempotency_store(pool: PgPool) {
     app.close().await;
 }
 
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn graceful_shutdown_finishes_in_flight_requests(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("bye@example.com").await;
@@ -402,7 +402,7 @@ async fn graceful_shutdown_finishes_in_flight_requests(pool: PgPool) {
 /// Work spawned off a request (here the release of a key whose claim was dropped, waiting for
 /// a store connection) is waited for when the server stops, before the process's runtime ends:
 /// the key ends released, not in flight until stale.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn shutdown_waits_for_pending_key_releases(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (user_id, _) = app.user("drain@example.com").await;
@@ -495,7 +495,7 @@ async fn cli(pool: &PgPool, args: &[&str]) -> Value {
     })
 }
 
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn cli_commands_print_json(pool: PgPool) {
     let created = cli(&pool, &["users", "create", "--email", "cli@example.com"]).await;
     let user_id = created["user_id"].as_i64().expect("user_id");
@@ -656,7 +656,7 @@ fn bad_configuration_is_a_clear_error() {
 /// A large account's export is streamed in chunks (no `Content-Length`, many body frames,
 /// none larger than the server's chunk size plus one row), and is one whole JSON document with
 /// every row.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn gdpr_export_of_a_large_account_is_streamed(pool: PgPool) {
     use http_body_util::BodyExt;
     use tower::ServiceExt;
@@ -709,7 +709,7 @@ async fn gdpr_export_of_a_large_account_is_streamed(pool: PgPool) {
     app.close().await;
 }
 
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn gdpr_export_includes_idempotency_keys_and_erasure_removes_them(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (user_id, token) = app.user("gdpr@example.com").await;
@@ -747,7 +747,7 @@ async fn gdpr_export_includes_idempotency_keys_and_erasure_removes_them(pool: Pg
     app.close().await;
 }
 
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn cors_for_the_web_app(pool: PgPool) {
     let origin = "https://app.antlers.example";
     let options = crate::helpers::Options {
@@ -807,7 +807,7 @@ async fn cors_for_the_web_app(pool: PgPool) {
 
 /// Errors are RFC 9457 problem details (keeping `error`, `message` and the context members);
 /// a 401 names its scheme; the `type` resolves to the code's section of `/docs/errors`.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn errors_are_problem_details(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let unauthenticated = app.get("/api/trading/account", "nope").await;

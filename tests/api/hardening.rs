@@ -18,7 +18,7 @@ async fn keyed(app: &TestApp, token: &str, key: Uuid, body: &Value) -> TestRespo
 
 /// Defect 1: a key reused after it expired executes (the contract: an expired key is absent),
 /// with a new derived client_order_id; within one lifetime every retry derives the same one.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn expired_key_reuse_executes_with_a_new_client_order_id(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("reuse@example.com").await;
@@ -56,7 +56,7 @@ async fn expired_key_reuse_executes_with_a_new_client_order_id(pool: PgPool) {
 
 /// Defect 1, within one lifetime: an attempt released mid-flight (the client gave up) and its
 /// retry derive the same client_order_id, which differs from another key's.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn derived_client_order_id_is_stable_across_a_released_attempt(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("stable@example.com").await;
@@ -109,7 +109,7 @@ async fn derived_client_order_id_is_stable_across_a_released_attempt(pool: PgPoo
 
 /// Defect 7: with the kill switch off a valid key still derives the client_order_id, so the
 /// same request retried after the switch is back on cannot execute a second time.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn kill_switch_off_still_derives_the_client_order_id(pool: PgPool) {
     let mut options = Options::default();
     options.idempotency.flag_default = false;
@@ -168,7 +168,7 @@ pub(crate) async fn resting_orders(app: &TestApp, user_id: i32, symbol: &str, li
 
 /// Defect 3: an account with `RAPTOR_MAX_OPEN_ORDERS` open orders cannot rest another one
 /// (it can still trade at market).
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn open_orders_per_account_are_capped(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (user_id, token) = app.user("cap@example.com").await;
@@ -204,7 +204,7 @@ async fn open_orders_per_account_are_capped(pool: PgPool) {
 
 /// Defect 5: a multi-leg order with thousands of legs is refused on its shape, before any quote
 /// lock or audit write; no audit row can exceed the context cap.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn oversized_orders_are_refused_before_any_lock_or_audit(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("legs@example.com").await;
@@ -268,7 +268,7 @@ async fn oversized_orders_are_refused_before_any_lock_or_audit(pool: PgPool) {
 
 /// Defect 5: a resting order whose re-evaluation is refused is audited when the verdict
 /// changes, not on every quote update.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn evaluation_rejections_are_audited_once_per_change(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("ticks@example.com").await;
@@ -306,7 +306,7 @@ async fn evaluation_rejections_are_audited_once_per_change(pool: PgPool) {
 
 /// Defect 4: a business transaction that waits on a lock past `lock_timeout` answers 503 with
 /// `Retry-After`, rolls back and releases its key, so the retry executes once.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn lock_timeout_answers_503_and_the_retry_executes(pool: PgPool) {
     let options = Options {
         db_timeouts: Some((
@@ -345,7 +345,7 @@ async fn lock_timeout_answers_503_and_the_retry_executes(pool: PgPool) {
 /// Defect 4: 25 concurrent orders on one (locked) account hold at most a few connections; the
 /// excess waits briefly and gets 429, and another user's order is never starved of a
 /// connection past its store timeout.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn one_busy_account_does_not_starve_other_users(pool: PgPool) {
     let mut options = Options {
         pool_size: 8,
@@ -428,7 +428,7 @@ async fn one_busy_account_does_not_starve_other_users(pool: PgPool) {
 
 /// Defect 7: a request cancelled while its claim is committing leaves the key released, not in
 /// flight until the stale threshold (the commit is slowed down by a deferred trigger).
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn cancelled_during_the_claim_commit_releases_the_key(pool: PgPool) {
     sqlx::query(
         "create function slow_claim_commit() returns trigger language plpgsql as
@@ -477,7 +477,7 @@ async fn cancelled_during_the_claim_commit_releases_the_key(pool: PgPool) {
 }
 
 /// Defect 7: a kill-switch flip whose transaction does not commit is not applied, even locally.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn a_flag_flip_that_rolls_back_is_not_applied(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, operator) = app
@@ -536,7 +536,7 @@ fn clock_at(now: chrono::DateTime<chrono::Utc>) -> Options {
 
 /// Defect 2: a `day` limit resting at 10:00 New York expires at the 16:00 close: the next read
 /// or write of the account shows it expired, its reservation freed, audited once.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn day_orders_expire_at_the_session_close(pool: PgPool) {
     // Tuesday 2026-12-01 10:00 New York.
     let morning = TestApp::new(&pool).await;
@@ -605,7 +605,7 @@ async fn day_orders_expire_at_the_session_close(pool: PgPool) {
 
 /// Defect 2: the sweep (`raptor orders expire`) expires orders on accounts nobody touches, and
 /// an order on an option frees its reservation at the expiry's close, not at the next quote.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn the_sweep_expires_day_orders_and_dead_options(pool: PgPool) {
     const NEAR: &str = "XYZ261218C00065000";
     let morning = TestApp::new(&pool).await;
@@ -665,7 +665,7 @@ async fn the_sweep_expires_day_orders_and_dead_options(pool: PgPool) {
 
 /// Operations: from the shutdown signal on, `/readyz` answers 503 while requests in flight
 /// (and new ones during the drain window) are still served; then the server stops cleanly.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn shutdown_drains_with_readyz_503(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("drain@example.com").await;
@@ -712,7 +712,7 @@ async fn shutdown_drains_with_readyz_503(pool: PgPool) {
 }
 
 /// Operations: `raptor healthcheck` (the image's HEALTHCHECK) exits 0 against a ready server.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn healthcheck_command_reads_readyz(pool: PgPool) {
     use clap::Parser;
     let app = TestApp::new(&pool).await;
@@ -748,7 +748,7 @@ fn schedules_are_on_by_default() {
 /// A request that outlives `RAPTOR_REQUEST_TIMEOUT_SECS` answers `503 request_timeout` with
 /// `Retry-After` (the timeout layer answers bare; the error layer adds it), and what it had
 /// written rolls back.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn request_timeout_says_when_to_retry(pool: PgPool) {
     let mut options = Options::default();
     options.api.request_timeout = std::time::Duration::from_millis(200);

@@ -52,7 +52,7 @@ async fn key_status(app: &TestApp, key: Uuid) -> Option<String> {
 }
 
 /// Acceptance 1: 64 concurrent duplicates against a real server, 20 rounds.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn concurrent_duplicates_execute_exactly_once(pool: PgPool) {
     let app = TestApp::with(
         &pool,
@@ -126,7 +126,7 @@ async fn concurrent_duplicates_execute_exactly_once(pool: PgPool) {
 }
 
 /// Acceptance 2: scope and fingerprint.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn scope_and_fingerprint(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, alice) = app.user("alice@example.com").await;
@@ -208,7 +208,7 @@ async fn scope_and_fingerprint(pool: PgPool) {
 }
 
 /// Acceptance 3: replay fidelity, Location, stored business rejections; replay audit rows.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn replay_returns_the_stored_response(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("r@example.com").await;
@@ -261,7 +261,7 @@ async fn replay_returns_the_stored_response(pool: PgPool) {
 }
 
 /// Acceptance 4: a handler held past the stale threshold is fenced off; exactly one commits.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn stale_attempt_is_fenced_off(pool: PgPool) {
     let app = TestApp::with(&pool, fast_stale()).await;
     let (_, token) = app.user("slow@example.com").await;
@@ -307,7 +307,7 @@ async fn stale_attempt_is_fenced_off(pool: PgPool) {
 }
 
 /// Acceptance 6: a 500 rolls back, marks the key failed; a retry is refused. Panics too.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn server_errors_roll_back_and_fail_the_key(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("f@example.com").await;
@@ -353,7 +353,7 @@ async fn server_errors_roll_back_and_fail_the_key(pool: PgPool) {
 }
 
 /// Acceptance 8: the kill switch, flipped at run time, reaches another process within a second.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn kill_switch_flips_at_run_time(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let other_process = TestApp::new(&pool).await;
@@ -472,7 +472,7 @@ async fn kill_switch_flips_at_run_time(pool: PgPool) {
 }
 
 /// Acceptance 9: malformed keys are refused before anything is written.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn malformed_keys_are_refused(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("k@example.com").await;
@@ -517,7 +517,7 @@ async fn malformed_keys_are_refused(pool: PgPool) {
 }
 
 /// Acceptance 10: cleanup deletes exactly the expired rows, in batches, while requests run.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn cleanup_removes_exactly_the_expired_rows(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (user_id, token) = app.user("c@example.com").await;
@@ -566,7 +566,7 @@ async fn cleanup_removes_exactly_the_expired_rows(pool: PgPool) {
 }
 
 /// An expired row is treated as absent: the same key executes again.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn expired_key_is_claimed_anew(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("e@example.com").await;
@@ -591,7 +591,7 @@ async fn expired_key_is_claimed_anew(pool: PgPool) {
 
 /// Acceptance 5 (parent): a process killed while its handler holds the claim leaves no business
 /// rows; after the stale threshold the key executes exactly once.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn crashed_process_leaves_nothing_and_the_key_executes_once(pool: PgPool) {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
@@ -687,7 +687,7 @@ async fn crash_child_server() {
 }
 
 /// Per-route options: required key, body not stored, TTL.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn route_options_required_key_and_unstored_body(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("strict@example.com").await;
@@ -729,7 +729,7 @@ async fn route_options_required_key_and_unstored_body(pool: PgPool) {
 }
 
 /// Outcomes are counted in `raptor_idempotency_requests_total`.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn outcomes_are_counted(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("metrics@example.com").await;
@@ -767,7 +767,7 @@ async fn outcomes_are_counted(pool: PgPool) {
 }
 
 /// The optional in-process cleanup schedule deletes expired keys.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn cleanup_schedule_runs_in_process(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("sched@example.com").await;
@@ -804,7 +804,7 @@ async fn cleanup_schedule_runs_in_process(pool: PgPool) {
 
 /// A slow replay audit write never turns a replay into a 503 (and never into a re-execution on
 /// a fail-open route).
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn slow_replay_audit_still_replays(pool: PgPool) {
     let options = Options {
         idempotency: IdempotencyConfig {
@@ -854,7 +854,7 @@ fn short_store_timeout() -> Options {
 
 /// A key whose row is locked by a slow completing original (held here past the store timeout)
 /// is `409 idempotency_in_flight` on both tiers: the fail-open tier never runs it a second time.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn locked_key_row_is_in_flight_on_every_tier(pool: PgPool) {
     let app = TestApp::with(&pool, short_store_timeout()).await;
     let (_, token) = app.user("slow@example.com").await;
@@ -898,7 +898,7 @@ async fn locked_key_row_is_in_flight_on_every_tier(pool: PgPool) {
 
 /// Only a store that cannot be reached at all sends a fail-open route on without dedup; the
 /// fail-closed route refuses. The outcome is counted.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn unreachable_store_fails_open_and_closed(pool: PgPool) {
     let options = Options {
         unreachable_store: true,
@@ -947,7 +947,7 @@ async fn unreachable_store_fails_open_and_closed(pool: PgPool) {
 
 /// A key's lineage (the seed of downstream dedup ids) survives a released attempt and changes
 /// when the key is reused after it expired.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn lineage_survives_release_and_changes_after_expiry(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("lineage@example.com").await;
@@ -1007,7 +1007,7 @@ async fn lineage_survives_release_and_changes_after_expiry(pool: PgPool) {
 
 /// A 503 that tells the client to retry rolled everything back, so it releases the key: the
 /// retry the client was told to make executes (once), instead of `idempotency_previous_failed`.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn retryable_503_releases_the_key(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("retry503@example.com").await;
@@ -1051,7 +1051,7 @@ async fn retryable_503_releases_the_key(pool: PgPool) {
 
 /// A deadlock (40P01) or a serialization failure (40001) rolled the handler's transaction back:
 /// `503 database_busy` with `Retry-After`, the key released, and the retry runs once.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn deadlocks_and_serialization_failures_release_the_key(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("deadlock@example.com").await;
@@ -1085,7 +1085,7 @@ async fn deadlocks_and_serialization_failures_release_the_key(pool: PgPool) {
 /// A released key (its attempt rolled back with a retryable 503) is free only for the same
 /// request: another body with the key is `422 idempotency_key_body_mismatch`, as on any row,
 /// and does not run; the same body then runs once.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn a_released_key_with_another_body_is_a_mismatch(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("released-mismatch@example.com").await;
@@ -1126,7 +1126,7 @@ async fn a_released_key_with_another_body_is_a_mismatch(pool: PgPool) {
 
 /// A body-less request and its retry with `{}` are the same request (the route reads both as
 /// `{}`): the retry replays instead of answering `idempotency_key_body_mismatch`.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn an_empty_body_and_an_empty_object_are_one_request(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("empty@example.com").await;
@@ -1154,7 +1154,7 @@ async fn an_empty_body_and_an_empty_object_are_one_request(pool: PgPool) {
 
 /// A completion that times out waiting for the key row (duplicates lock it briefly) committed
 /// nothing: the key is released (503), not failed, and the client's retry runs once.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn a_completion_blocked_on_the_key_row_releases_the_key(pool: PgPool) {
     let options = Options {
         db_timeouts: Some((Duration::from_millis(300), Duration::from_secs(5))),

@@ -115,7 +115,7 @@ fn limits(per_email_per_hour: u32, per_ip_per_minute: u32) -> Options {
 /// Register, verify, trade and read the account, all over HTTP; a repeated verification is the
 /// same user and the same session; logout revokes exactly that session and ends the link's
 /// grace.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn sign_up_trade_and_log_out(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let registered = register(&app, "Ada@Example.com").await;
@@ -242,7 +242,7 @@ async fn sign_up_trade_and_log_out(pool: PgPool) {
 
 /// A double submit of a login link (concurrent verifications) and a retry that reaches another
 /// replica with the same `RAPTOR_SESSION_KEY`: every answer is the same working session.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn every_verification_of_a_link_answers_one_session(pool: PgPool) {
     let key = raptor_api::sessions::SessionKey::random();
     let options = || Options {
@@ -306,7 +306,7 @@ async fn every_verification_of_a_link_answers_one_session(pool: PgPool) {
 }
 
 /// An expired link, and a used one past the repeat grace, are `400 invalid_token`.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn expired_and_spent_links_are_refused(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     register(&app, "late@example.com").await;
@@ -336,7 +336,7 @@ async fn expired_and_spent_links_are_refused(pool: PgPool) {
 }
 
 /// Two sign-up links for one address, each verified several times concurrently: one user.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn one_user_per_address_under_concurrent_verification(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     assert_eq!(
@@ -381,7 +381,7 @@ async fn one_user_per_address_under_concurrent_verification(pool: PgPool) {
 
 /// Login queues a link only for a known address; register for a known address sends a login
 /// link, not a second sign-up. Every answer is the same 202.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn login_links_only_for_known_addresses(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (user_id, _) = app.user("known@example.com").await;
@@ -457,7 +457,7 @@ async fn login_links_only_for_known_addresses(pool: PgPool) {
 
 /// The (N+1)th register for one address within the hour is `429` with `Retry-After`, in any
 /// letter case; other addresses are unaffected.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn register_is_rate_limited_per_address(pool: PgPool) {
     let app = TestApp::with(&pool, limits(2, 1000)).await;
     assert_eq!(
@@ -506,7 +506,7 @@ async fn register_is_rate_limited_per_address(pool: PgPool) {
 }
 
 /// Per client IP, on a real server (the peer address comes from the connection).
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn register_is_rate_limited_per_ip(pool: PgPool) {
     let app = TestApp::with(&pool, limits(1000, 3)).await;
     let server = app.spawn().await;
@@ -540,7 +540,7 @@ async fn register_is_rate_limited_per_ip(pool: PgPool) {
 }
 
 /// 20 concurrent signups of one address in two letter cases: one row, every answer 202.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn waitlist_signups_are_unique_per_address(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let mut set = JoinSet::new();
@@ -583,7 +583,7 @@ async fn waitlist_signups_are_unique_per_address(pool: PgPool) {
 }
 
 /// Patch, validation codes, `null` clears, unknown fields, a keyed retry runs again (nothing stored), audit of field names.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn profile_patch(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (user_id, token) = app.user("pro@example.com").await;
@@ -709,7 +709,7 @@ async fn profile_patch(pool: PgPool) {
 
 /// After the whole journey with keys sent everywhere, no session or link token is stored in
 /// `idempotency_keys`, and the auth routes left no key rows at all.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn no_credential_in_idempotency_keys(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     app.quote("AAPL", "189.00", "190.00").await;
@@ -850,7 +850,7 @@ async fn references_to(app: &TestApp, user_id: i32, email: &str) -> Vec<String> 
 /// Two users with orders, fills, keys, profile, waitlist, outbox, billing rows, and operator
 /// rows naming one of them. The export holds exactly the victim's data; the erasure removes
 /// every reference to them and nothing of the other user.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn erasure_leaves_no_trace(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     app.quote("AAPL", "189.00", "190.00").await;

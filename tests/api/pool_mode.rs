@@ -6,7 +6,7 @@
 //! `/readyz`) in-process and looks at each pooled session afterwards.
 
 use axum::http::StatusCode;
-use raptor_idempotency::db::{self, PoolMode};
+use raptor_db::{self as db, PoolMode};
 use serde_json::json;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
@@ -66,7 +66,7 @@ async fn journey(app: &TestApp, email: &str) {
 
 /// Transaction mode leaves no named statement behind; session mode, the control, does (so the
 /// check can tell the two apart). Both serve the same requests.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn transaction_pool_mode_leaves_no_named_statement(pool: PgPool) {
     let options = || Options {
         pool_size: 4,

@@ -13,7 +13,7 @@ async fn ids(app: &TestApp, sql: &str) -> Vec<String> {
         .expect("ids")
 }
 
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn cleanup_deletes_spent_credentials_in_batches(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     // Outbox: five sent two days ago and one old unsent (deleted); one sent an hour ago and one

@@ -78,7 +78,7 @@ fn assert_all_refused(answers: &[TestResponse], what: &str) {
 /// A completed Tier 2 key whose row a slow transaction holds, retried by 12 clients twice
 /// each while the store pool (2 connections) is saturated by the waiting claims: every answer
 /// is 409 or 503, none a fresh execution; once the lock is gone the key replays.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn busy_store_never_reruns_a_completed_tier2_key(pool: PgPool) {
     let app = TestApp::with(&pool, small_pool()).await;
     let (_, token) = app.user("busy@example.com").await;
@@ -118,7 +118,7 @@ async fn busy_store_never_reruns_a_completed_tier2_key(pool: PgPool) {
 
 /// The same reproduction on `PATCH /api/account/profile`: while the row is locked no retry
 /// runs the patch (409 or 503); the profile's audit row stays the one of the first execution.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn busy_store_never_reruns_a_profile_patch(pool: PgPool) {
     let app = TestApp::with(&pool, small_pool()).await;
     let (user_id, token) = app.user("busy-profile@example.com").await;
@@ -173,7 +173,7 @@ async fn busy_store_never_reruns_a_profile_patch(pool: PgPool) {
 /// Every connection of the store pool in use, and no lock anywhere: a new Tier 2 key is
 /// refused with 503 within the store timeout (the store is up, only busy), not run untracked;
 /// once a connection is free the same key runs, tracked.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn saturated_store_pool_refuses_tier2(pool: PgPool) {
     let app = TestApp::with(&pool, small_pool()).await;
     let (_, token) = app.user("saturated@example.com").await;
@@ -213,7 +213,7 @@ async fn saturated_store_pool_refuses_tier2(pool: PgPool) {
 
 /// A table lock on `idempotency_keys` (the store answers nothing in time, but it was reached):
 /// both tiers refuse within the store timeout, neither runs.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn locked_key_table_refuses_on_every_tier(pool: PgPool) {
     let options = Options {
         idempotency: IdempotencyConfig {
@@ -270,7 +270,7 @@ async fn locked_key_table_refuses_on_every_tier(pool: PgPool) {
 
 /// A store whose role cannot log in (authentication fails at once): no connection can be made,
 /// so the fail-open tier runs untracked and the fail-closed tier refuses.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn store_that_refuses_the_login_fails_open(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let nobody = (*pool.connect_options())

@@ -52,7 +52,7 @@ async fn lcc(app: &TestApp, token: &str) {
 }
 
 /// The worked LCC example of the issue, clock fixed at 2026-12-01.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn lcc_worked_example(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("lcc@example.com").await;
@@ -134,7 +134,7 @@ async fn lcc_worked_example(pool: PgPool) {
 
 /// A roll whose open leg would be uncovered, or whose close leg exceeds the short, is rejected
 /// whole: no leg fills, nothing changes but the audit log.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn invalid_rolls_are_rejected_whole(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("roll@example.com").await;
@@ -201,7 +201,7 @@ async fn invalid_rolls_are_rejected_whole(pool: PgPool) {
 
 /// 32 concurrent different orders whose total exceeds buying power: exactly those that fit are
 /// accepted, the account never goes negative, no deadlock, no 5xx.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn concurrent_orders_respect_buying_power(pool: PgPool) {
     let app = TestApp::with(
         &pool,
@@ -250,7 +250,7 @@ async fn concurrent_orders_respect_buying_power(pool: PgPool) {
 
 /// A resting limit fills when a quote update makes it marketable, at its limit price, exactly
 /// once even when two quote updates race.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn resting_limit_fills_once_on_racing_quotes(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("limit@example.com").await;
@@ -303,7 +303,7 @@ async fn resting_limit_fills_once_on_racing_quotes(pool: PgPool) {
 }
 
 /// Cancel twice: 200 both times, one audit row; a filled order is not cancelable.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn cancel_is_naturally_idempotent(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("cancel@example.com").await;
@@ -366,7 +366,7 @@ async fn cancel_is_naturally_idempotent(pool: PgPool) {
 
 /// Gates run before the idempotency lookup: a replay cannot bypass the kill switch or the
 /// paper/live gate; cancels still work with new orders disabled.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn gates_come_before_replays(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let halted = TestApp::with(
@@ -446,7 +446,7 @@ async fn gates_come_before_replays(pool: PgPool) {
 }
 
 /// Closes (partial and full), realized P&L, account reset, reads.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn close_and_reset(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("close@example.com").await;
@@ -557,7 +557,7 @@ async fn close_and_reset(pool: PgPool) {
 }
 
 /// Multi-leg through /orders, rejections stored and replayed, client_order_id rules.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn mleg_orders_rejections_and_client_order_ids(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("mleg@example.com").await;
@@ -617,7 +617,7 @@ async fn mleg_orders_rejections_and_client_order_ids(pool: PgPool) {
 }
 
 /// A configured fee schedule is charged once per order and shown on it.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn fees_follow_the_configured_schedule(pool: PgPool) {
     let fees = raptor_engine::FeeSchedule {
         per_contract: crate::helpers::dec("0.65"),
@@ -651,7 +651,7 @@ async fn fees_follow_the_configured_schedule(pool: PgPool) {
 
 /// An order racing a quote update waits for it (share lock on the quote row) instead of resting
 /// against the old quote and missing the fill.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn an_order_cannot_miss_a_concurrent_quote_update(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (a_id, a) = app.user("a@example.com").await;
@@ -705,7 +705,7 @@ async fn an_order_cannot_miss_a_concurrent_quote_update(pool: PgPool) {
 
 /// Quote updates: bad prices are 422; a resting order on an expired contract is expired (its
 /// reservation released); an account that cannot trade does not block the update.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn quote_updates_expire_dead_orders_and_skip_blocked_accounts(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, operator) = app
@@ -793,7 +793,7 @@ async fn quote_updates_expire_dead_orders_and_skip_blocked_accounts(pool: PgPool
 }
 
 /// Control characters never turn a business answer into a 500 or a stuck key.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn nul_characters_are_rejected_cleanly(pool: PgPool) {
     let app = TestApp::new(&pool).await;
     let (_, token) = app.user("nul@example.com").await;
@@ -840,7 +840,7 @@ async fn nul_characters_are_rejected_cleanly(pool: PgPool) {
 /// An option trades until the regular close of its expiration day in New York, not until the
 /// end of its UTC date: at 15:00 New York on 2026-12-18 (20:00 UTC) the December call fills;
 /// at 16:30 New York (21:30 UTC, the same UTC date) it is `422 contract_expired`.
-#[sqlx::test(migrator = "raptor_api::MIGRATOR")]
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
 async fn an_option_stops_trading_at_its_new_york_close(pool: PgPool) {
     use chrono::TimeZone;
     for (hour, minute, expired) in [(20, 0, false), (21, 30, true)] {

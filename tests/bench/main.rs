@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use raptor_api::accounts::store as accounts;
 use raptor_api::auth::Role;
-use raptor_api::MIGRATOR;
+use raptor_db::MIGRATOR;
 use raptor_integration_tests::{free_port, new_key, raptor_binary, ORDERS, ORDER_BODY};
 use rust_decimal::Decimal;
 use serde::Serialize;

@@ -1258,9 +1258,8 @@ pub(crate) async fn kill_switch(world: &World, secs: u64) -> anyhow::Result<Outc
 /// Roles with the session settings the replicas need behind a transaction pooler.
 pub(crate) async fn prepare_roles(world: &World) -> anyhow::Result<()> {
     // The store role's timeouts: what the service derives from its store timeout.
-    let half = raptor_idempotency::Idempotency::store_session_timeout_ms(Duration::from_millis(
-        env::STORE_TIMEOUT_MS,
-    ));
+    let half =
+        raptor_db::StoreBudget::new(Duration::from_millis(env::STORE_TIMEOUT_MS)).session_ms();
     for sql in [
         "do $$ begin
            if not exists (select 1 from pg_roles where rolname = 'raptor') then create role raptor login; end if;
@@ -1533,9 +1532,8 @@ pub(crate) async fn role_settings_via(
 ) -> anyhow::Result<Vec<(String, bool)>> {
     use sqlx::Row;
     // The store role's timeouts: what the service derives from its store timeout.
-    let half = raptor_idempotency::Idempotency::store_session_timeout_ms(Duration::from_millis(
-        env::STORE_TIMEOUT_MS,
-    ));
+    let half =
+        raptor_db::StoreBudget::new(Duration::from_millis(env::STORE_TIMEOUT_MS)).session_ms();
     let want = [
         (
             "raptor",

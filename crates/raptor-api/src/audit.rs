@@ -1,7 +1,6 @@
 //! The audit log: `record` and `record_many` are the only writers of `audit_log`, always called on the same
 //! connection (transaction) as the change it describes.
 
-use raptor_idempotency::db;
 use raptor_idempotency::{AuditFuture, ReplayAudit, ReplayEvent};
 use serde_json::{json, Value};
 use sqlx::{PgConnection, PgPool};
@@ -42,7 +41,7 @@ pub const MAX_CONTEXT_BYTES: usize = 16 * 1024;
 pub async fn record(conn: &mut PgConnection, event: AuditEvent) -> Result<i64, sqlx::Error> {
     let request_id = REQUEST_ID.try_with(Clone::clone).ok();
     let event = capped(event);
-    db::query_scalar(
+    raptor_db::query_scalar(
         "insert into audit_log (user_id, action, context, request_id)
          values ($1, $2, $3, $4) returning id",
     )
@@ -73,7 +72,7 @@ pub async fn record_many(
         actions.push(event.action);
         contexts.push(event.context);
     }
-    db::query(
+    raptor_db::query(
         "insert into audit_log (user_id, action, context, request_id)
          select e.user_id, e.action, e.context, $4
            from unnest($1::integer[], $2::text[], $3::jsonb[]) as e(user_id, action, context)",
@@ -103,7 +102,7 @@ pub(crate) struct ReplayAuditor;
 impl ReplayAudit for ReplayAuditor {
     fn record<'a>(&'a self, pool: &'a PgPool, event: &'a ReplayEvent) -> AuditFuture<'a> {
         Box::pin(async move {
-            let mut conn = db::conn(pool).await?;
+            let mut conn = raptor_db::conn(pool).await?;
             record(
                 &mut conn,
                 AuditEvent::new(

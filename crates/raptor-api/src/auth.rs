@@ -4,7 +4,6 @@
 use axum::extract::{FromRef, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use raptor_idempotency::db;
 use raptor_idempotency::Scope;
 use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
@@ -103,7 +102,7 @@ pub async fn insert_session_token(
     token: &str,
     ttl: std::time::Duration,
 ) -> Result<(), sqlx::Error> {
-    db::query(
+    raptor_db::query(
         "insert into api_tokens (token_hash, kind, user_id, expires_at)
          values ($1, 'session', $2, now() + make_interval(secs => $3))",
     )
@@ -121,11 +120,13 @@ pub async fn insert_service_token(
     name: &str,
     token: &str,
 ) -> Result<(), sqlx::Error> {
-    db::query("insert into api_tokens (token_hash, kind, service_name) values ($1, 'service', $2)")
-        .bind(hash_token(token))
-        .bind(name)
-        .execute(conn)
-        .await?;
+    raptor_db::query(
+        "insert into api_tokens (token_hash, kind, service_name) values ($1, 'service', $2)",
+    )
+    .bind(hash_token(token))
+    .bind(name)
+    .execute(conn)
+    .await?;
     Ok(())
 }
 
@@ -163,8 +164,8 @@ where
         let token = bearer(parts).ok_or(ApiError::Unauthenticated)?;
         let state = ApiState::from_ref(state);
         // The account's mode comes along, so the order gates need no query of their own.
-        let mut conn = db::conn(&state.db).await?;
-        let row: Option<TokenRow> = db::query_as(
+        let mut conn = raptor_db::conn(&state.db).await?;
+        let row: Option<TokenRow> = raptor_db::query_as(
             "select t.user_id, u.role, t.service_name, a.mode as account_mode
                from api_tokens t
                left join users u on u.id = t.user_id

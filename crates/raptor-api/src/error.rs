@@ -114,22 +114,14 @@ pub enum ApiError {
 
 impl From<sqlx::Error> for ApiError {
     fn from(err: sqlx::Error) -> Self {
-        match err {
-            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
-                Self::Unavailable(err)
-            }
-            // The connection was lost or Postgres is restarting: nothing committed, retry.
-            ref gone if raptor_idempotency::is_connection_lost(gone) => Self::Unavailable(err),
-            // lock_timeout (55P03) and statement_timeout (57014), a deadlock (40P01) or a
-            // serialization failure (40001): rolled back, nothing committed, a retry can
-            // succeed.
-            ref busy
-                if raptor_idempotency::is_lock_wait(busy)
-                    || raptor_idempotency::is_retryable_conflict(busy) =>
-            {
-                Self::Busy(err)
-            }
-            other => Self::Internal(anyhow::Error::new(other)),
+        match raptor_db::classify(&err) {
+            // A lock or statement timeout, a deadlock or a serialization failure: rolled
+            // back, nothing committed, a retry can succeed.
+            raptor_db::Failure::Busy => Self::Busy(err),
+            // No connection, or the connection was lost, or Postgres is restarting: nothing
+            // committed, retry.
+            raptor_db::Failure::Unavailable => Self::Unavailable(err),
+            raptor_db::Failure::Other => Self::Internal(anyhow::Error::new(err)),
         }
     }
 }

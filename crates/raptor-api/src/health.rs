@@ -6,7 +6,6 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
-use raptor_idempotency::db;
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -94,8 +93,8 @@ pub(crate) async fn get_readyz(State(state): State<ApiState>) -> Response {
 /// Whether `pool` answers `select 1` within a second.
 async fn ping(pool: &sqlx::PgPool, what: &'static str) -> bool {
     let ping = async {
-        let mut conn = db::conn(pool).await?;
-        db::query_scalar::<i32>("select 1")
+        let mut conn = raptor_db::conn(pool).await?;
+        raptor_db::query_scalar::<i32>("select 1")
             .fetch_one(&mut *conn)
             .await?;
         conn.finish().await

@@ -21,15 +21,11 @@ pub mod trading;
 pub mod waitlist;
 
 use axum::Router;
-use sqlx::migrate::Migrator;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 pub use error::{ApiError, ApiResult};
 pub use state::{ApiConfig, ApiState, AuthLimits, BillingConfig, Clock, FixedClock, SystemClock};
-
-/// Every migration of the workspace, embedded.
-pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations");
 
 /// All documented routes. A route cannot exist without its OpenAPI entry: `routes!` registers
 /// the handler and its `#[utoipa::path]` together.

@@ -14,7 +14,6 @@
 //! Idempotency keys have their own, `raptor_idempotency::cleanup`; [`delete_expired`] runs it
 //! too.
 
-use raptor_idempotency::db;
 use serde::Serialize;
 use sqlx::PgPool;
 
@@ -81,8 +80,8 @@ pub async fn delete_expired(pool: &PgPool, batch_size: i64) -> Result<Deleted, s
 async fn batches(pool: &PgPool, rule: &Rule, batch_size: i64) -> Result<u64, sqlx::Error> {
     let mut total = 0;
     loop {
-        let mut conn = db::conn(pool).await?;
-        let mut query = db::query(rule.sql).bind(batch_size);
+        let mut conn = raptor_db::conn(pool).await?;
+        let mut query = raptor_db::query(rule.sql).bind(batch_size);
         if rule.uses_grace {
             query = query.bind(REVERIFY_GRACE.as_secs_f64());
         }

@@ -9,7 +9,6 @@ use axum::response::Response;
 use sqlx::{PgConnection, Postgres, Transaction};
 use uuid::Uuid;
 
-use crate::db;
 use crate::key::IdempotencyKey;
 use crate::reply::{self, error_body, error_response, ErrorReply, Reply, REPLAYED_HEADER};
 use crate::seal::RowIdentity;
@@ -160,7 +159,7 @@ impl Claim {
                 (None, true) => (body, Some(&headers)),
                 _ => (None, None),
             };
-            let completed = db::query(
+            let completed = raptor_db::query(
                 "update idempotency_keys
                     set status = 'completed', response_code = $3, response_body = $4,
                         response_kid = $5, response_nonce = $6, response_ciphertext = $7,
@@ -193,11 +192,7 @@ impl Claim {
                         replayed,
                     );
                 }
-                Err(err)
-                    if crate::store::is_lock_wait(&err)
-                        || crate::store::is_retryable_conflict(&err)
-                        || crate::store::is_connection_lost(&err) =>
-                {
+                Err(err) if raptor_db::classify(&err) != raptor_db::Failure::Other => {
                     // Duplicates briefly lock the key row: a completion that timed out waiting
                     // for it committed nothing; nor did one rolled back by a deadlock, or one
                     // whose connection was lost. Release the key so the client's retry runs.
@@ -226,7 +221,7 @@ impl Claim {
                 }
                 reply.into_response_with(replayed)
             }
-            Err(err) if crate::store::is_connection_lost(&err) => {
+            Err(err) if raptor_db::error::is_connection_lost(&err) => {
                 // The COMMIT's outcome is unknown (the connection went away, e.g. Postgres
                 // restarting). Releasing is safe either way: the release is fenced on
                 // `status = 'in_flight'` and waits for the key row's lock, so if the commit
@@ -359,8 +354,8 @@ pub(crate) async fn settle(idem: &Idempotency, tracked: Tracked, how: Settle) {
         }
     };
     let result = async {
-        let mut conn = db::conn(idem.store_pool()).await?;
-        db::query(sql)
+        let mut conn = raptor_db::conn(idem.store_pool()).await?;
+        raptor_db::query(sql)
             .bind(tracked.id)
             .bind(tracked.attempt)
             .execute(&mut *conn)

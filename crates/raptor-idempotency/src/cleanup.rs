@@ -1,7 +1,6 @@
 //! Retention: deleting expired keys in bounded batches, and the per-user GDPR sweep and export
 //! (stored responses decrypted).
 
-use crate::db;
 use futures_util::stream::{BoxStream, StreamExt};
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
@@ -17,8 +16,8 @@ pub async fn delete_expired(pool: &PgPool, batch_size: i64) -> Result<u64, sqlx:
     // in-flight rows only expire when abandoned for a whole TTL, which is rare.
     for statuses in [&["completed", "failed", "released"][..], &["in_flight"][..]] {
         loop {
-            let mut conn = db::conn(pool).await?;
-            let deleted = db::query(
+            let mut conn = raptor_db::conn(pool).await?;
+            let deleted = raptor_db::query(
                 "delete from idempotency_keys
                   where id in (select id from idempotency_keys
                                 where status = any($1) and expires_at < now()
@@ -44,7 +43,7 @@ pub async fn delete_expired(pool: &PgPool, batch_size: i64) -> Result<u64, sqlx:
 /// GDPR erasure: deletes every key scoped to `user_id`.
 pub async fn delete_for_user(conn: &mut PgConnection, user_id: i32) -> Result<u64, sqlx::Error> {
     Ok(
-        db::query("delete from idempotency_keys where scope_user_id = $1")
+        raptor_db::query("delete from idempotency_keys where scope_user_id = $1")
             .bind(user_id)
             .execute(conn)
             .await?
@@ -74,7 +73,7 @@ pub fn export_for_user<'a>(
     user_id: i32,
     keys: &'a ResponseKeys,
 ) -> BoxStream<'a, Result<Value, sqlx::Error>> {
-    db::query_as::<ExportRow>(
+    raptor_db::query_as::<ExportRow>(
         "select id, scope_endpoint, response_code, lineage, attempt, response_body,
                 response_headers, response_kid, response_nonce, response_ciphertext, response_seal,
                 jsonb_build_object(

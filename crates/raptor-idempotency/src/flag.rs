@@ -5,7 +5,6 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::db;
 use sqlx::{PgConnection, PgPool};
 
 /// The flag's name, as the environment variable and the `feature_flags` row.
@@ -59,12 +58,13 @@ impl FlagCache {
         if due && !self.refreshing.swap(true, Ordering::AcqRel) {
             let _latch = Latch(&self.refreshing);
             let read = async {
-                let mut conn = db::conn(pool).await?;
-                let row =
-                    db::query_scalar::<bool>("select enabled from feature_flags where name = $1")
-                        .bind(FLAG_IDEMPOTENCY_MIDDLEWARE)
-                        .fetch_optional(&mut *conn)
-                        .await?;
+                let mut conn = raptor_db::conn(pool).await?;
+                let row = raptor_db::query_scalar::<bool>(
+                    "select enabled from feature_flags where name = $1",
+                )
+                .bind(FLAG_IDEMPOTENCY_MIDDLEWARE)
+                .fetch_optional(&mut *conn)
+                .await?;
                 conn.finish().await?;
                 Ok::<_, sqlx::Error>(row)
             };
@@ -99,7 +99,7 @@ pub(crate) async fn store(
     enabled: bool,
     updated_by: Option<i32>,
 ) -> Result<(), sqlx::Error> {
-    db::query(
+    raptor_db::query(
         "insert into feature_flags (name, enabled, updated_by, updated_at)
          values ($1, $2, $3, now())
          on conflict (name) do update

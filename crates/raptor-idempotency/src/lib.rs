@@ -3,7 +3,6 @@
 
 mod claim;
 pub mod cleanup;
-pub mod db;
 mod extract;
 pub mod fingerprint;
 mod flag;
@@ -11,7 +10,6 @@ pub mod key;
 mod keyless;
 mod outcome;
 mod policy;
-mod reach;
 mod reply;
 pub mod seal;
 mod store;
@@ -25,6 +23,5 @@ pub use policy::{Policy, Replay, RequireKey, Tier, Tier1, Tier2};
 pub use reply::{error_body, ErrorReply, Rejection, Reply, REPLAYED_HEADER};
 pub use seal::{KeysError, ResponseKeys};
 pub use store::{
-    is_connection_lost, is_lock_wait, is_retryable_conflict, AuditFuture, ClaimRequest,
-    Idempotency, IdempotencyConfig, ReplayAudit, ReplayEvent, StoreBudget,
+    AuditFuture, ClaimRequest, Idempotency, IdempotencyConfig, ReplayAudit, ReplayEvent,
 };

@@ -20,7 +20,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::db;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::DecodePaddingMode;
 use base64::Engine as _;
@@ -521,7 +520,7 @@ pub async fn reencrypt(
     let mut after = 0_i64;
     loop {
         let mut tx = pool.begin().await?;
-        let rows: Vec<RekeyRow> = db::query_as(
+        let rows: Vec<RekeyRow> = raptor_db::query_as(
             "select id, scope_user_id, scope_endpoint, response_code, lineage, attempt,
                     response_body, response_headers, response_kid, response_nonce,
                     response_ciphertext, response_seal
@@ -585,7 +584,7 @@ pub async fn reencrypt(
             ciphertexts.push(sealed.ciphertext);
         }
         if !ids.is_empty() {
-            let updated = db::query(
+            let updated = raptor_db::query(
                 "update idempotency_keys k
                     set response_body = null, response_headers = null, response_kid = $2,
                         response_nonce = u.nonce, response_ciphertext = u.ciphertext,

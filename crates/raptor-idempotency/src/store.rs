@@ -13,15 +13,15 @@ use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 use crate::claim::{Claim, KeyGuard, Tracked};
-use crate::db;
 use crate::flag::{self, FlagCache};
 use crate::key::IdempotencyKey;
 use crate::keyless::KeylessCounter;
 use crate::outcome::Outcome;
 use crate::policy::{Replay, RequireKey, Tier};
-use crate::reach::{Reach, Reachability};
 use crate::reply::{self, error_body, error_response, Rejection, StoredResponse};
 use crate::seal::{ResponseKeys, RowIdentity, StoredColumns};
+use raptor_db::reach::{Reach, Reachability};
+use raptor_db::StoreBudget;
 
 /// Settings of the mechanism (the server maps them from the environment).
 #[derive(Debug, Clone)]
@@ -179,38 +179,6 @@ enum RoundError {
     Statement(sqlx::Error),
 }
 
-/// How the claim's deadline (`IDEMPOTENCY_STORE_TIMEOUT_MS`) is shared out, so that every
-/// bound inside a claim ends before it and an answer is always classified, never raced:
-///
-/// - the store pool's acquire timeout: a quarter;
-/// - the store sessions' `lock_timeout` and `statement_timeout`: a half (so acquire plus
-///   statement end by three quarters);
-/// - a reachability probe after a pool timeout: a quarter (acquire plus probe end by half).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StoreBudget {
-    /// The claim's deadline.
-    pub deadline: Duration,
-    /// The store pool's acquire timeout.
-    pub acquire: Duration,
-    /// The store sessions' lock and statement timeouts.
-    pub session: Duration,
-    /// A reachability probe's connect timeout.
-    pub probe: Duration,
-}
-
-impl StoreBudget {
-    /// The shares of `deadline` (each at least 1 ms).
-    pub fn new(deadline: Duration) -> Self {
-        let share = |n: u32| (deadline / n).max(Duration::from_millis(1));
-        Self {
-            deadline,
-            acquire: share(4),
-            session: share(2),
-            probe: share(4),
-        }
-    }
-}
-
 /// Whatever a receiver about to be dropped still holds. Closed first: a value sent before the
 /// close is still in the channel for `try_recv`, and a send after it fails (so the sender keeps
 /// the value, and the claim task releases the row itself). Without the close, a win sent
@@ -240,63 +208,20 @@ enum Judgement {
 impl Idempotency {
     /// A service over `pool`. `audit` receives one call per replay. The store's statements
     /// get a small pool of their own on the same database, whose sessions carry the claim's
-    /// settings ([`Idempotency::store_options`]), so a claim is one statement: no BEGIN, no
+    /// settings ([`raptor_db::pool::store_for`]), so a claim is one statement: no BEGIN, no
     /// `set_config`, no COMMIT.
     pub fn new(
         pool: PgPool,
         config: IdempotencyConfig,
         audit: Option<Arc<dyn ReplayAudit>>,
     ) -> Self {
-        let options = Self::store_options((*pool.connect_options()).clone(), config.store_timeout);
-        let store = Self::new_store_pool(
-            pool.options().get_max_connections(),
-            options,
-            config.store_timeout,
-        );
+        let store = raptor_db::pool::store_for(&pool, config.store_timeout);
         Self::with_store_pool(pool, store, config, audit)
-    }
-
-    /// The store pool for a business pool of `business_size` connections: half its size (at
-    /// least 2), a quarter of the store timeout as acquire timeout ([`StoreBudget`]), connected
-    /// lazily (so an unreachable store is found by the first claim, not at start-up).
-    pub fn new_store_pool(
-        business_size: u32,
-        options: sqlx::postgres::PgConnectOptions,
-        store_timeout: std::time::Duration,
-    ) -> PgPool {
-        sqlx::postgres::PgPoolOptions::new()
-            .max_connections((business_size / 2).max(2))
-            .acquire_timeout(StoreBudget::new(store_timeout).acquire)
-            .test_before_acquire(false)
-            .connect_lazy_with(options)
-    }
-
-    /// The store sessions' `lock_timeout` and `statement_timeout`: half the store timeout
-    /// (at least 1 ms, [`StoreBudget`]), so a claim round answers within it.
-    pub fn store_session_timeout_ms(store_timeout: std::time::Duration) -> u64 {
-        u64::try_from(StoreBudget::new(store_timeout).session.as_millis())
-            .unwrap_or(u64::MAX)
-            .max(1)
-    }
-
-    /// The connect options of the store pool: `base` plus `synchronous_commit=off` (see
-    /// `round`) and [`Idempotency::store_session_timeout_ms`] as `lock_timeout` and
-    /// `statement_timeout`.
-    pub fn store_options(
-        base: sqlx::postgres::PgConnectOptions,
-        store_timeout: std::time::Duration,
-    ) -> sqlx::postgres::PgConnectOptions {
-        let half = format!("{}ms", Self::store_session_timeout_ms(store_timeout));
-        base.options([
-            ("synchronous_commit", "off".to_owned()),
-            ("lock_timeout", half.clone()),
-            ("statement_timeout", half),
-        ])
     }
 
     /// A service whose claim rounds, key settlements and flag reads use `store`, while business
     /// transactions use `pool` (both on the same database; `store` should be connected with
-    /// [`Idempotency::store_options`]). A store pool that cannot connect is the "store
+    /// [`raptor_db::pool::store_options`]). A store pool that cannot connect is the "store
     /// unreachable" case: fail-closed routes answer 503, fail-open routes run.
     pub fn with_store_pool(
         pool: PgPool,
@@ -461,10 +386,13 @@ impl Idempotency {
             let left = deadline.saturating_sub(started.elapsed());
             let found = match tokio::time::timeout(left, &mut receiver.receiver).await {
                 Ok(Ok(Ok(found))) => found,
-                Ok(Ok(Err(RoundError::Statement(err)))) if is_lock_wait(&err) => {
+                Ok(Ok(Err(RoundError::Statement(err))))
+                    if raptor_db::classify(&err) == raptor_db::Failure::Busy =>
+                {
                     // The key's row (or a concurrent claimer's uncommitted row) is locked, e.g.
-                    // by an original completing slowly: the store answered, and the key most
-                    // likely exists. In flight, on every tier.
+                    // by an original completing slowly (or the server resolved a conflict by
+                    // rolling the round back): the store answered, and the key most likely
+                    // exists. In flight, on every tier.
                     tracing::info!(endpoint = %request.endpoint, error = %err, "idempotency key row is locked; answering in flight");
                     Outcome::InFlight.record(&request.endpoint);
                     return Err(reply::in_flight(
@@ -571,8 +499,8 @@ impl Idempotency {
     /// Releases the key's row if this attempt holds it (fenced by the attempt token).
     async fn release_attempt(&self, request: &ClaimRequest, attempt: Uuid) {
         let released = async {
-            let mut conn = db::conn(&self.inner.store).await?;
-            db::query(
+            let mut conn = raptor_db::conn(&self.inner.store).await?;
+            raptor_db::query(
                 "update idempotency_keys set status = 'released', completed_at = now()
                   where idem_key = $1 and scope_user_id is not distinct from $2
                     and scope_endpoint = $3 and attempt = $4 and status = 'in_flight'",
@@ -629,7 +557,7 @@ impl Idempotency {
         let stale_ms = i64::try_from(self.inner.config.stale_after.as_millis()).unwrap_or(i64::MAX);
         // One autocommit statement on the store pool, whose sessions run with
         // synchronous_commit=off and half the store timeout as lock and statement timeouts
-        // (`store_options`): the claim commits on its own (so duplicates see `in_flight`)
+        // (`raptor_db::pool::store_options`): the claim commits on its own (so duplicates see `in_flight`)
         // without waiting for the WAL flush (the completing transaction's synchronous commit
         // flushes everything before it, so the claim is durable whenever anything it guarded
         // is), and a claim blocked on a locked row gets 55P03 back with time left to look
@@ -642,17 +570,21 @@ impl Idempotency {
         // nothing and re-executes (`Replay::ReExecute`). When the key is taken, the same
         // statement reads the row; a row committed after the statement began is not seen
         // (`Vanished`, and the next round sees it). In transaction pool mode the statement is
-        // its own transaction block instead (`db::conn`), committed before the answer is used.
+        // its own transaction block instead (`raptor_db::conn`), committed before the answer is used.
         // Bounded here whatever the pool was built with, so a pool timeout always comes back
         // (and is classified) well before the claim's deadline.
         let acquire = StoreBudget::new(self.inner.config.store_timeout).acquire;
-        let mut conn = match tokio::time::timeout(acquire, db::try_conn(&self.inner.store)).await {
+        let mut conn = match tokio::time::timeout(acquire, raptor_db::try_conn(&self.inner.store))
+            .await
+        {
             Ok(Ok(conn)) => conn,
-            Ok(Err(db::ConnError::Acquire(err))) => return Err(RoundError::NoConnection(err)),
-            Ok(Err(db::ConnError::Begin(err))) => return Err(RoundError::Statement(err)),
+            Ok(Err(raptor_db::ConnError::Acquire(err))) => {
+                return Err(RoundError::NoConnection(err))
+            }
+            Ok(Err(raptor_db::ConnError::Begin(err))) => return Err(RoundError::Statement(err)),
             Err(_) => return Err(RoundError::NoConnection(sqlx::Error::PoolTimedOut)),
         };
-        let row: Option<RoundRow> = db::query_as(
+        let row: Option<RoundRow> = raptor_db::query_as(
             "with won as (
                 insert into idempotency_keys
                     (idem_key, scope_user_id, scope_endpoint, request_hash, status, attempt,
@@ -814,8 +746,8 @@ impl Idempotency {
                 // attempt, still in flight) makes its completion update match nothing, so its
                 // transaction rolls back even if it is still alive. The row keeps its lineage.
                 let release = async {
-                    let mut conn = db::conn(&self.inner.store).await?;
-                    let released = db::query(
+                    let mut conn = raptor_db::conn(&self.inner.store).await?;
+                    let released = raptor_db::query(
                         "update idempotency_keys set status = 'released', completed_at = now()
                           where id = $1 and attempt = $2 and status = 'in_flight'",
                     )
@@ -894,39 +826,6 @@ impl Tracked {
             replay: request.replay,
             claimed_at: Instant::now(),
         }
-    }
-}
-
-/// A lock wait that ran out on the server: `lock_timeout` (55P03), or `statement_timeout`
-/// (57014) while waiting, since both are set on the claim round.
-pub fn is_lock_wait(err: &sqlx::Error) -> bool {
-    err.as_database_error()
-        .and_then(|db| db.code())
-        .is_some_and(|code| code == "55P03" || code == "57014")
-}
-
-/// A conflict Postgres resolved by rolling one transaction back: a deadlock (40P01) or a
-/// serialization failure (40001). Nothing of it committed, and the same work may succeed when
-/// run again.
-pub fn is_retryable_conflict(err: &sqlx::Error) -> bool {
-    err.as_database_error()
-        .and_then(|db| db.code())
-        .is_some_and(|code| code == "40P01" || code == "40001")
-}
-
-/// The connection was lost or the server is going away: an I/O error (reset, EOF), SQLSTATE
-/// class 08 (connection exception), or 57P01–57P03 (admin or crash shutdown, cannot connect
-/// now). A statement that failed this way committed nothing; only a lost COMMIT is ambiguous,
-/// and the key row settles that (see `Claim::finish`).
-pub fn is_connection_lost(err: &sqlx::Error) -> bool {
-    match err {
-        sqlx::Error::Io(_) => true,
-        other => other
-            .as_database_error()
-            .and_then(|db| db.code())
-            .is_some_and(|code| {
-                code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03")
-            }),
     }
 }
 

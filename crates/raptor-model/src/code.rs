@@ -1,14 +1,14 @@
 //! The one table that ties the model to the code: every transition, the SQL statement (or
-//! COMMIT) it stands for, and the functions of `crates/raptor-idempotency/src/` that issue it.
+//! COMMIT) it stands for, and the functions of the service's crates (`crates/`) that issue it.
 //! A test reads those files and fails when a named function is renamed or removed
 //! ([`functions_in`] finds them).
 
-/// A function in `crates/raptor-idempotency/src/`: `file` (relative to that folder) and
+/// A function in the service's crates: `file` (relative to `crates/`) and
 /// `path`, `Type::method` for a function in an `impl` block (inherent or of a trait), or a free
 /// function's bare name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CodeRef {
-    /// The file, relative to `crates/raptor-idempotency/src/`.
+    /// The file, relative to `crates/` (`raptor-idempotency/src/store.rs`).
     pub file: &'static str,
     /// `Type::function` or `function`.
     pub path: &'static str,
@@ -158,14 +158,18 @@ impl Transition {
     /// The table: (name, kind, statement, functions).
     fn entry(self) -> (&'static str, Kind, &'static str, &'static [CodeRef]) {
         use Kind::{Adversary, Mutant, Protocol};
-        const STORE: &str = "store.rs";
-        const CLAIM: &str = "claim.rs";
+        const STORE: &str = "raptor-idempotency/src/store.rs";
+        const CLAIM: &str = "raptor-idempotency/src/claim.rs";
+        const EXTRACT: &str = "raptor-idempotency/src/extract.rs";
+        const CLEANUP: &str = "raptor-idempotency/src/cleanup.rs";
+        const REACH: &str = "raptor-db/src/reach.rs";
+        const DB_ERROR: &str = "raptor-db/src/error.rs";
         match self {
             Transition::Send => (
                 "send",
                 Adversary,
                 "the request reaches the extractor, which claims",
-                &[at!("extract.rs", "Idempotent::from_request")],
+                &[at!(EXTRACT, "Idempotent::from_request")],
             ),
             Transition::Claim => (
                 "claim",
@@ -183,15 +187,16 @@ impl Transition {
             Transition::ClaimBlocked => (
                 "claim_blocked",
                 Protocol,
-                "the claim's lock wait ends (55P03/57014); the key table is read: 409",
-                &[at!(STORE, "Idempotency::blocked"), at!(STORE, "is_lock_wait")],
+                "the claim's lock wait ends (55P03/57014): the store answered, 409 on every tier",
+                &[at!(STORE, "Idempotency::claim"), at!(DB_ERROR, "classify")],
             ),
             Transition::ClaimUnreachable => (
                 "claim_unreachable",
                 Protocol,
                 "no connection to the store: 503 (Tier 1) or untracked (Tier 2)",
                 &[
-                    at!(STORE, "Idempotency::store_failed"),
+                    at!(STORE, "Idempotency::no_connection"),
+                    at!(REACH, "Reachability::probe"),
                     at!(STORE, "Idempotency::untracked"),
                 ],
             ),
@@ -255,7 +260,7 @@ impl Transition {
                 "commit_lost",
                 Protocol,
                 "COMMIT whose reply is lost (landed or not): settle as a 503",
-                &[at!(CLAIM, "Claim::finish"), at!(STORE, "is_connection_lost")],
+                &[at!(CLAIM, "Claim::finish"), at!(DB_ERROR, "is_connection_lost")],
             ),
             Transition::ReleaseRetryable => (
                 "release_retryable",
@@ -310,7 +315,7 @@ impl Transition {
                 "the untracked transaction's COMMIT (no key row)",
                 &[
                     at!(STORE, "Idempotency::untracked"),
-                    at!(STORE, "Idempotency::store_failed"),
+                    at!(STORE, "Idempotency::no_connection"),
                     at!(CLAIM, "Claim::finish"),
                 ],
             ),
@@ -318,7 +323,7 @@ impl Transition {
                 "cleanup",
                 Protocol,
                 "delete … where expires_at < now() … for update skip locked",
-                &[at!("cleanup.rs", "delete_expired")],
+                &[at!(CLEANUP, "delete_expired")],
             ),
             Transition::Crash => (
                 "crash",
@@ -348,7 +353,7 @@ impl Transition {
                 "clock_expire",
                 Adversary,
                 "now() passes expires_at (read by the claim and by cleanup)",
-                &[at!(STORE, "Idempotency::round"), at!("cleanup.rs", "delete_expired")],
+                &[at!(STORE, "Idempotency::round"), at!(CLEANUP, "delete_expired")],
             ),
             Transition::MutantClaimSelect => (
                 "mutant_claim_select",

@@ -778,8 +778,8 @@ impl ClaimProtocol {
         }
     }
 
-    /// `Idempotency::store_failed`: fail-closed answers 503, fail-open runs untracked.
-    fn store_failed(&self, s: &mut State, i: usize, cause: StoreFault) {
+    /// `Idempotency::no_connection`: fail-closed answers 503, fail-open runs untracked.
+    fn no_connection(&self, s: &mut State, i: usize, cause: StoreFault) {
         match s.tier {
             Tier::FailClosed => s.finish(i, Reply::Retry),
             Tier::FailOpen => {
@@ -911,18 +911,18 @@ impl ClaimProtocol {
                 self.after_round(s, i, round, rounds, orphan);
             }
             (Pc::Round { .. }, Step::ClaimLockTimeout) => {
-                // `blocked`: the row lock was seen, the store answered: 409 on every tier.
+                // The row lock was seen, the store answered: 409 on every tier.
                 s.spend_fault();
                 s.finish(i, Reply::Retry);
             }
             (Pc::Round { .. }, Step::ClaimUnreachable) => {
                 s.spend_fault();
-                self.store_failed(s, i, StoreFault::Unreachable);
+                self.no_connection(s, i, StoreFault::Unreachable);
             }
             (Pc::Round { .. }, Step::ClaimPoolBusy) => {
                 s.spend_fault();
                 if self.is(Mutant::FailOpenOnBusyPool) {
-                    self.store_failed(s, i, StoreFault::PoolBusy);
+                    self.no_connection(s, i, StoreFault::PoolBusy);
                 } else {
                     s.finish(i, Reply::Retry);
                 }

@@ -1,4 +1,4 @@
-//! The model names, for every transition, the functions of `crates/raptor-idempotency/src/`
+//! The model names, for every transition, the functions of the service's crates (`crates/`)
 //! that perform it (`raptor_model::code`, the one table). These tests fail when one of those
 //! functions is renamed or removed, when the model takes a step the table does not know, and
 //! when `docs/idempotency.md` does not describe a transition.
@@ -16,7 +16,7 @@ fn repo() -> PathBuf {
 
 #[test]
 fn every_named_function_exists() {
-    let src = repo().join("crates/raptor-idempotency/src");
+    let src = repo().join("crates");
     let mut files: HashMap<&str, Vec<String>> = HashMap::new();
     let mut missing = Vec::new();
     for transition in Transition::ALL {

@@ -25,10 +25,9 @@ use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use raptor_api::sessions::SessionKey;
 use raptor_api::ApiConfig;
-use raptor_idempotency::db;
-use raptor_idempotency::{Idempotency, IdempotencyConfig, RequireKey, ResponseKeys};
+use raptor_db::{PoolSettings, StoreSettings};
+use raptor_idempotency::{IdempotencyConfig, RequireKey, ResponseKeys};
 use rust_decimal::Decimal;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 
 /// A secret string: usable, never printed by `Debug`.
@@ -99,7 +98,7 @@ pub enum SessionSettings {
 }
 
 /// `RAPTOR_DB_POOL_MODE`: what a pooled connection is on the Postgres side
-/// ([`raptor_idempotency::db`]).
+/// ([`raptor_db::mode`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PoolMode {
     /// A server session of its own (Postgres directly, or PgBouncer session pooling): named,
@@ -580,32 +579,26 @@ impl Config {
             .context("DATABASE_URL is required (e.g. postgres://postgres@127.0.0.1:5432/raptor)")
     }
 
-    /// Creates the database named by `DATABASE_URL` if it does not exist (serve and migrate).
-    pub async fn ensure_database(&self) -> anyhow::Result<()> {
-        use sqlx::migrate::MigrateDatabase;
-        let url = self.database_url()?;
-        if !sqlx::Postgres::database_exists(url)
-            .await
-            .context("could not connect to DATABASE_URL")?
-        {
-            sqlx::Postgres::create_database(url)
-                .await
-                .context("could not create the database named in DATABASE_URL")?;
-            tracing::info!("created the database named in DATABASE_URL");
-        }
-        Ok(())
-    }
-
-    fn connect_options(&self) -> anyhow::Result<PgConnectOptions> {
-        let url = self.database_url()?;
-        Ok(PgConnectOptions::from_str(url)
-            .context("DATABASE_URL is not a valid Postgres URL")?
-            .application_name("raptor")
-            .statement_cache_capacity(self.statement_cache()))
-    }
-
-    fn statement_cache(&self) -> usize {
-        usize::try_from(self.db_statement_cache).unwrap_or(usize::MAX)
+    /// The pools' settings ([`raptor_db::pool`]).
+    pub fn pool_settings(&self) -> anyhow::Result<PoolSettings> {
+        Ok(PoolSettings {
+            url: self.database_url()?.to_owned(),
+            size: self.db_pool_size,
+            lock_timeout: Duration::from_millis(self.db_lock_timeout_ms),
+            statement_timeout: Duration::from_millis(self.db_statement_timeout_ms),
+            statement_cache: usize::try_from(self.db_statement_cache).unwrap_or(usize::MAX),
+            session_settings: match self.db_session_settings {
+                SessionSettings::Connect => raptor_db::SessionSettings::Connect,
+                SessionSettings::Role => raptor_db::SessionSettings::Role,
+            },
+            store: StoreSettings {
+                url: self
+                    .idempotency_store_database_url
+                    .as_ref()
+                    .map(|url| url.expose().to_owned()),
+                timeout: Duration::from_millis(self.idempotency_store_timeout_ms),
+            },
+        })
     }
 
     /// Whether the pools' session settings come from the roles (PgBouncer).
@@ -613,170 +606,13 @@ impl Config {
         self.db_session_settings == SessionSettings::Role
     }
 
-    /// Applies pending migrations on a connection of its own, without the pool's statement
-    /// timeouts (a migration may legitimately run long).
-    pub async fn migrate(&self) -> anyhow::Result<()> {
-        use sqlx::Connection;
-        let mut conn = sqlx::PgConnection::connect_with(&self.connect_options()?)
-            .await
-            .context("could not connect to DATABASE_URL")?;
-        raptor_api::MIGRATOR
-            .run(&mut conn)
-            .await
-            .context("migration failed")?;
-        conn.close().await.ok();
-        Ok(())
-    }
-
-    /// Connects the pool (fails if Postgres does not answer). Every connection carries the
-    /// business `lock_timeout` and `statement_timeout` as session defaults, so they cost no
-    /// round trip; the idempotency claim sets its own, shorter ones per transaction.
+    /// Connects the business pool ([`raptor_db::pool::business`]).
     pub async fn pool(&self) -> anyhow::Result<PgPool> {
-        let mut options = self.connect_options()?;
-        if !self.role_settings() {
-            options = options.options([
-                ("lock_timeout", format!("{}ms", self.db_lock_timeout_ms)),
-                (
-                    "statement_timeout",
-                    format!("{}ms", self.db_statement_timeout_ms),
-                ),
-            ]);
-        }
-        PgPoolOptions::new()
-            // No ping before every acquire (a round trip on every request): a connection that
-            // died is found by its first statement, which fails like any database error
-            // (503 database_unavailable, or the claim's store-unavailable path).
-            .test_before_acquire(false)
-            .max_connections(self.db_pool_size)
-            .acquire_timeout(Duration::from_secs(3))
-            .connect_with(options)
-            .await
-            .context("could not connect to DATABASE_URL")
+        raptor_db::pool::business(&self.pool_settings()?).await
     }
 
-    /// The idempotency store's own pool (half the business pool, at least 2; lazily connected):
-    /// on IDEMPOTENCY_STORE_DATABASE_URL when set, else on `pool`'s options. With `connect`
-    /// session settings its sessions get `synchronous_commit=off` and half the store timeout as
-    /// lock and statement timeouts at connect ([`Idempotency::store_options`]); with `role`
-    /// they are the role's (see [`Config::check_role_settings`]).
-    ///
-    /// [`Idempotency::store_options`]: raptor_idempotency::Idempotency::store_options
+    /// The idempotency store's own pool ([`raptor_db::pool::store`]).
     pub fn store_pool(&self, pool: &PgPool) -> anyhow::Result<PgPool> {
-        let store_timeout = Duration::from_millis(self.idempotency_store_timeout_ms);
-        let base = match &self.idempotency_store_database_url {
-            Some(url) => PgConnectOptions::from_str(url.expose())
-                .context("IDEMPOTENCY_STORE_DATABASE_URL is not a valid Postgres URL")?
-                .application_name("raptor-idempotency")
-                .statement_cache_capacity(self.statement_cache()),
-            None => (*pool.connect_options()).clone(),
-        };
-        let options = if self.role_settings() {
-            base
-        } else {
-            Idempotency::store_options(base, store_timeout)
-        };
-        Ok(Idempotency::new_store_pool(
-            self.db_pool_size,
-            options,
-            store_timeout,
-        ))
-    }
-
-    /// With `RAPTOR_DB_SESSION_SETTINGS=role`: refuses to start unless the business role
-    /// carries RAPTOR_DB_LOCK_TIMEOUT_MS and RAPTOR_DB_STATEMENT_TIMEOUT_MS and the store's
-    /// role carries `synchronous_commit=off` and half of IDEMPOTENCY_STORE_TIMEOUT_MS as its
-    /// timeouts (the values `connect` mode would send), and unless no migration is pending
-    /// (`serve` does not migrate through a transaction pooler: sqlx's migration lock is a
-    /// session advisory lock; run `raptor migrate` on a direct connection first).
-    pub async fn check_role_settings(&self, pool: &PgPool, store: &PgPool) -> anyhow::Result<()> {
-        // `pg_settings.setting` holds both timeouts in milliseconds, whatever unit they were
-        // set in.
-        let read = |pool: PgPool| async move {
-            let mut conn = db::conn(&pool).await?;
-            let settings = db::query_as::<(String, String, String)>(
-                "select (select setting from pg_settings where name = 'lock_timeout'),
-                        (select setting from pg_settings where name = 'statement_timeout'),
-                        current_setting('synchronous_commit')",
-            )
-            .fetch_one(&mut *conn)
-            .await?;
-            conn.finish().await?;
-            Ok::<_, sqlx::Error>(settings)
-        };
-        let ms = |text: &str| text.trim().parse::<u64>().ok();
-        let business = read(pool.clone())
-            .await
-            .context("could not read the business role's settings")?;
-        let half = Idempotency::store_session_timeout_ms(Duration::from_millis(
-            self.idempotency_store_timeout_ms,
-        ));
-        let stored = read(store.clone())
-            .await
-            .context("could not read the idempotency store role's settings")?;
-        let mut wrong = Vec::new();
-        for (pool_name, (lock, statement, sync), want_lock, want_statement, want_sync) in [
-            (
-                "DATABASE_URL",
-                &business,
-                self.db_lock_timeout_ms,
-                self.db_statement_timeout_ms,
-                None,
-            ),
-            (
-                "IDEMPOTENCY_STORE_DATABASE_URL",
-                &stored,
-                half,
-                half,
-                Some("off"),
-            ),
-        ] {
-            if ms(lock) != Some(want_lock) {
-                wrong.push(format!(
-                    "{pool_name}: lock_timeout is {lock}ms, want {want_lock}ms"
-                ));
-            }
-            if ms(statement) != Some(want_statement) {
-                wrong.push(format!(
-                    "{pool_name}: statement_timeout is {statement}ms, want {want_statement}ms"
-                ));
-            }
-            if let Some(want) = want_sync {
-                if sync != want {
-                    wrong.push(format!(
-                        "{pool_name}: synchronous_commit is {sync}, want {want}"
-                    ));
-                }
-            }
-        }
-        if !wrong.is_empty() {
-            bail!(
-                "RAPTOR_DB_SESSION_SETTINGS=role, but the roles do not carry the configured \
-                 settings (ALTER ROLE … SET, docs/SCALING.md): {}",
-                wrong.join("; ")
-            );
-        }
-        let latest = raptor_api::MIGRATOR
-            .iter()
-            .map(|m| m.version)
-            .max()
-            .unwrap_or(0);
-        let applied = async {
-            let mut conn = db::conn(pool).await?;
-            let applied: Option<i64> =
-                db::query_scalar("select max(version) from _sqlx_migrations where success")
-                    .fetch_one(&mut *conn)
-                    .await?;
-            conn.finish().await?;
-            Ok::<_, sqlx::Error>(applied)
-        }
-        .await
-        .context("could not read _sqlx_migrations (run `raptor migrate` on a direct connection)")?;
-        if applied.unwrap_or(0) < latest {
-            bail!(
-                "migrations are pending: run `raptor migrate` with DATABASE_URL on a direct \
-                 connection to Postgres (not through PgBouncer) before `raptor serve`"
-            );
-        }
-        Ok(())
+        raptor_db::pool::store(&self.pool_settings()?, pool)
     }
 }

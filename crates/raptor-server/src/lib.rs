@@ -154,7 +154,7 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
     // Process-wide, and session unless asked: only `transaction` is ever set (before the
     // first statement), so a command run in-process never switches a running server back.
     if config.db_pool_mode == PoolMode::Transaction {
-        raptor_idempotency::db::set_pool_mode(raptor_idempotency::db::PoolMode::Transaction);
+        raptor_db::set_pool_mode(raptor_db::PoolMode::Transaction);
     }
     match command {
         Command::Openapi => {
@@ -175,20 +175,22 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             }
         }
         Command::Migrate => {
-            config.ensure_database().await?;
-            config.migrate().await?;
+            let settings = config.pool_settings()?;
+            raptor_db::pool::ensure_database(&settings).await?;
+            raptor_db::pool::migrate(&settings).await?;
             writeln!(out, "{}", json!({ "migrated": true }))?;
             Ok(())
         }
         Command::Serve => {
+            let settings = config.pool_settings()?;
             if !config.role_settings() {
-                config.ensure_database().await?;
-                config.migrate().await?;
+                raptor_db::pool::ensure_database(&settings).await?;
+                raptor_db::pool::migrate(&settings).await?;
             }
-            let pool = config.pool().await?;
-            let store = config.store_pool(&pool)?;
+            let pool = raptor_db::pool::business(&settings).await?;
+            let store = raptor_db::pool::store(&settings, &pool)?;
             if config.role_settings() {
-                config.check_role_settings(&pool, &store).await?;
+                raptor_db::pool::check_role_settings(&settings, &pool, &store).await?;
             }
             let listener = TcpListener::bind(config.addr)
                 .await

@@ -14,7 +14,6 @@ use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
 use futures_util::stream::StreamExt;
-use raptor_idempotency::db;
 use serde_json::Value;
 use sqlx::{PgConnection, Postgres, Transaction};
 use tokio::sync::mpsc;
@@ -91,7 +90,7 @@ impl From<sqlx::Error> for Stopped {
 /// The export of `user_id` as a streamed response.
 pub(crate) async fn respond(state: &ApiState, user_id: i32) -> ApiResult<Response> {
     let mut tx = state.db.begin().await.context("begin")?;
-    db::query("set transaction isolation level repeatable read, read only")
+    raptor_db::query("set transaction isolation level repeatable read, read only")
         .execute(&mut *tx)
         .await
         .context("snapshot")?;

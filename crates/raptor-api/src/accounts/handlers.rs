@@ -4,7 +4,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Json;
-use raptor_idempotency::db;
 use raptor_idempotency::{Idempotent, Policy, Replay, Reply, Tier, Tier2};
 use serde_json::Value;
 
@@ -48,7 +47,7 @@ pub(crate) async fn get_profile(
     State(state): State<ApiState>,
     user: AuthUser,
 ) -> ApiResult<Json<ProfileResponse>> {
-    let mut conn = db::conn(&state.db).await.context("acquire")?;
+    let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
     let profile = store::profile(&mut conn, user.id).await?;
     conn.finish().await.context("finish")?;
     Ok(Json(profile.into()))

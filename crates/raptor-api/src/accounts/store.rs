@@ -1,7 +1,6 @@
 //! SQL for users, their paper account, their profile and their data subject rights.
 
 use chrono::{DateTime, Utc};
-use raptor_idempotency::db;
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
 use sqlx::PgConnection;
@@ -64,7 +63,7 @@ pub async fn insert_user(
     role: Role,
     starting_cash: Decimal,
 ) -> ApiResult<Option<i32>> {
-    let user_id: Option<i32> = db::query_scalar(
+    let user_id: Option<i32> = raptor_db::query_scalar(
         "insert into users (email, role) values ($1, $2)
          on conflict ((lower(email))) do nothing returning id",
     )
@@ -76,7 +75,7 @@ pub async fn insert_user(
     let Some(user_id) = user_id else {
         return Ok(None);
     };
-    db::query("insert into paper_accounts (user_id, cash) values ($1, $2)")
+    raptor_db::query("insert into paper_accounts (user_id, cash) values ($1, $2)")
         .bind(user_id)
         .bind(starting_cash)
         .execute(&mut *conn)
@@ -87,7 +86,7 @@ pub async fn insert_user(
 
 /// The id of the user with this address (case-insensitive).
 pub async fn find_user_by_email(conn: &mut PgConnection, email: &Email) -> ApiResult<Option<i32>> {
-    db::query_scalar("select id from users where lower(email) = lower($1)")
+    raptor_db::query_scalar("select id from users where lower(email) = lower($1)")
         .bind(email.as_str())
         .fetch_optional(conn)
         .await
@@ -134,7 +133,7 @@ const PROFILE_COLUMNS: &str = "id, email, display_name, time_zone, marketing_opt
 
 /// The profile of `user_id`.
 pub async fn profile(conn: &mut PgConnection, user_id: i32) -> ApiResult<Profile> {
-    db::query_as(&format!(
+    raptor_db::query_as(&format!(
         "select {PROFILE_COLUMNS} from users where id = $1"
     ))
     .bind(user_id)
@@ -155,17 +154,18 @@ pub async fn update_profile(
 ) -> ApiResult<Profile> {
     if let Some(Some(zone)) = &changes.time_zone {
         // The database's zone list is the one `AT TIME ZONE` accepts: no second copy to drift.
-        let known: bool =
-            db::query_scalar("select exists (select 1 from pg_timezone_names where name = $1)")
-                .bind(zone)
-                .fetch_one(&mut *conn)
-                .await
-                .context("check time zone")?;
+        let known: bool = raptor_db::query_scalar(
+            "select exists (select 1 from pg_timezone_names where name = $1)",
+        )
+        .bind(zone)
+        .fetch_one(&mut *conn)
+        .await
+        .context("check time zone")?;
         if !known {
             return Err(invalid_time_zone(zone));
         }
     }
-    let current: Profile = db::query_as(&format!(
+    let current: Profile = raptor_db::query_as(&format!(
         "select {PROFILE_COLUMNS} from users where id = $1 for update"
     ))
     .bind(user_id)
@@ -197,7 +197,7 @@ pub async fn update_profile(
     if changed.is_empty() {
         return Ok(current);
     }
-    let updated: Profile = db::query_as(&format!(
+    let updated: Profile = raptor_db::query_as(&format!(
         "update users set display_name = $2, time_zone = $3, marketing_opt_in = $4,
                 updated_at = now()
           where id = $1 returning {PROFILE_COLUMNS}"
@@ -228,7 +228,7 @@ pub(crate) async fn export_user(
     conn: &mut PgConnection,
     user_id: i32,
 ) -> ApiResult<(Value, String)> {
-    let user: Option<Value> = db::query_scalar(
+    let user: Option<Value> = raptor_db::query_scalar(
         "select jsonb_build_object('id', id, 'email', email, 'role', role,
                 'display_name', display_name, 'time_zone', time_zone,
                 'marketing_opt_in', marketing_opt_in, 'created_at', created_at,
@@ -311,7 +311,7 @@ pub(crate) fn export_rows<'a>(
     user_id: i32,
     email: &'a str,
 ) -> futures_util::stream::BoxStream<'a, Result<Value, sqlx::Error>> {
-    let query = db::query_scalar(section.sql);
+    let query = raptor_db::query_scalar(section.sql);
     let query = match section.by {
         By::User => query.bind(user_id),
         By::Address => query.bind(email),
@@ -340,13 +340,13 @@ pub async fn erase(conn: &mut PgConnection, user_id: i32) -> ApiResult<Value> {
     // The account first, as every order path does: an order of this user still in flight
     // finishes (and completes its key) before the sweep touches the key rows, instead of the
     // two deadlocking on key row versus account row.
-    db::query("select 1 from paper_accounts where user_id = $1 for update")
+    raptor_db::query("select 1 from paper_accounts where user_id = $1 for update")
         .bind(user_id)
         .execute(&mut *conn)
         .await
         .context("lock account for erasure")?;
     // The address never changes (no route edits it), so it is read without a lock.
-    let email: String = db::query_scalar("select email from users where id = $1")
+    let email: String = raptor_db::query_scalar("select email from users where id = $1")
         .bind(user_id)
         .fetch_optional(&mut *conn)
         .await
@@ -354,7 +354,7 @@ pub async fn erase(conn: &mut PgConnection, user_id: i32) -> ApiResult<Value> {
         .ok_or(ApiError::NotFound("user"))?;
     // A running subscription would go on charging a person we no longer know: it is canceled
     // first (the billing portal, or `POST /api/billing/subscription/cancel`).
-    let running: Option<String> = db::query_scalar(
+    let running: Option<String> = raptor_db::query_scalar(
         "select stripe_subscription_id from billing_subscriptions
           where user_id = $1 and status in ('active', 'trialing', 'past_due', 'unpaid', 'paused')
             and not cancel_at_period_end
@@ -396,7 +396,7 @@ pub async fn erase(conn: &mut PgConnection, user_id: i32) -> ApiResult<Value> {
     .await?;
     // Then the user row (a profile patch locks only this one): sign-ins and patches that start
     // now wait for the sweep, and find no user after it.
-    db::query("select 1 from users where id = $1 for update")
+    raptor_db::query("select 1 from users where id = $1 for update")
         .bind(user_id)
         .execute(&mut *conn)
         .await
@@ -422,7 +422,7 @@ pub async fn erase(conn: &mut PgConnection, user_id: i32) -> ApiResult<Value> {
         ("sessions", By::User, "delete from api_tokens where user_id = $1"),
     ])
     .await?;
-    db::query("delete from users where id = $1")
+    raptor_db::query("delete from users where id = $1")
         .bind(user_id)
         .execute(&mut *conn)
         .await
@@ -449,7 +449,7 @@ async fn sweep(
     statements: &[(&'static str, By, &'static str)],
 ) -> ApiResult<()> {
     for &(name, by, sql) in statements {
-        let query = db::query(sql);
+        let query = raptor_db::query(sql);
         let query = match by {
             By::User => query.bind(user_id),
             By::Address => query.bind(email),

@@ -2,7 +2,6 @@
 //! webhook events. Every write takes `&mut PgConnection` (the caller's transaction).
 
 use chrono::{DateTime, Utc};
-use raptor_idempotency::db;
 use sqlx::PgConnection;
 
 use crate::error::{ApiError, ApiResult, ResultExt};
@@ -49,7 +48,7 @@ const COLUMNS: &str = "stripe_subscription_id, stripe_customer_id, user_id, stat
 /// holding it across a Stripe call (bounded by the Stripe timeout) blocks nothing else.
 #[tracing::instrument(skip_all, fields(user.id = user_id))]
 pub(crate) async fn lock_user_billing(conn: &mut PgConnection, user_id: i32) -> ApiResult<()> {
-    db::query("select pg_advisory_xact_lock($1, $2)")
+    raptor_db::query("select pg_advisory_xact_lock($1, $2)")
         .bind(BILLING_LOCK_CLASS)
         .bind(user_id)
         .execute(conn)
@@ -63,7 +62,7 @@ pub(crate) async fn find_customer(
     conn: &mut PgConnection,
     user_id: i32,
 ) -> ApiResult<Option<String>> {
-    db::query_scalar("select stripe_customer_id from billing_customers where user_id = $1")
+    raptor_db::query_scalar("select stripe_customer_id from billing_customers where user_id = $1")
         .bind(user_id)
         .fetch_optional(conn)
         .await
@@ -72,7 +71,7 @@ pub(crate) async fn find_customer(
 
 /// The user's email (sent to Stripe when creating their customer).
 pub(crate) async fn user_email(conn: &mut PgConnection, user_id: i32) -> ApiResult<String> {
-    db::query_scalar("select email from users where id = $1")
+    raptor_db::query_scalar("select email from users where id = $1")
         .bind(user_id)
         .fetch_optional(conn)
         .await
@@ -88,7 +87,7 @@ pub(crate) async fn insert_customer(
     user_id: i32,
     stripe_customer_id: &str,
 ) -> ApiResult<()> {
-    db::query(
+    raptor_db::query(
         "insert into billing_customers (user_id, stripe_customer_id) values ($1, $2)
          on conflict do nothing",
     )
@@ -106,7 +105,7 @@ pub(crate) async fn open_subscription_id(
     conn: &mut PgConnection,
     user_id: i32,
 ) -> ApiResult<Option<String>> {
-    db::query_scalar(
+    raptor_db::query_scalar(
         "select stripe_subscription_id from billing_subscriptions
           where user_id = $1
             and status in ('active', 'trialing', 'past_due', 'unpaid', 'paused')
@@ -129,7 +128,7 @@ pub(crate) async fn link_customer(
     // Serialised with `ensure_customer` of the same user.
     lock_user_billing(conn, user_id).await?;
     // The user id comes from Stripe (our `client_reference_id`): an erased user is skipped.
-    let linked = db::query(
+    let linked = raptor_db::query(
         "insert into billing_customers (user_id, stripe_customer_id)
          select $1, $2 where exists (select 1 from users where id = $1)
          on conflict do nothing",
@@ -140,7 +139,7 @@ pub(crate) async fn link_customer(
     .await
     .context("link customer")?
     .rows_affected();
-    let owned = db::query(
+    let owned = raptor_db::query(
         "update billing_subscriptions s set user_id = c.user_id, updated_at = now()
            from billing_customers c
           where c.stripe_customer_id = $1 and s.stripe_customer_id = $1 and s.user_id is null",
@@ -160,7 +159,7 @@ pub(crate) async fn lock_open_subscription(
     conn: &mut PgConnection,
     user_id: i32,
 ) -> ApiResult<Option<SubscriptionRow>> {
-    db::query_as(&format!(
+    raptor_db::query_as(&format!(
         "select {COLUMNS} from billing_subscriptions
           where (user_id = $1
                  or stripe_customer_id in
@@ -231,7 +230,7 @@ async fn upsert(
           {condition}
          returning {COLUMNS}"
     );
-    db::query_as(&sql)
+    raptor_db::query_as(&sql)
         .bind(&state.stripe_subscription_id)
         .bind(&state.stripe_customer_id)
         .bind(state.user_id)
@@ -270,7 +269,7 @@ pub(crate) async fn record_event(
     conn: &mut PgConnection,
     event: EventRecord<'_>,
 ) -> ApiResult<bool> {
-    let inserted = db::query(
+    let inserted = raptor_db::query(
         "insert into processed_stripe_events (event_id, type, created, livemode, applied)
          values ($1, $2, $3, $4, false)
          on conflict (event_id) do nothing",
@@ -287,7 +286,7 @@ pub(crate) async fn record_event(
 
 /// Marks a recorded event as applied to the mirror.
 pub(crate) async fn mark_event_applied(conn: &mut PgConnection, event_id: &str) -> ApiResult<()> {
-    db::query("update processed_stripe_events set applied = true where event_id = $1")
+    raptor_db::query("update processed_stripe_events set applied = true where event_id = $1")
         .bind(event_id)
         .execute(conn)
         .await
@@ -302,7 +301,7 @@ pub(crate) async fn remember_erased_customers(
     conn: &mut PgConnection,
     user_id: i32,
 ) -> ApiResult<u64> {
-    let remembered = db::query(
+    let remembered = raptor_db::query(
         "insert into erased_stripe_customers (customer_hash)
          select distinct sha256(convert_to(stripe_customer_id, 'UTF8'))
            from (select stripe_customer_id from billing_customers where user_id = $1
@@ -320,7 +319,7 @@ pub(crate) async fn remember_erased_customers(
 
 /// Whether `customer` belonged to an erased user.
 pub(crate) async fn customer_erased(conn: &mut PgConnection, customer: &str) -> ApiResult<bool> {
-    db::query_scalar(
+    raptor_db::query_scalar(
         "select exists (select 1 from erased_stripe_customers
                          where customer_hash = sha256(convert_to($1, 'UTF8')))",
     )

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use raptor_idempotency::db;
 use sqlx::PgConnection;
 
 use crate::auth;
@@ -54,7 +53,7 @@ pub(crate) async fn insert_link(
     user_id: Option<i32>,
     ttl: Duration,
 ) -> ApiResult<()> {
-    db::query(
+    raptor_db::query(
         "insert into auth_link_tokens (token_hash, purpose, email, user_id, expires_at)
          values ($1, $2, $3, $4, now() + make_interval(secs => $5))",
     )
@@ -85,7 +84,7 @@ pub(crate) async fn enqueue_email(
     conn: &mut PgConnection,
     message: OutboxMessage<'_>,
 ) -> ApiResult<()> {
-    db::query(
+    raptor_db::query(
         "insert into email_outbox (user_id, email, kind, subject, body)
          values ($1, $2, $3, $4, $5)",
     )
@@ -136,7 +135,7 @@ pub(crate) async fn lock_link(
     token: &str,
     grace: Duration,
 ) -> ApiResult<Option<Link>> {
-    let row: Option<LinkRow> = db::query_as(
+    let row: Option<LinkRow> = raptor_db::query_as(
         "select id, purpose, email, user_id, session_token_id, used_at is not null as used,
                 expires_at <= now() as expired,
                 coalesce(used_at + make_interval(secs => $2) <= now(), false) as grace_over
@@ -170,7 +169,7 @@ pub(crate) async fn mark_link_used(
     link_id: i64,
     user_id: i32,
 ) -> ApiResult<()> {
-    db::query(
+    raptor_db::query(
         "update auth_link_tokens set used_at = now(), user_id = $2
           where id = $1 and used_at is null",
     )
@@ -190,7 +189,7 @@ pub(crate) async fn insert_session_if_new(
     token: &str,
     ttl: Duration,
 ) -> ApiResult<Option<i64>> {
-    db::query_scalar(
+    raptor_db::query_scalar(
         "insert into api_tokens (token_hash, kind, user_id, expires_at)
          values ($1, 'session', $2, now() + make_interval(secs => $3))
          on conflict on constraint uq_api_tokens_token_hash do nothing
@@ -211,7 +210,7 @@ pub(crate) async fn set_link_session(
     link_id: i64,
     session: i64,
 ) -> ApiResult<()> {
-    db::query("update auth_link_tokens set session_token_id = $2 where id = $1")
+    raptor_db::query("update auth_link_tokens set session_token_id = $2 where id = $1")
         .bind(link_id)
         .bind(session)
         .execute(conn)
@@ -226,7 +225,7 @@ pub(crate) async fn delete_session(
     user_id: i32,
     token: &str,
 ) -> ApiResult<bool> {
-    let deleted = db::query(
+    let deleted = raptor_db::query(
         "delete from api_tokens where token_hash = $1 and user_id = $2 and kind = 'session'",
     )
     .bind(auth::hash_token(token))

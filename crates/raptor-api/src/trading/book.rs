@@ -6,7 +6,6 @@ use raptor_engine::{
     AccountState, Decision, Instrument, LegSpec, OrderClass, OrderEvent, OrderSpec, OrderStatus,
     OrderType, Position, PositionIntent, Side, TimeInForce, Transition,
 };
-use raptor_idempotency::db;
 use raptor_idempotency::{IdempotencyKey, Policy, Tier1};
 use rust_decimal::Decimal;
 use serde_json::json;
@@ -324,7 +323,7 @@ pub async fn expire_orders(state: &ApiState) -> ApiResult<usize> {
 /// first (the book's lock order).
 pub(crate) async fn expire_for_read(state: &ApiState, user_id: i32) -> ApiResult<()> {
     let now = state.clock.now();
-    let mut conn = db::conn(&state.db).await.context("acquire")?;
+    let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
     let due = store::has_due_orders(&mut conn, user_id, now).await?;
     conn.finish().await.context("finish")?;
     if !due {
@@ -542,7 +541,7 @@ pub(crate) async fn cancel(
 /// The account as the reads show it.
 pub(crate) async fn account(conn: &mut PgConnection, user_id: i32) -> ApiResult<AccountResponse> {
     let account = store::read_account(conn, user_id).await?;
-    let reserved: Decimal = db::query_scalar(
+    let reserved: Decimal = raptor_db::query_scalar(
         "select coalesce(sum(reserved_cash), 0) from paper_orders where user_id = $1 and status = 'new'",
     )
     .bind(user_id)

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
-use raptor_idempotency::db;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::auth::{AccountMode, AuthUser};
@@ -41,12 +40,13 @@ where
     let mode = match parts.extensions.get::<AccountMode>() {
         Some(AccountMode(mode)) => mode.clone(),
         None => {
-            let mut conn = db::conn(&state.db).await?;
-            let mode = db::query_scalar("select mode from paper_accounts where user_id = $1")
-                .bind(user.id)
-                .fetch_optional(&mut *conn)
-                .await
-                .context("read account mode")?;
+            let mut conn = raptor_db::conn(&state.db).await?;
+            let mode =
+                raptor_db::query_scalar("select mode from paper_accounts where user_id = $1")
+                    .bind(user.id)
+                    .fetch_optional(&mut *conn)
+                    .await
+                    .context("read account mode")?;
             conn.finish().await?;
             mode
         }

@@ -5,7 +5,6 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Json;
-use raptor_idempotency::db;
 use raptor_idempotency::{Idempotent, Reply, Tier1};
 use uuid::Uuid;
 
@@ -159,7 +158,7 @@ pub(crate) async fn get_account(
     user: AuthUser,
 ) -> ApiResult<Json<AccountResponse>> {
     book::expire_for_read(&state, user.id).await?;
-    let mut conn = db::conn(&state.db).await.context("acquire")?;
+    let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
     let account = book::account(&mut conn, user.id).await?;
     conn.finish().await.context("finish")?;
     Ok(Json(account))
@@ -187,7 +186,7 @@ pub(crate) async fn list_orders(
             format!("limit must be between 1 and 500, not {limit}"),
         ));
     }
-    let mut conn = db::conn(&state.db).await.context("acquire")?;
+    let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
     let orders = store::list_orders(&mut conn, user.id, statuses, limit).await?;
     conn.finish().await.context("finish")?;
     Ok(Json(orders.into_iter().map(OrderResponse::from).collect()))
@@ -206,7 +205,7 @@ pub(crate) async fn get_order(
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<OrderResponse>> {
     book::expire_for_read(&state, user.id).await?;
-    let mut conn = db::conn(&state.db).await.context("acquire")?;
+    let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
     let order = store::find_order(&mut conn, user.id, id, false).await?;
     conn.finish().await.context("finish")?;
     order
@@ -224,7 +223,7 @@ pub(crate) async fn list_positions(
     State(state): State<ApiState>,
     user: AuthUser,
 ) -> ApiResult<Json<Vec<PositionResponse>>> {
-    let mut conn = db::conn(&state.db).await.context("acquire")?;
+    let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
     let rows = store::list_positions(&mut conn, user.id).await?;
     conn.finish().await.context("finish")?;
     Ok(Json(rows.into_iter().map(PositionResponse::from).collect()))

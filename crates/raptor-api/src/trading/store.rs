@@ -10,7 +10,6 @@ use raptor_engine::{
     Execution, Instrument, LegSpec, OpenOrder, OrderClass, OrderSpec, OrderStatus, OrderType,
     Position, PositionIntent, Quote, Side, TimeInForce,
 };
-use raptor_idempotency::db;
 use rust_decimal::Decimal;
 use sqlx::{PgConnection, Row};
 use uuid::Uuid;
@@ -33,7 +32,7 @@ const ACCOUNT_COLUMNS: &str = "mode, cash, realized_pnl, reserved_cash, open_ord
 
 /// Locks the account row (`FOR UPDATE`): every order-path transaction starts here.
 pub(crate) async fn lock_account(conn: &mut PgConnection, user_id: i32) -> ApiResult<AccountRow> {
-    db::query_as(&format!(
+    raptor_db::query_as(&format!(
         "select {ACCOUNT_COLUMNS} from paper_accounts where user_id = $1 for update"
     ))
     .bind(user_id)
@@ -45,7 +44,7 @@ pub(crate) async fn lock_account(conn: &mut PgConnection, user_id: i32) -> ApiRe
 
 /// Reads the account without locking.
 pub(crate) async fn read_account(conn: &mut PgConnection, user_id: i32) -> ApiResult<AccountRow> {
-    db::query_as(&format!(
+    raptor_db::query_as(&format!(
         "select {ACCOUNT_COLUMNS} from paper_accounts where user_id = $1"
     ))
     .bind(user_id)
@@ -188,7 +187,7 @@ pub(crate) async fn book(
         sqlx::types::Json<Vec<PositionJson>>,
         sqlx::types::Json<Vec<OpenOrderJson>>,
         bool,
-    ) = db::query_as(book_sql(scope.is_some()))
+    ) = raptor_db::query_as(book_sql(scope.is_some()))
         .bind(user_id)
         .bind(scope.map_or(&[][..], |s| s.underlyings))
         .bind(now)
@@ -259,7 +258,7 @@ pub(crate) async fn list_positions(
     conn: &mut PgConnection,
     user_id: i32,
 ) -> ApiResult<Vec<PositionRow>> {
-    db::query_as(
+    raptor_db::query_as(
         "select symbol, qty, avg_entry_price, realized_pnl from paper_positions
           where user_id = $1 and qty <> 0 order by symbol",
     )
@@ -281,7 +280,7 @@ pub(crate) async fn quotes(
     } else {
         ""
     };
-    let rows: Vec<(String, Decimal, Decimal)> = db::query_as(&format!(
+    let rows: Vec<(String, Decimal, Decimal)> = raptor_db::query_as(&format!(
         "select symbol, bid, ask from quotes where symbol = any($1){suffix}"
     ))
     .bind(symbols)
@@ -302,7 +301,7 @@ pub(crate) async fn upsert_quote(
     ask: Decimal,
     updated_by: Option<i32>,
 ) -> ApiResult<()> {
-    db::query(
+    raptor_db::query(
         "insert into quotes (symbol, bid, ask, updated_by, updated_at) values ($1, $2, $3, $4, now())
          on conflict (symbol) do update
             set bid = excluded.bid, ask = excluded.ask, updated_by = excluded.updated_by,
@@ -320,7 +319,7 @@ pub(crate) async fn upsert_quote(
 
 /// Users with a resting order that has a leg on `symbol`, in id order (the lock order).
 pub(crate) async fn users_resting_on(conn: &mut PgConnection, symbol: &str) -> ApiResult<Vec<i32>> {
-    db::query_scalar(
+    raptor_db::query_scalar(
         "select distinct o.user_id from paper_orders o
            join paper_order_legs l on l.order_id = o.id
           where o.status = 'new' and l.symbol = $1
@@ -354,7 +353,7 @@ pub(crate) async fn client_order_id_created(
     user_id: i32,
     client_order_id: &str,
 ) -> ApiResult<Option<chrono::DateTime<chrono::Utc>>> {
-    db::query_scalar(
+    raptor_db::query_scalar(
         "select created_at from paper_orders where user_id = $1 and client_order_id = $2",
     )
     .bind(user_id)
@@ -371,7 +370,7 @@ pub(crate) async fn note_evaluation(
     order_id: Uuid,
     code: Option<&str>,
 ) -> ApiResult<bool> {
-    let changed = db::query(
+    let changed = raptor_db::query(
         "update paper_orders set last_evaluation_code = $2
           where id = $1 and last_evaluation_code is distinct from $2",
     )
@@ -527,7 +526,7 @@ pub(crate) async fn insert_order(conn: &mut PgConnection, order: &NewOrder<'_>) 
             .and_then(|e| e.fills.iter().find(|f| f.leg_index == index))
     };
 
-    let query = db::query(insert_order_sql())
+    let query = raptor_db::query(insert_order_sql())
         .bind(order.id)
         .bind(order.user_id)
         .bind(order.at)
@@ -646,7 +645,7 @@ pub(crate) async fn fill_resting_many(
     }
     let cash: Decimal = fills.iter().map(|f| f.execution.cash_delta).sum();
     let realized: Decimal = fills.iter().map(|f| f.execution.realized_pnl).sum();
-    let filled = db::query(
+    let filled = raptor_db::query(
         "with o as (
             update paper_orders p
                set status = 'filled', filled_qty = p.qty, filled_avg_price = f.avg, fees = f.fees,
@@ -736,7 +735,7 @@ pub(crate) async fn end_open_order(
     status: OrderStatus,
     at: DateTime<Utc>,
 ) -> ApiResult<bool> {
-    Ok(db::query(
+    Ok(raptor_db::query(
         "update paper_orders
             set status = $2, reserved_cash = 0, updated_at = $3,
                 canceled_at = case when $2 = 'canceled' then $3 else canceled_at end
@@ -768,7 +767,7 @@ pub(crate) async fn expire_due(
     user_id: i32,
     now: DateTime<Utc>,
 ) -> ApiResult<Vec<ExpiredOrder>> {
-    db::query_as(
+    raptor_db::query_as(
         "update paper_orders
             set status = 'expired', reserved_cash = 0, updated_at = $2
           where user_id = $1 and status = 'new' and expires_at <= $2
@@ -787,7 +786,7 @@ pub(crate) async fn has_due_orders(
     user_id: i32,
     now: DateTime<Utc>,
 ) -> ApiResult<bool> {
-    db::query_scalar(
+    raptor_db::query_scalar(
         "select exists (select 1 from paper_orders
                          where user_id = $1 and status = 'new' and expires_at <= $2)",
     )
@@ -805,7 +804,7 @@ pub(crate) async fn lock_accounts_with_due_orders(
     now: DateTime<Utc>,
     limit: i64,
 ) -> ApiResult<Vec<i32>> {
-    db::query_scalar(
+    raptor_db::query_scalar(
         "select a.user_id from paper_accounts a
           where a.user_id in (select distinct user_id from paper_orders
                                where status = 'new' and expires_at <= $1)
@@ -826,12 +825,12 @@ pub(crate) async fn reset_account(
     user_id: i32,
     cash: Decimal,
 ) -> ApiResult<()> {
-    db::query("delete from paper_positions where user_id = $1")
+    raptor_db::query("delete from paper_positions where user_id = $1")
         .bind(user_id)
         .execute(&mut *conn)
         .await
         .context("reset positions")?;
-    db::query(
+    raptor_db::query(
         "update paper_accounts set cash = $2, realized_pnl = 0, updated_at = now() where user_id = $1",
     )
     .bind(user_id)
@@ -915,7 +914,7 @@ fn parse<T: FromStr>(text: &str, what: &str) -> ApiResult<T> {
 }
 
 async fn load_legs(conn: &mut PgConnection, ids: &[Uuid]) -> ApiResult<Vec<LegRow>> {
-    db::query_as(
+    raptor_db::query_as(
         "select order_id, symbol, side, position_intent, ratio_qty, qty, filled_qty, filled_avg_price
            from paper_order_legs where order_id = any($1) order by order_id, leg_index",
     )
@@ -933,7 +932,7 @@ pub(crate) async fn find_order(
     lock: bool,
 ) -> ApiResult<Option<OrderRecord>> {
     let suffix = if lock { " for update" } else { "" };
-    let row: Option<OrderRow> = db::query_as(&format!(
+    let row: Option<OrderRow> = raptor_db::query_as(&format!(
         "select {ORDER_COLUMNS} from paper_orders where user_id = $1 and id = $2{suffix}"
     ))
     .bind(user_id)
@@ -955,7 +954,7 @@ pub(crate) async fn list_orders(
     statuses: &[&str],
     limit: i64,
 ) -> ApiResult<Vec<OrderRecord>> {
-    let rows: Vec<OrderRow> = db::query_as(&format!(
+    let rows: Vec<OrderRow> = raptor_db::query_as(&format!(
         "select {ORDER_COLUMNS} from paper_orders where user_id = $1 and status = any($2)
           order by created_at desc, id desc limit $3"
     ))

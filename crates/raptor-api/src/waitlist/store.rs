@@ -1,6 +1,5 @@
 //! SQL of the waitlist.
 
-use raptor_idempotency::db;
 use sqlx::PgConnection;
 
 use crate::accounts::dto::Email;
@@ -14,7 +13,7 @@ pub(crate) async fn insert_signup(
     conn: &mut PgConnection,
     email: &Email,
 ) -> ApiResult<Option<i64>> {
-    db::query_scalar(
+    raptor_db::query_scalar(
         "insert into waitlist_signups (email) values ($1)
          on conflict ((lower(email))) do nothing returning id",
     )

@@ -1,5 +1,6 @@
-//! Whether the idempotency store can be connected to at all: the one question that decides
-//! whether a fail-open (Tier 2) route may run without dedup (docs/idempotency.md, "Tiers").
+//! Whether a database can be connected to at all: for the idempotency store, the one question
+//! that decides whether a fail-open (Tier 2) route may run without dedup (docs/idempotency.md,
+//! "Tiers").
 //!
 //! A claim that got no connection from the store pool cannot tell, from the pool's error alone,
 //! a pool whose connections are all busy (the store is up: refuse, the key may exist) from a
@@ -16,25 +17,27 @@ use sqlx::{ConnectOptions, Connection};
 use tokio::sync::Mutex;
 
 /// How long a probe's answer is reused.
-pub(crate) const FRESH: Duration = Duration::from_secs(1);
+pub const FRESH: Duration = Duration::from_secs(1);
 
 /// What a probe found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Reach {
+pub enum Reach {
     /// A connection was made (or the server answered that it has too many): the store is up.
     Reachable,
-    /// No connection could be made: refused, DNS, TLS, authentication, or no answer in time.
+    /// No connection could be made: refused, DNS, TLS, authentication, or no answer in time;
+    /// why.
     Unreachable(String),
 }
 
 /// The store's reachability, probed on demand (see the module docs).
-pub(crate) struct Reachability {
+pub struct Reachability {
     options: Arc<PgConnectOptions>,
     last: Mutex<Option<(Instant, Reach)>>,
 }
 
 impl Reachability {
-    pub(crate) fn new(options: Arc<PgConnectOptions>) -> Self {
+    /// Probes connections with `options` (the pool's).
+    pub fn new(options: Arc<PgConnectOptions>) -> Self {
         Self {
             options,
             last: Mutex::new(None),
@@ -44,7 +47,7 @@ impl Reachability {
     /// Whether a connection to the store can be made, found out within `budget`; `None` when
     /// the answer did not come in time (another probe holds the turn, or this one hangs and
     /// the budget is shorter than its connect): the caller must then not assume unreachable.
-    pub(crate) async fn probe(&self, budget: Duration) -> Option<Reach> {
+    pub async fn probe(&self, budget: Duration) -> Option<Reach> {
         let started = Instant::now();
         let mut last = tokio::time::timeout(budget, self.last.lock()).await.ok()?;
         if let Some((at, reach)) = &*last {

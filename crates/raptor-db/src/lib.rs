@@ -1,0 +1,18 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+
+pub mod conn;
+pub mod error;
+pub mod mode;
+pub mod pool;
+pub mod query;
+pub mod reach;
+
+pub use conn::{conn, try_conn, Conn, ConnError};
+pub use error::{classify, Failure};
+pub use mode::{pool_mode, set_pool_mode, PoolMode};
+pub use pool::{PoolSettings, SessionSettings, StoreBudget, StoreSettings};
+pub use query::{query, query_as, query_scalar};
+
+/// Every migration of the workspace (`migrations/`), embedded.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");

@@ -1,0 +1,333 @@
+//! The service's two pools and what they need before they serve: the business pool (every
+//! request's transaction) and the idempotency store's pool (claims, settling keys, the kill
+//! switch), creating the database, migrating, and checking the roles' settings.
+//!
+//! The server builds [`PoolSettings`] from its configuration; nothing here reads the
+//! environment. Error messages name the variables the settings came from, so a start-up error
+//! says what to fix.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Connection, PgPool};
+
+use crate::{conn, query_as, query_scalar, MIGRATOR};
+
+/// How the pools' session settings (`lock_timeout`, `statement_timeout`, and the store pool's
+/// `synchronous_commit=off`) reach Postgres.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionSettings {
+    /// Sent as the startup `options` parameter of every connection (a direct connection).
+    Connect,
+    /// Nothing is sent: the settings are the roles' own (`ALTER ROLE … SET`), checked at
+    /// start-up ([`check_role_settings`]). For PgBouncer in transaction pooling, which does
+    /// not forward startup options.
+    Role,
+}
+
+/// The idempotency store's pool.
+#[derive(Debug, Clone)]
+pub struct StoreSettings {
+    /// `IDEMPOTENCY_STORE_DATABASE_URL`: another role on the same database; `None`: the
+    /// business pool's.
+    pub url: Option<String>,
+    /// `IDEMPOTENCY_STORE_TIMEOUT_MS`: the claim's deadline ([`StoreBudget`]).
+    pub timeout: Duration,
+}
+
+/// What the pools are built from.
+#[derive(Clone)]
+pub struct PoolSettings {
+    /// `DATABASE_URL`.
+    pub url: String,
+    /// `RAPTOR_DB_POOL_SIZE`: business connections (the store pool gets half, at least 2).
+    pub size: u32,
+    /// `RAPTOR_DB_LOCK_TIMEOUT_MS` of every business session.
+    pub lock_timeout: Duration,
+    /// `RAPTOR_DB_STATEMENT_TIMEOUT_MS` of every business session.
+    pub statement_timeout: Duration,
+    /// `RAPTOR_DB_STATEMENT_CACHE`: statements cached per connection (at least 1).
+    pub statement_cache: usize,
+    /// `RAPTOR_DB_SESSION_SETTINGS`.
+    pub session_settings: SessionSettings,
+    /// The store pool.
+    pub store: StoreSettings,
+}
+
+impl std::fmt::Debug for PoolSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URLs may carry passwords.
+        f.debug_struct("PoolSettings")
+            .field("size", &self.size)
+            .field("lock_timeout", &self.lock_timeout)
+            .field("statement_timeout", &self.statement_timeout)
+            .field("statement_cache", &self.statement_cache)
+            .field("session_settings", &self.session_settings)
+            .field("store_timeout", &self.store.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How the claim's deadline (`IDEMPOTENCY_STORE_TIMEOUT_MS`) is shared out, so that every
+/// bound inside a claim ends before it and an answer is always classified, never raced:
+///
+/// - the store pool's acquire timeout: a quarter;
+/// - the store sessions' `lock_timeout` and `statement_timeout`: a half (so acquire plus
+///   statement end by three quarters);
+/// - a reachability probe after a pool timeout: a quarter (acquire plus probe end by half).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreBudget {
+    /// The claim's deadline.
+    pub deadline: Duration,
+    /// The store pool's acquire timeout.
+    pub acquire: Duration,
+    /// The store sessions' lock and statement timeouts.
+    pub session: Duration,
+    /// A reachability probe's connect timeout.
+    pub probe: Duration,
+}
+
+impl StoreBudget {
+    /// The shares of `deadline` (each at least 1 ms).
+    pub fn new(deadline: Duration) -> Self {
+        let share = |n: u32| (deadline / n).max(Duration::from_millis(1));
+        Self {
+            deadline,
+            acquire: share(4),
+            session: share(2),
+            probe: share(4),
+        }
+    }
+
+    /// The store sessions' lock and statement timeouts in whole milliseconds (at least 1).
+    pub fn session_ms(&self) -> u64 {
+        u64::try_from(self.session.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1)
+    }
+}
+
+impl PoolSettings {
+    /// `DATABASE_URL`'s connect options, as every business connection (and the migration's)
+    /// uses them.
+    pub fn connect_options(&self) -> anyhow::Result<PgConnectOptions> {
+        Ok(PgConnectOptions::from_str(&self.url)
+            .context("DATABASE_URL is not a valid Postgres URL")?
+            .application_name("raptor")
+            .statement_cache_capacity(self.statement_cache))
+    }
+
+    fn role_settings(&self) -> bool {
+        self.session_settings == SessionSettings::Role
+    }
+}
+
+/// Connects the business pool (fails if Postgres does not answer). Every connection carries
+/// the business `lock_timeout` and `statement_timeout` as session defaults (with `connect`
+/// session settings), so they cost no round trip.
+pub async fn business(settings: &PoolSettings) -> anyhow::Result<PgPool> {
+    let mut options = settings.connect_options()?;
+    if !settings.role_settings() {
+        options = options.options([
+            (
+                "lock_timeout",
+                format!("{}ms", settings.lock_timeout.as_millis()),
+            ),
+            (
+                "statement_timeout",
+                format!("{}ms", settings.statement_timeout.as_millis()),
+            ),
+        ]);
+    }
+    PgPoolOptions::new()
+        // No ping before every acquire (a round trip on every request): a connection that
+        // died is found by its first statement, which fails like any database error
+        // (503 database_unavailable, or the claim's store-unavailable path).
+        .test_before_acquire(false)
+        .max_connections(settings.size)
+        .acquire_timeout(Duration::from_secs(3))
+        .connect_with(options)
+        .await
+        .context("could not connect to DATABASE_URL")
+}
+
+/// The idempotency store's own pool: on `IDEMPOTENCY_STORE_DATABASE_URL` when set, else on
+/// `business`'s options. With `connect` session settings its sessions carry
+/// [`store_options`]; with `role` they are the role's ([`check_role_settings`]).
+pub fn store(settings: &PoolSettings, business: &PgPool) -> anyhow::Result<PgPool> {
+    let base = match &settings.store.url {
+        Some(url) => PgConnectOptions::from_str(url)
+            .context("IDEMPOTENCY_STORE_DATABASE_URL is not a valid Postgres URL")?
+            .application_name("raptor-idempotency")
+            .statement_cache_capacity(settings.statement_cache),
+        None => (*business.connect_options()).clone(),
+    };
+    let options = if settings.role_settings() {
+        base
+    } else {
+        store_options(base, settings.store.timeout)
+    };
+    Ok(store_pool(settings.size, options, settings.store.timeout))
+}
+
+/// The store pool of a business pool (the same database and options), as [`store`] builds it
+/// with `connect` session settings.
+pub fn store_for(business: &PgPool, store_timeout: Duration) -> PgPool {
+    let options = store_options((*business.connect_options()).clone(), store_timeout);
+    store_pool(
+        business.options().get_max_connections(),
+        options,
+        store_timeout,
+    )
+}
+
+/// A store pool for a business pool of `business_size` connections: half its size (at least
+/// 2), [`StoreBudget::acquire`] as acquire timeout, connected lazily (so an unreachable store
+/// is found by the first claim, not at start-up).
+pub fn store_pool(
+    business_size: u32,
+    options: PgConnectOptions,
+    store_timeout: Duration,
+) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections((business_size / 2).max(2))
+        .acquire_timeout(StoreBudget::new(store_timeout).acquire)
+        .test_before_acquire(false)
+        .connect_lazy_with(options)
+}
+
+/// The connect options of the store pool: `base` plus `synchronous_commit=off` (a claim is
+/// durable whenever what it guarded is: the completing transaction's synchronous commit
+/// flushes the WAL before it) and [`StoreBudget::session`] as `lock_timeout` and
+/// `statement_timeout`.
+pub fn store_options(base: PgConnectOptions, store_timeout: Duration) -> PgConnectOptions {
+    let session = format!("{}ms", StoreBudget::new(store_timeout).session_ms());
+    base.options([
+        ("synchronous_commit", "off".to_owned()),
+        ("lock_timeout", session.clone()),
+        ("statement_timeout", session),
+    ])
+}
+
+/// Creates the database named by `DATABASE_URL` if it does not exist (serve and migrate).
+pub async fn ensure_database(settings: &PoolSettings) -> anyhow::Result<()> {
+    use sqlx::migrate::MigrateDatabase;
+    if !sqlx::Postgres::database_exists(&settings.url)
+        .await
+        .context("could not connect to DATABASE_URL")?
+    {
+        sqlx::Postgres::create_database(&settings.url)
+            .await
+            .context("could not create the database named in DATABASE_URL")?;
+        tracing::info!("created the database named in DATABASE_URL");
+    }
+    Ok(())
+}
+
+/// Applies pending migrations on a connection of its own, without the pool's statement
+/// timeouts (a migration may legitimately run long).
+pub async fn migrate(settings: &PoolSettings) -> anyhow::Result<()> {
+    let mut conn = sqlx::PgConnection::connect_with(&settings.connect_options()?)
+        .await
+        .context("could not connect to DATABASE_URL")?;
+    MIGRATOR.run(&mut conn).await.context("migration failed")?;
+    conn.close().await.ok();
+    Ok(())
+}
+
+/// With [`SessionSettings::Role`]: refuses to start unless the business role carries the
+/// configured lock and statement timeouts and the store's role carries
+/// `synchronous_commit=off` and [`StoreBudget::session`] as its timeouts (the values `connect`
+/// would send), and unless no migration is pending (`serve` does not migrate through a
+/// transaction pooler: sqlx's migration lock is a session advisory lock; run `raptor migrate`
+/// on a direct connection first).
+pub async fn check_role_settings(
+    settings: &PoolSettings,
+    business: &PgPool,
+    store: &PgPool,
+) -> anyhow::Result<()> {
+    // `pg_settings.setting` holds both timeouts in milliseconds, whatever unit they were set
+    // in.
+    let read = |pool: PgPool| async move {
+        let mut conn = conn(&pool).await?;
+        let settings = query_as::<(String, String, String)>(
+            "select (select setting from pg_settings where name = 'lock_timeout'),
+                    (select setting from pg_settings where name = 'statement_timeout'),
+                    current_setting('synchronous_commit')",
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+        conn.finish().await?;
+        Ok::<_, sqlx::Error>(settings)
+    };
+    let ms = |text: &str| text.trim().parse::<u64>().ok();
+    let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let roles = [
+        (
+            "DATABASE_URL",
+            read(business.clone())
+                .await
+                .context("could not read the business role's settings")?,
+            millis(settings.lock_timeout),
+            millis(settings.statement_timeout),
+            None,
+        ),
+        (
+            "IDEMPOTENCY_STORE_DATABASE_URL",
+            read(store.clone())
+                .await
+                .context("could not read the idempotency store role's settings")?,
+            StoreBudget::new(settings.store.timeout).session_ms(),
+            StoreBudget::new(settings.store.timeout).session_ms(),
+            Some("off"),
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (pool_name, (lock, statement, sync), want_lock, want_statement, want_sync) in &roles {
+        if ms(lock) != Some(*want_lock) {
+            wrong.push(format!(
+                "{pool_name}: lock_timeout is {lock}ms, want {want_lock}ms"
+            ));
+        }
+        if ms(statement) != Some(*want_statement) {
+            wrong.push(format!(
+                "{pool_name}: statement_timeout is {statement}ms, want {want_statement}ms"
+            ));
+        }
+        if let Some(want) = want_sync {
+            if sync != want {
+                wrong.push(format!(
+                    "{pool_name}: synchronous_commit is {sync}, want {want}"
+                ));
+            }
+        }
+    }
+    if !wrong.is_empty() {
+        bail!(
+            "RAPTOR_DB_SESSION_SETTINGS=role, but the roles do not carry the configured \
+             settings (ALTER ROLE … SET, docs/SCALING.md): {}",
+            wrong.join("; ")
+        );
+    }
+    let latest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+    let applied = async {
+        let mut conn = conn(business).await?;
+        let applied: Option<i64> =
+            query_scalar("select max(version) from _sqlx_migrations where success")
+                .fetch_one(&mut *conn)
+                .await?;
+        conn.finish().await?;
+        Ok::<_, sqlx::Error>(applied)
+    }
+    .await
+    .context("could not read _sqlx_migrations (run `raptor migrate` on a direct connection)")?;
+    if applied.unwrap_or(0) < latest {
+        bail!(
+            "migrations are pending: run `raptor migrate` with DATABASE_URL on a direct \
+             connection to Postgres (not through PgBouncer) before `raptor serve`"
+        );
+    }
+    Ok(())
+}
