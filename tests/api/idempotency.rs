@@ -1082,6 +1082,38 @@ async fn deadlocks_and_serialization_failures_release_the_key(pool: PgPool) {
     app.close().await;
 }
 
+/// A refusal returned as `Err` keeps nothing the handler wrote (the insert before it rolls
+/// back), and is stored on the key all the same: its retry replays it and runs nothing.
+#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
+async fn an_err_refusal_keeps_no_write_and_still_replays(pool: PgPool) {
+    let app = TestApp::new(&pool).await;
+    let (_, token) = app.user("refused@example.com").await;
+    let key = Uuid::new_v4();
+    let body = json!({ "label": "refused-write", "outcome": "refuse" });
+    let first = app.post("/probe/items", &token, Some(key), &body).await;
+    assert_eq!(
+        first.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        first.text
+    );
+    assert_eq!(first.body["error"], "invalid_order");
+    assert_eq!(first.header("idempotent-replayed"), Some("false"));
+    assert_eq!(
+        items(&app, "refused-write").await,
+        0,
+        "the insert rolled back"
+    );
+    assert_eq!(audit_rows(&app, "probe.created").await, 0);
+    assert_eq!(key_status(&app, key).await.as_deref(), Some("completed"));
+    let replay = app.post("/probe/items", &token, Some(key), &body).await;
+    assert_eq!(replay.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.body_without_marker(), first.body_without_marker());
+    assert_eq!(items(&app, "refused-write").await, 0);
+    app.close().await;
+}
+
 /// A released key (its attempt rolled back with a retryable 503) is free only for the same
 /// request: another body with the key is `422 idempotency_key_body_mismatch`, as on any row,
 /// and does not run; the same body then runs once.

@@ -60,7 +60,9 @@ fn sleep_ms(headers: &axum::http::HeaderMap) -> u64 {
 #[derive(Debug, Deserialize)]
 pub(crate) struct ProbeBody {
     label: String,
-    /// `fail` (500 after the insert), `reject` (403 business rejection, no insert), `panic`.
+    /// `fail` (500 after the insert), `reject` (403 business rejection committed with its
+    /// audit row, no insert), `refuse` (422 after the insert: an `Err`, so the insert is
+    /// rolled back), `panic`.
     #[serde(default)]
     outcome: Option<String>,
 }
@@ -87,11 +89,13 @@ impl Policy for Strict {
 
 async fn create_item<P: Policy>(
     State(_state): State<ApiState>,
-    principal: Principal,
     headers: axum::http::HeaderMap,
     Idempotent {
-        mut claim, body, ..
-    }: Idempotent<ProbeBody, P>,
+        mut claim,
+        body,
+        auth: principal,
+        ..
+    }: Idempotent<ProbeBody, P, Principal>,
 ) -> Response {
     let lineage = claim.lineage();
     let mut result = work(
@@ -122,11 +126,13 @@ async fn create_item<P: Policy>(
 
 async fn create_item_in_slot(
     State(_state): State<ApiState>,
-    principal: Principal,
     axum::extract::Path(_slot): axum::extract::Path<String>,
     Idempotent {
-        mut claim, body, ..
-    }: Idempotent<ProbeBody, Tier1>,
+        mut claim,
+        body,
+        auth: principal,
+        ..
+    }: Idempotent<ProbeBody, Tier1, Principal>,
 ) -> Response {
     let lineage = claim.lineage();
     let result = work(claim.conn(), principal.user_id(), &body, 0, lineage).await;
@@ -146,12 +152,13 @@ async fn work(
             AuditEvent::new(user_id, "probe.rejected", json!({ "label": body.label })),
         )
         .await?;
-        return Err(ApiError::Rejected(
+        // A business rejection: committed with its audit row, stored and replayed.
+        return Ok(Reply::rejected(&ApiError::Rejected(
             OrderRejection::InsufficientBuyingPower {
                 buying_power: Decimal::new(100, 0),
                 cost_basis: Decimal::new(250, 0),
             },
-        ));
+        )));
     }
     let id: i32 =
         sqlx::query_scalar("insert into probe_items (label, user_id) values ($1, $2) returning id")
@@ -175,6 +182,10 @@ async fn work(
         Some("fail") => Err(ApiError::Internal(anyhow::anyhow!(
             "forced failure after the insert"
         ))),
+        Some("refuse") => Err(ApiError::invalid(
+            raptor_api::codes::ErrorCode::InvalidOrder,
+            "refused after the insert",
+        )),
         Some("panic") => panic!("forced panic after the insert"),
         _ => Ok(Reply::json(
             StatusCode::CREATED,

@@ -66,6 +66,14 @@ impl Principal {
     }
 }
 
+impl raptor_idempotency::Authenticated for Principal {
+    fn scope(&self) -> Scope {
+        Scope {
+            user_id: self.user_id(),
+        }
+    }
+}
+
 /// An authenticated user (services are refused with 403).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AuthUser {
@@ -73,6 +81,14 @@ pub struct AuthUser {
     pub id: i32,
     /// Its role.
     pub role: Role,
+}
+
+impl raptor_idempotency::Authenticated for AuthUser {
+    fn scope(&self) -> Scope {
+        Scope {
+            user_id: Some(self.id),
+        }
+    }
 }
 
 /// An authenticated operator.
@@ -186,10 +202,6 @@ where
             (None, _, Some(name)) => Principal::Service { name },
             _ => return Err(ApiError::Unauthenticated),
         };
-        // The idempotency extractor, which runs last, scopes keys by this.
-        parts.extensions.insert(Scope {
-            user_id: principal.user_id(),
-        });
         parts.extensions.insert(AccountMode(row.account_mode));
         parts.extensions.insert(principal.clone());
         Ok(principal)

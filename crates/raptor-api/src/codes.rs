@@ -15,255 +15,158 @@
 //!   `unsupported_media_type`;
 //! - one that takes an `Idempotency-Key`: the mechanism's codes;
 //! - a `limit`/`status` query: `invalid_query`; a UUID path parameter: `invalid_path`;
-//! - plus the route's own codes from [`ROUTE_CODES`].
+//! - plus the operation's own codes, which each resource declares next to its handlers, keyed
+//!   by operationId (the handler's name): `ROUTE_CODES` in `trading`, `billing`, `accounts`,
+//!   `admin`, `sessions`, `waitlist` and `health`; [`route_codes`] concatenates them.
+//!
+//! Adding a code: a line in [`error_codes!`]'s table below (wire value, statuses, summary), a
+//! section in `docs/errors.md` (a test checks both list the same codes), and the code in the
+//! `ROUTE_CODES` of the operations that answer it.
 
-/// One error code: its wire value, the statuses it is sent with, and a one-line summary.
-#[derive(Debug, Clone, Copy)]
-pub struct Code {
-    /// The `error` member's value.
-    pub code: &'static str,
-    /// Every status the code is answered with.
-    pub statuses: &'static [u16],
-    /// What it means, in one line (the OpenAPI response descriptions and examples use it).
-    pub summary: &'static str,
-}
+/// Generates [`ErrorCode`] from one table: `Variant "anchor" [= wire], [statuses] [cli],
+/// "summary";`. The anchor is the code's section in `docs/errors.md` and, unless `= wire` says
+/// otherwise, its wire value; `cli` marks a code only the CLI reports (never an HTTP answer).
+macro_rules! error_codes {
+    ($($variant:ident $anchor:literal $(= $wire:expr)?, [$($status:literal),+] $($cli:ident)?, $summary:literal;)*) => {
+        /// Every error code: an `error` member's value. The one source of codes: the document's
+        /// error responses, `docs/errors.md`'s sections and every `ApiError` come from it.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum ErrorCode {
+            $(
+                #[doc = $summary]
+                $variant,
+            )*
+        }
 
-const fn code(code: &'static str, statuses: &'static [u16], summary: &'static str) -> Code {
-    Code {
-        code,
-        statuses,
-        summary,
-    }
+        impl ErrorCode {
+            /// Every code, sorted by anchor.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant),*];
+
+            /// The `error` member's value.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => error_codes!(@wire $anchor $(, $wire)?),)*
+                }
+            }
+
+            /// The code's section of `docs/errors.md` (`/docs/errors#<anchor>`).
+            pub const fn anchor(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $anchor,)*
+                }
+            }
+
+            /// Every status the code is answered with.
+            pub const fn statuses(self) -> &'static [u16] {
+                match self {
+                    $(Self::$variant => &[$($status),+],)*
+                }
+            }
+
+            /// What it means, in one line (the OpenAPI descriptions and examples use it).
+            pub const fn summary(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $summary,)*
+                }
+            }
+
+            /// Whether an HTTP answer can carry it (some codes are only the CLI's).
+            pub const fn over_http(self) -> bool {
+                match self {
+                    $(Self::$variant => error_codes!(@http $($cli)?),)*
+                }
+            }
+        }
+    };
+    (@wire $anchor:literal) => { $anchor };
+    (@wire $anchor:literal, $wire:expr) => { $wire };
+    (@http) => { true };
+    (@http cli) => { false };
 }
 
 pub use raptor_idempotency::key::KEY_INVALID;
 
-/// Every code the HTTP API can answer, sorted by code.
-pub const CODES: &[Code] = &[
-    code(
-        KEY_INVALID,
-        &[400],
-        "the Idempotency-Key header is not one UUID",
-    ),
-    code(
-        "bad_request",
-        &[400],
-        "an error without a code of its own (not expected)",
-    ),
-    code(
-        "billing_busy",
-        &[503],
-        "too many requests are waiting on Stripe; retry",
-    ),
-    code(
-        "billing_not_configured",
-        &[503],
-        "billing is not configured on this server",
-    ),
-    code(
-        "billing_request_rejected",
-        &[422],
-        "Stripe refused the request's parameters",
-    ),
-    code(
-        "contract_expired",
-        &[422],
-        "the option contract has expired",
-    ),
-    code(
-        "database_busy",
-        &[503],
-        "a lock or statement timeout fired; nothing was committed",
-    ),
-    code(
-        "database_unavailable",
-        &[503],
-        "the database did not answer; nothing was committed",
-    ),
-    code(
-        "duplicate_client_order_id",
-        &[422],
-        "the account already has an order with this client_order_id",
-    ),
-    code("forbidden", &[403], "the caller's role may not do this"),
-    code(
-        "idempotency_in_flight",
-        &[409],
-        "the first request with this key is still running",
-    ),
-    code(
-        "idempotency_key_body_mismatch",
-        &[422],
-        "this key was used with another request",
-    ),
-    code(
-        "idempotency_key_required",
-        &[400],
-        "this deployment requires an Idempotency-Key here",
-    ),
-    code(
-        "idempotency_previous_failed",
-        &[409],
-        "the first request with this key failed; use a new key",
-    ),
-    code(
-        "idempotency_store_unavailable",
-        &[503],
-        "the key store did not answer; nothing was executed",
-    ),
-    code(
-        "insufficient_buying_power",
-        &[403],
-        "the order costs more than the buying power",
-    ),
-    code(
-        "insufficient_qty",
-        &[403],
-        "the position is smaller than the quantity",
-    ),
-    code(
-        "internal",
-        &[500],
-        "an unexpected error; nothing was committed",
-    ),
-    code(
-        "invalid_billing_request",
-        &[422],
-        "a billing parameter is not acceptable",
-    ),
-    code(
-        "invalid_body",
-        &[400, 422],
-        "the body does not match the route's schema",
-    ),
-    code(
-        "invalid_display_name",
-        &[422],
-        "the display name is too long or has control characters",
-    ),
-    code("invalid_email", &[422], "not an email address"),
-    code("invalid_json", &[400], "the body is not JSON"),
-    code(
-        "invalid_marketing_opt_in",
-        &[422],
-        "marketing_opt_in must be true or false",
-    ),
-    code(
-        "invalid_order",
-        &[422],
-        "the order's values are not acceptable",
-    ),
-    code("invalid_path", &[400], "a path parameter is malformed"),
-    code(
-        "invalid_payload",
-        &[400],
-        "the webhook's payload is not a Stripe event",
-    ),
-    code("invalid_query", &[400], "a query parameter is malformed"),
-    code(
-        "invalid_quote",
-        &[422],
-        "bid and ask must be positive, bid at most ask",
-    ),
-    code(
-        "invalid_signature",
-        &[400],
-        "the Stripe-Signature header does not verify",
-    ),
-    code(
-        "invalid_subscription",
-        &[422],
-        "the subscription's values are not acceptable",
-    ),
-    code(
-        "invalid_symbol",
-        &[422],
-        "not an equity or OCC option symbol",
-    ),
-    code("invalid_time_zone", &[422], "not an IANA time zone name"),
-    code(
-        "invalid_token",
-        &[400],
-        "the link is unknown, expired or spent",
-    ),
-    code(
-        "live_trading_unavailable",
-        &[403],
-        "the account is not a paper account",
-    ),
-    code(
-        "method_not_allowed",
-        &[405],
-        "the path does not take this method",
-    ),
-    code(
-        "new_orders_disabled",
-        &[503],
-        "new orders are switched off for now",
-    ),
-    code(
-        "not_found",
-        &[404],
-        "the resource does not exist for this caller",
-    ),
-    code(
-        "order_not_cancelable",
-        &[422],
-        "the order is filled or expired",
-    ),
-    code("payload_too_large", &[413], "the body exceeds the limit"),
-    code(
-        "quote_unavailable",
-        &[422],
-        "there is no quote for the symbol",
-    ),
-    code(
-        "rate_limited",
-        &[429],
-        "too many requests; retry after Retry-After",
-    ),
-    code(
-        "request_timeout",
-        &[503],
-        "the request ran past the server's request timeout",
-    ),
-    code(
-        "stripe_timeout",
-        &[504],
-        "Stripe did not answer in time; nothing was committed",
-    ),
-    code(
-        "stripe_unavailable",
-        &[502, 503],
-        "Stripe failed or is rate limiting; nothing was committed",
-    ),
-    code("subscription_active", &[409], "a subscription still renews"),
-    code(
-        "too_many_open_orders",
-        &[422],
-        "the account has too many open orders for another to rest",
-    ),
-    code(
-        "unauthenticated",
-        &[401],
-        "missing, unknown or expired bearer token",
-    ),
-    code(
-        "uncovered_short_option",
-        &[403],
-        "the order would leave a short call uncovered",
-    ),
-    code(
-        "unsupported_media_type",
-        &[415],
-        "the body is not application/json",
-    ),
-];
+error_codes! {
+    BadRequest "bad_request", [400], "an error without a code of its own (not expected)";
+    BillingBusy "billing_busy", [503], "too many requests are waiting on Stripe; retry";
+    BillingNotConfigured "billing_not_configured", [503], "billing is not configured on this server";
+    BillingRequestRejected "billing_request_rejected", [422], "Stripe refused the request's parameters";
+    ContractExpired "contract_expired", [422], "the option contract has expired";
+    DatabaseBusy "database_busy", [503], "a lock or statement timeout fired; nothing was committed";
+    DatabaseUnavailable "database_unavailable", [503], "the database did not answer; nothing was committed";
+    DuplicateClientOrderId "duplicate_client_order_id", [422], "the account already has an order with this client_order_id";
+    EmailTaken "email_taken", [409] cli, "the email address already has a user (the CLI)";
+    Forbidden "forbidden", [403], "the caller's role may not do this";
+    IdempotencyInFlight "idempotency_in_flight", [409], "the first request with this key is still running";
+    IdempotencyKeyBodyMismatch "idempotency_key_body_mismatch", [422], "this key was used with another request";
+    IdempotencyKeyInvalid "idempotency_key_invalid" = KEY_INVALID, [400], "the Idempotency-Key header is not one UUID";
+    IdempotencyKeyRequired "idempotency_key_required", [400], "this deployment requires an Idempotency-Key here";
+    IdempotencyPreviousFailed "idempotency_previous_failed", [409], "the first request with this key failed; use a new key";
+    IdempotencyStoreUnavailable "idempotency_store_unavailable", [503], "the key store did not answer; nothing was executed";
+    InsufficientBuyingPower "insufficient_buying_power", [403], "the order costs more than the buying power";
+    InsufficientQty "insufficient_qty", [403], "the position is smaller than the quantity";
+    Internal "internal", [500], "an unexpected error; nothing was committed";
+    InvalidBillingRequest "invalid_billing_request", [422], "a billing parameter is not acceptable";
+    InvalidBody "invalid_body", [400, 422], "the body does not match the route's schema";
+    InvalidDisplayName "invalid_display_name", [422], "the display name is too long or has control characters";
+    InvalidEmail "invalid_email", [422], "not an email address";
+    InvalidJson "invalid_json", [400], "the body is not JSON";
+    InvalidMarketingOptIn "invalid_marketing_opt_in", [422], "marketing_opt_in must be true or false";
+    InvalidName "invalid_name", [422] cli, "a service token needs a name (the CLI)";
+    InvalidOrder "invalid_order", [422], "the order's values are not acceptable";
+    InvalidPath "invalid_path", [400], "a path parameter is malformed";
+    InvalidPayload "invalid_payload", [400], "the webhook's payload is not a Stripe event";
+    InvalidQuery "invalid_query", [400], "a query parameter is malformed";
+    InvalidQuote "invalid_quote", [422], "bid and ask must be positive, bid at most ask";
+    InvalidSignature "invalid_signature", [400], "the Stripe-Signature header does not verify";
+    InvalidSubscription "invalid_subscription", [422], "the subscription's values are not acceptable";
+    InvalidSymbol "invalid_symbol", [422], "not an equity or OCC option symbol";
+    InvalidTimeZone "invalid_time_zone", [422], "not an IANA time zone name";
+    InvalidToken "invalid_token", [400], "the link is unknown, expired or spent";
+    LiveTradingUnavailable "live_trading_unavailable", [403], "the account is not a paper account";
+    MethodNotAllowed "method_not_allowed", [405], "the path does not take this method";
+    NewOrdersDisabled "new_orders_disabled", [503], "new orders are switched off for now";
+    NotFound "not_found", [404], "the resource does not exist for this caller";
+    OrderNotCancelable "order_not_cancelable", [422], "the order is filled or expired";
+    PayloadTooLarge "payload_too_large", [413], "the body exceeds the limit";
+    QuoteUnavailable "quote_unavailable", [422], "there is no quote for the symbol";
+    RateLimited "rate_limited", [429], "too many requests; retry after Retry-After";
+    RequestTimeout "request_timeout", [503], "the request ran past the server's request timeout";
+    StripeTimeout "stripe_timeout", [504], "Stripe did not answer in time; nothing was committed";
+    StripeUnavailable "stripe_unavailable", [502, 503], "Stripe failed or is rate limiting; nothing was committed";
+    SubscriptionActive "subscription_active", [409], "a subscription still renews";
+    TooManyOpenOrders "too_many_open_orders", [422], "the account has too many open orders for another to rest";
+    Unauthenticated "unauthenticated", [401], "missing, unknown or expired bearer token";
+    UncoveredShortOption "uncovered_short_option", [403], "the order would leave a short call uncovered";
+    UnsupportedMediaType "unsupported_media_type", [415], "the body is not application/json";
+}
 
-/// The `ErrorCode` schema: an enum of every code in [`CODES`].
-#[derive(Debug)]
-pub struct ErrorCode;
+impl ErrorCode {
+    /// The code whose wire value is `wire`.
+    pub fn from_wire(wire: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|code| code.as_str() == wire)
+    }
+}
 
+impl AsRef<str> for ErrorCode {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for ErrorCode {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// The `ErrorCode` schema: an enum of every code an HTTP answer can carry.
 impl utoipa::PartialSchema for ErrorCode {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
         utoipa::openapi::ObjectBuilder::new()
@@ -272,139 +175,72 @@ impl utoipa::PartialSchema for ErrorCode {
                 "Every error code; `/docs/errors#<code>` explains each (the malformed-key \
                  sentence's section is `idempotency_key_invalid`).",
             ))
-            .enum_values(Some(CODES.iter().map(|c| c.code)))
+            .enum_values(Some({
+                // By wire value (the malformed-key sentence first).
+                let mut wires: Vec<&str> = Self::ALL
+                    .iter()
+                    .filter(|code| code.over_http())
+                    .map(|code| code.as_str())
+                    .collect();
+                wires.sort_unstable();
+                wires
+            }))
             .into()
     }
 }
 
 impl utoipa::ToSchema for ErrorCode {}
 
-/// The catalogue entry of a code.
-pub fn lookup(code: &str) -> Option<&'static Code> {
-    CODES.iter().find(|c| c.code == code)
+/// The codes of one operation, as a resource declares them: its operationId (the handler's
+/// name) and sets of codes (shared sets such as [`TRADE`] compose).
+pub(crate) type RouteCodes = (&'static str, &'static [&'static [ErrorCode]]);
+
+use ErrorCode as E;
+
+/// What every order-placing operation can be refused with.
+pub(crate) const TRADE: &[ErrorCode] = &[
+    E::ContractExpired,
+    E::DuplicateClientOrderId,
+    E::InsufficientBuyingPower,
+    E::InsufficientQty,
+    E::InvalidOrder,
+    E::InvalidSymbol,
+    E::LiveTradingUnavailable,
+    E::NewOrdersDisabled,
+    E::QuoteUnavailable,
+    E::RateLimited,
+    E::TooManyOpenOrders,
+    E::UncoveredShortOption,
+];
+
+/// What every Stripe-calling operation can answer beyond its own.
+pub(crate) const STRIPE: &[ErrorCode] = &[
+    E::BillingBusy,
+    E::BillingNotConfigured,
+    E::BillingRequestRejected,
+    E::StripeTimeout,
+    E::StripeUnavailable,
+];
+
+/// Every operation's own codes, from each resource's table.
+pub fn route_codes() -> impl Iterator<Item = (&'static str, &'static [&'static [ErrorCode]])> {
+    [
+        crate::accounts::ROUTE_CODES,
+        crate::admin::ROUTE_CODES,
+        crate::billing::ROUTE_CODES,
+        crate::health::ROUTE_CODES,
+        crate::sessions::ROUTE_CODES,
+        crate::trading::ROUTE_CODES,
+        crate::waitlist::ROUTE_CODES,
+    ]
+    .into_iter()
+    .flatten()
+    .copied()
 }
-
-const TRADE: &[&str] = &[
-    "contract_expired",
-    "duplicate_client_order_id",
-    "insufficient_buying_power",
-    "insufficient_qty",
-    "invalid_order",
-    "invalid_symbol",
-    "live_trading_unavailable",
-    "new_orders_disabled",
-    "quote_unavailable",
-    "rate_limited",
-    "too_many_open_orders",
-    "uncovered_short_option",
-];
-
-const STRIPE: &[&str] = &[
-    "billing_busy",
-    "billing_not_configured",
-    "billing_request_rejected",
-    "stripe_timeout",
-    "stripe_unavailable",
-];
-
-/// Each operation's own codes, beyond the ones its shape implies (see the module's docs).
-pub const ROUTE_CODES: &[(&str, &[&[&str]])] = &[
-    ("POST /api/account/erasure", &[&["subscription_active"]]),
-    ("GET /api/account/export", &[]),
-    ("GET /api/account/profile", &[&["not_found"]]),
-    (
-        "PATCH /api/account/profile",
-        &[&[
-            "invalid_display_name",
-            "invalid_marketing_opt_in",
-            "invalid_time_zone",
-            "not_found",
-        ]],
-    ),
-    ("PUT /api/admin/flags/{name}", &[&["not_found"]]),
-    (
-        "PUT /api/admin/quotes/{symbol}",
-        &[&["invalid_quote", "invalid_symbol"]],
-    ),
-    (
-        "POST /api/auth/login",
-        &[&["invalid_email", "rate_limited"]],
-    ),
-    ("POST /api/auth/logout", &[]),
-    (
-        "POST /api/auth/register",
-        &[&["invalid_email", "rate_limited"]],
-    ),
-    (
-        "POST /api/auth/register/verify-with-token",
-        &[&["invalid_token"]],
-    ),
-    (
-        "POST /api/billing/checkout-sessions",
-        &[STRIPE, &["invalid_billing_request", "subscription_active"]],
-    ),
-    (
-        "POST /api/billing/mirror-sync",
-        &[&["invalid_subscription"]],
-    ),
-    (
-        "POST /api/billing/portal-sessions",
-        &[STRIPE, &["invalid_billing_request"]],
-    ),
-    (
-        "POST /api/billing/subscription/cancel",
-        &[STRIPE, &["not_found"]],
-    ),
-    // Called by Stripe: no bearer token, its own payload and signature codes.
-    (
-        "POST /api/billing/webhooks/stripe",
-        &[&[
-            "billing_not_configured",
-            "database_busy",
-            "database_unavailable",
-            "invalid_payload",
-            "invalid_signature",
-            "payload_too_large",
-        ]],
-    ),
-    ("GET /api/trading/account", &[&["not_found"]]),
-    (
-        "POST /api/trading/account/reset",
-        &[&["live_trading_unavailable", "not_found", "rate_limited"]],
-    ),
-    ("GET /api/trading/orders", &[&["not_found"]]),
-    ("POST /api/trading/orders", &[TRADE]),
-    ("GET /api/trading/orders/{id}", &[&["not_found"]]),
-    (
-        "DELETE /api/trading/orders/{id}",
-        &[&[
-            "live_trading_unavailable",
-            "not_found",
-            "order_not_cancelable",
-            "rate_limited",
-        ]],
-    ),
-    ("GET /api/trading/positions", &[&["not_found"]]),
-    (
-        "POST /api/trading/positions/{symbol}/close",
-        &[TRADE, &["not_found"]],
-    ),
-    (
-        "POST /api/trading/positions/{symbol}/roll",
-        &[TRADE, &["not_found"]],
-    ),
-    (
-        "POST /api/waitlist/signup",
-        &[&["database_busy", "database_unavailable", "invalid_email"]],
-    ),
-    ("GET /healthz", &[]),
-    ("GET /metrics", &[]),
-    ("GET /readyz", &[]),
-];
 
 /// Operations whose body is not parsed as JSON by the route's extractor (the Stripe webhook
 /// verifies the raw bytes' signature first): no `invalid_json`/`invalid_body`/415 for them.
-pub const RAW_BODY: &[&str] = &["POST /api/billing/webhooks/stripe"];
+pub const RAW_BODY: &[&str] = &["receive_stripe_webhook"];
 
 /// What [`operation_codes`] needs to know about an operation.
 #[derive(Debug, Clone, Copy, Default)]
@@ -423,47 +259,45 @@ pub struct Shape {
     pub uuid_path: bool,
 }
 
-/// Every code `route` (`"METHOD /template"`) can answer, sorted and unique; `None` when the
-/// route is not in [`ROUTE_CODES`].
-pub fn operation_codes(route: &str, shape: Shape) -> Option<Vec<&'static str>> {
-    let own = ROUTE_CODES.iter().find(|(r, _)| *r == route)?.1;
-    let mut codes: Vec<&'static str> = vec!["internal"];
+/// Every code the operation `operation_id` can answer, sorted and unique; `None` when no
+/// resource declares it.
+pub fn operation_codes(operation_id: &str, shape: Shape) -> Option<Vec<ErrorCode>> {
+    let own = route_codes().find(|(id, _)| *id == operation_id)?.1;
+    let mut codes: Vec<ErrorCode> = vec![E::Internal];
     if !shape.ops {
-        codes.push("request_timeout");
+        codes.push(E::RequestTimeout);
     }
     if shape.authenticated {
         codes.extend([
-            "unauthenticated",
-            "forbidden",
-            "database_busy",
-            "database_unavailable",
+            E::Unauthenticated,
+            E::Forbidden,
+            E::DatabaseBusy,
+            E::DatabaseUnavailable,
         ]);
     }
     if shape.json_body {
         codes.extend([
-            "invalid_json",
-            "invalid_body",
-            "payload_too_large",
-            "unsupported_media_type",
+            E::InvalidJson,
+            E::InvalidBody,
+            E::PayloadTooLarge,
+            E::UnsupportedMediaType,
         ]);
     }
     if shape.keyed {
-        codes.extend([
-            KEY_INVALID,
-            "idempotency_key_required",
-            "idempotency_in_flight",
-            "idempotency_previous_failed",
-            "idempotency_key_body_mismatch",
-            "idempotency_store_unavailable",
-            "database_busy",
-            "database_unavailable",
-        ]);
+        // Every refusal of the idempotency mechanism, and what a claim's transaction can
+        // answer.
+        codes.extend(
+            raptor_idempotency::Refusal::CODES
+                .iter()
+                .filter_map(|wire| ErrorCode::from_wire(wire)),
+        );
+        codes.extend([E::DatabaseBusy, E::DatabaseUnavailable]);
     }
     if shape.query {
-        codes.push("invalid_query");
+        codes.push(E::InvalidQuery);
     }
     if shape.uuid_path {
-        codes.push("invalid_path");
+        codes.push(E::InvalidPath);
     }
     codes.extend(own.iter().flat_map(|set| set.iter().copied()));
     codes.sort_unstable();
@@ -488,32 +322,52 @@ mod tests {
     #[test]
     fn every_code_is_documented_and_every_documented_code_is_known() {
         let documented = documented();
-        for code in CODES {
-            let anchor = crate::problem::anchor(code.code);
+        for code in ErrorCode::ALL {
             assert!(
-                documented.iter().any(|d| d == anchor),
-                "{} has no section in docs/errors.md",
-                code.code
+                documented.iter().any(|d| d == code.anchor()),
+                "{code} has no section in docs/errors.md"
             );
         }
-        // The CLI-only codes are documented but never answered over HTTP.
         for anchor in documented {
-            let known = CODES
-                .iter()
-                .any(|c| crate::problem::anchor(c.code) == anchor)
-                || ["email_taken", "invalid_name"].contains(&anchor.as_str());
             assert!(
-                known,
-                "docs/errors.md documents {anchor}, which no route answers"
+                ErrorCode::ALL.iter().any(|c| c.anchor() == anchor),
+                "docs/errors.md documents {anchor}, which is no ErrorCode"
             );
         }
     }
 
     #[test]
-    fn route_codes_name_only_known_codes() {
-        for (route, sets) in ROUTE_CODES {
+    fn wire_values_are_unique_and_found_again() {
+        for code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from_wire(code.as_str()), Some(*code));
+        }
+        assert_eq!(ErrorCode::IdempotencyKeyInvalid.as_str(), KEY_INVALID);
+        assert_eq!(
+            ErrorCode::IdempotencyKeyInvalid.anchor(),
+            "idempotency_key_invalid"
+        );
+        assert!(ErrorCode::ALL
+            .windows(2)
+            .all(|w| w[0].anchor() < w[1].anchor()));
+    }
+
+    #[test]
+    fn every_refusal_of_the_mechanism_is_a_code() {
+        for wire in raptor_idempotency::Refusal::CODES {
+            assert!(
+                ErrorCode::from_wire(wire).is_some(),
+                "{wire} is no ErrorCode"
+            );
+        }
+    }
+
+    #[test]
+    fn route_codes_are_answered_over_http_and_declared_once() {
+        let mut seen = std::collections::HashSet::new();
+        for (operation, sets) in route_codes() {
+            assert!(seen.insert(operation), "{operation} is declared twice");
             for code in sets.iter().flat_map(|s| s.iter()) {
-                assert!(lookup(code).is_some(), "{route} lists unknown code {code}");
+                assert!(code.over_http(), "{operation} lists the CLI's {code}");
             }
         }
     }
@@ -526,16 +380,16 @@ mod tests {
             keyed: true,
             ..Shape::default()
         };
-        let codes = operation_codes("POST /api/trading/orders", keyed).unwrap_or_default();
+        let codes = operation_codes("create_order", keyed).unwrap_or_default();
         for expected in [
-            KEY_INVALID,
-            "unauthenticated",
-            "invalid_json",
-            "insufficient_qty",
+            E::IdempotencyKeyInvalid,
+            E::Unauthenticated,
+            E::InvalidJson,
+            E::InsufficientQty,
         ] {
             assert!(codes.contains(&expected), "missing {expected}");
         }
-        assert!(!codes.contains(&"invalid_query"));
-        assert!(operation_codes("GET /nowhere", Shape::default()).is_none());
+        assert!(!codes.contains(&E::InvalidQuery));
+        assert!(operation_codes("nowhere", Shape::default()).is_none());
     }
 }

@@ -10,6 +10,8 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use utoipa::ToSchema;
 
+use crate::codes::ErrorCode;
+
 /// Result alias for handlers and store functions.
 pub type ApiResult<T, E = ApiError> = Result<T, E>;
 
@@ -29,7 +31,7 @@ pub enum ApiError {
     #[error("{message}")]
     BadRequest {
         /// Machine code.
-        code: &'static str,
+        code: ErrorCode,
         /// Human text.
         message: String,
     },
@@ -43,7 +45,7 @@ pub enum ApiError {
     #[error("{message}")]
     Invalid {
         /// Machine code.
-        code: &'static str,
+        code: ErrorCode,
         /// Human text.
         message: String,
     },
@@ -51,7 +53,7 @@ pub enum ApiError {
     #[error("{message}")]
     Conflict {
         /// Machine code.
-        code: &'static str,
+        code: ErrorCode,
         /// Human text.
         message: String,
     },
@@ -80,7 +82,7 @@ pub enum ApiError {
     #[error("{message}")]
     ServiceUnavailable {
         /// Machine code.
-        code: &'static str,
+        code: ErrorCode,
         /// Human text.
         message: String,
         /// Seconds the client should wait before retrying, when a retry can help.
@@ -92,7 +94,7 @@ pub enum ApiError {
         /// 502 (bad answer) or 504 (timeout).
         status: StatusCode,
         /// Machine code.
-        code: &'static str,
+        code: ErrorCode,
         /// Human text (never the upstream's internals).
         message: String,
         /// Whether the call may have taken effect upstream without our knowing (a timeout, a
@@ -181,7 +183,7 @@ pub struct ErrorBody {
 
 impl ApiError {
     /// A 422 with a code.
-    pub fn invalid(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn invalid(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::Invalid {
             code,
             message: message.into(),
@@ -189,7 +191,7 @@ impl ApiError {
     }
 
     /// A 400 with a code.
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn bad_request(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::BadRequest {
             code,
             message: message.into(),
@@ -226,26 +228,35 @@ impl ApiError {
     }
 
     /// The stable machine code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Self::Unauthenticated => "unauthenticated",
-            Self::Forbidden => "forbidden",
-            Self::NotFound(_) => "not_found",
-            Self::PayloadTooLarge(_) => "payload_too_large",
-            Self::UnsupportedMediaType(_) => "unsupported_media_type",
+            Self::Unauthenticated => ErrorCode::Unauthenticated,
+            Self::Forbidden => ErrorCode::Forbidden,
+            Self::NotFound(_) => ErrorCode::NotFound,
+            Self::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
+            Self::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             Self::BadRequest { code, .. }
             | Self::Invalid { code, .. }
             | Self::Conflict { code, .. }
             | Self::ServiceUnavailable { code, .. }
-            | Self::Upstream { code, .. } => code,
-            Self::TooManyRequests { .. } => "rate_limited",
-            Self::Rejected(rejection) => rejection.code(),
-            Self::OrderNotCancelable { .. } => "order_not_cancelable",
-            Self::NewOrdersDisabled => "new_orders_disabled",
-            Self::LiveTradingUnavailable => "live_trading_unavailable",
-            Self::Unavailable(_) => "database_unavailable",
-            Self::Busy(_) => "database_busy",
-            Self::Internal(_) => "internal",
+            | Self::Upstream { code, .. } => *code,
+            Self::TooManyRequests { .. } => ErrorCode::RateLimited,
+            Self::Rejected(rejection) => match rejection {
+                OrderRejection::QuoteUnavailable { .. } => ErrorCode::QuoteUnavailable,
+                OrderRejection::ContractExpired { .. } => ErrorCode::ContractExpired,
+                OrderRejection::InsufficientBuyingPower { .. } => {
+                    ErrorCode::InsufficientBuyingPower
+                }
+                OrderRejection::InsufficientQty { .. } => ErrorCode::InsufficientQty,
+                OrderRejection::UncoveredShortOption { .. } => ErrorCode::UncoveredShortOption,
+                OrderRejection::InvalidOrder { .. } => ErrorCode::InvalidOrder,
+            },
+            Self::OrderNotCancelable { .. } => ErrorCode::OrderNotCancelable,
+            Self::NewOrdersDisabled => ErrorCode::NewOrdersDisabled,
+            Self::LiveTradingUnavailable => ErrorCode::LiveTradingUnavailable,
+            Self::Unavailable(_) => ErrorCode::DatabaseUnavailable,
+            Self::Busy(_) => ErrorCode::DatabaseBusy,
+            Self::Internal(_) => ErrorCode::Internal,
         }
     }
 
@@ -256,7 +267,7 @@ impl ApiError {
             other => other.to_string(),
         };
         let mut body = Map::new();
-        body.insert("error".into(), Value::from(self.code()));
+        body.insert("error".into(), Value::from(self.code().as_str()));
         body.insert("message".into(), Value::from(message));
         match self {
             Self::Rejected(OrderRejection::InsufficientBuyingPower {

@@ -4,6 +4,7 @@ use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{FromRequest, FromRequestParts};
 use axum::http::StatusCode;
 
+use crate::codes::ErrorCode;
 use crate::error::ApiError;
 
 /// `axum::Json` with rejections as [`ApiError`]: malformed JSON 400, wrong content type 415,
@@ -23,13 +24,13 @@ where
         let axum::Json(value) = axum::Json::<serde_json::Value>::from_request(req, state).await?;
         if !value.is_object() {
             return Err(ApiError::invalid(
-                "invalid_body",
+                ErrorCode::InvalidBody,
                 "the body must be a JSON object",
             ));
         }
         serde_json::from_value(value)
             .map(ApiJson)
-            .map_err(|err| ApiError::invalid("invalid_body", err.to_string()))
+            .map_err(|err| ApiError::invalid(ErrorCode::InvalidBody, err.to_string()))
     }
 }
 
@@ -42,16 +43,16 @@ impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
         let message = rejection.body_text();
         match rejection.status() {
-            StatusCode::UNPROCESSABLE_ENTITY => Self::invalid("invalid_body", message),
+            StatusCode::UNPROCESSABLE_ENTITY => Self::invalid(ErrorCode::InvalidBody, message),
             StatusCode::UNSUPPORTED_MEDIA_TYPE => Self::UnsupportedMediaType(message),
             StatusCode::PAYLOAD_TOO_LARGE => Self::PayloadTooLarge(message),
-            _ => Self::bad_request("invalid_json", message),
+            _ => Self::bad_request(ErrorCode::InvalidJson, message),
         }
     }
 }
 
 impl From<PathRejection> for ApiError {
     fn from(rejection: PathRejection) -> Self {
-        Self::bad_request("invalid_path", rejection.body_text())
+        Self::bad_request(ErrorCode::InvalidPath, rejection.body_text())
     }
 }

@@ -34,6 +34,13 @@ pub(crate) struct ReadinessChecks {
     pub(crate) idempotency_store: &'static str,
 }
 
+/// Each operation's own error codes (`crate::codes`), by operationId: none of its own.
+pub(crate) const ROUTE_CODES: &[crate::codes::RouteCodes] = &[
+    ("get_healthz", &[]),
+    ("get_metrics", &[]),
+    ("get_readyz", &[]),
+];
+
 pub(crate) fn routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
         .routes(routes!(get_healthz))

@@ -154,11 +154,10 @@ pub fn finish(spec: &mut Spec) {
         servers,
         ..
     } = spec;
-    for (path, item) in paths.paths.iter_mut() {
-        for (method, operation) in operations_mut(item) {
-            let route = format!("{method} {path}");
+    for item in paths.paths.values_mut() {
+        for (_, operation) in operations_mut(item) {
             // Reads an absent `security` as public, so before `mark_public` fills it in.
-            error_responses(&route, operation);
+            error_responses(operation);
             response_headers(operation);
             parameter_forms(operation);
             optional_body(operation, components.as_ref());
@@ -265,13 +264,13 @@ fn operations_mut(
 }
 
 /// What `codes::operation_codes` needs to know about an operation, read off the operation.
-fn shape(route: &str, operation: &utoipa::openapi::path::Operation) -> codes::Shape {
+fn shape(operation_id: &str, operation: &utoipa::openapi::path::Operation) -> codes::Shape {
     use utoipa::openapi::path::ParameterIn;
     let parameters = operation.parameters.as_deref().unwrap_or_default();
     codes::Shape {
         ops: operation.tags.iter().flatten().any(|t| t == "ops"),
         authenticated: operation.security.as_ref().is_some_and(|s| !s.is_empty()),
-        json_body: operation.request_body.is_some() && !codes::RAW_BODY.contains(&route),
+        json_body: operation.request_body.is_some() && !codes::RAW_BODY.contains(&operation_id),
         keyed: is_keyed(operation),
         query: parameters
             .iter()
@@ -286,15 +285,18 @@ fn shape(route: &str, operation: &utoipa::openapi::path::Operation) -> codes::Sh
 /// status, `application/problem+json`, whose `error` is an enum of that operation's codes at
 /// that status, with an example. An operation the table does not know keeps what its attributes
 /// say (a test keeps that list empty).
-fn error_responses(route: &str, operation: &mut utoipa::openapi::path::Operation) {
+fn error_responses(operation: &mut utoipa::openapi::path::Operation) {
     use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, Type};
     use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
-    let Some(codes) = codes::operation_codes(route, shape(route, operation)) else {
+    let Some(operation_id) = operation.operation_id.clone() else {
         return;
     };
-    let mut by_status: std::collections::BTreeMap<u16, Vec<&codes::Code>> = Default::default();
-    for code in codes.iter().filter_map(|c| codes::lookup(c)) {
-        for status in code.statuses {
+    let Some(codes) = codes::operation_codes(&operation_id, shape(&operation_id, operation)) else {
+        return;
+    };
+    let mut by_status: std::collections::BTreeMap<u16, Vec<codes::ErrorCode>> = Default::default();
+    for code in codes {
+        for status in code.statuses() {
             by_status.entry(*status).or_default().push(code);
         }
     }
@@ -310,7 +312,7 @@ fn error_responses(route: &str, operation: &mut utoipa::openapi::path::Operation
             .unwrap_or("Error");
         let description = codes
             .iter()
-            .map(|c| format!("- `{}`: {}", c.code, c.summary))
+            .map(|c| format!("- `{c}`: {}", c.summary()))
             .collect::<Vec<_>>()
             .join("\n");
         let schema = AllOfBuilder::new()
@@ -321,18 +323,18 @@ fn error_responses(route: &str, operation: &mut utoipa::openapi::path::Operation
                         "error",
                         ObjectBuilder::new()
                             .schema_type(Type::String)
-                            .enum_values(Some(codes.iter().map(|c| c.code))),
+                            .enum_values(Some(codes.iter().map(|c| c.as_str()))),
                     )
                     .required("error"),
             );
         let first = codes[0];
         let example = serde_json::json!({
-            "error": first.code,
-            "message": first.summary,
-            "type": crate::problem::type_uri(first.code),
+            "error": first.as_str(),
+            "message": first.summary(),
+            "type": crate::problem::type_uri(first.as_str()),
             "title": reason,
             "status": status,
-            "detail": first.summary,
+            "detail": first.summary(),
             "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
         });
         let response = ResponseBuilder::new()

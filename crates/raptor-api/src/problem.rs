@@ -15,13 +15,12 @@ pub fn type_uri(code: &str) -> String {
     format!("/docs/errors#{}", anchor(code))
 }
 
-/// The anchor of a code in `docs/errors.md`. The malformed-key error's code is the design
-/// record's sentence, so it gets a name of its own.
+/// The anchor of a code in `docs/errors.md` ([`crate::codes::ErrorCode::anchor`]; a code the
+/// table does not know is its own anchor).
 pub fn anchor(code: &str) -> &str {
-    if code == crate::codes::KEY_INVALID {
-        "idempotency_key_invalid"
-    } else {
-        code
+    match crate::codes::ErrorCode::from_wire(code) {
+        Some(known) => known.anchor(),
+        None => code,
     }
 }
 

@@ -9,7 +9,8 @@ pub enum Failure {
     /// Nothing committed; the same work may succeed when run again.
     Busy,
     /// No connection (the pool timed out or is closed, connecting failed), or the connection
-    /// was lost or the server is going away: an I/O error, SQLSTATE class 08, 57P01–57P03. A
+    /// was lost or the server is going away: an I/O error, SQLSTATE class 08, 57P01–57P03, or
+    /// a write that reached a read-only server (25006: a standby, as during a failover). A
     /// statement that failed this way committed nothing; only a lost COMMIT is ambiguous.
     Unavailable,
     /// Anything else: a bug or a constraint the caller did not expect.
@@ -29,7 +30,8 @@ pub fn classify(err: &sqlx::Error) -> Failure {
     };
     match &*code {
         "55P03" | "57014" | "40P01" | "40001" => Failure::Busy,
-        "57P01" | "57P02" | "57P03" => Failure::Unavailable,
+        // 25006: a write reached a read-only server (a standby, say during a failover).
+        "57P01" | "57P02" | "57P03" | "25006" => Failure::Unavailable,
         class if class.starts_with("08") => Failure::Unavailable,
         _ => Failure::Other,
     }

@@ -1,164 +1,183 @@
-//! The axum integration: [`Idempotent<T, P>`], the last extractor of an instrumented handler.
+//! The axum integration: [`Idempotent<T, P, A>`], the last extractor of an instrumented
+//! handler.
 //!
-//! It runs after authentication and gates (earlier extractors), so a replay can never bypass a
-//! gate: it counts a request without a key, parses the key (refusing a missing one where it is
-//! required), reads and deserialises the body, fingerprints the request and claims. A replay,
-//! 400, 409, 422 or 503 is its rejection, so the handler body only ever runs for the winner.
+//! It runs the authentication (and gates) `A` first, so a replay can never bypass a gate and
+//! the key's scope is the principal's; then it counts a request without a key, parses the key
+//! (refusing a missing one where it is required), reads and deserialises the body,
+//! fingerprints the request and claims. A replay, 400, 409, 422 or 503 is its rejection, so the
+//! handler body only ever runs for the winner.
 
 use std::marker::PhantomData;
 
 use axum::body::Bytes;
-use axum::extract::{FromRef, FromRequest, MatchedPath, Request};
+use axum::extract::{FromRef, FromRequest, FromRequestParts, MatchedPath, Request};
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
-use serde_json::json;
 
 use crate::claim::Claim;
 use crate::fingerprint::fingerprint;
-use crate::key::{IdempotencyKey, KeyError};
+use crate::key::IdempotencyKey;
 use crate::outcome::Outcome;
-use crate::policy::{Policy, Tier1};
-use crate::reply::{error_body, error_response, Rejection};
+use crate::policy::Policy;
+use crate::reply::Refusal;
 use crate::store::{ClaimRequest, Idempotency};
 
-/// The idempotency scope of the authenticated principal. The authentication extractor inserts
-/// it into the request extensions; `None` user means a service principal.
+/// The idempotency scope of an authenticated principal: `None` user means a service principal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scope {
     /// `scope_user_id`.
     pub user_id: Option<i32>,
 }
 
-/// A JSON request body of type `T` on a route with idempotency policy `P`, plus the [`Claim`]
-/// that owns the request's transaction.
-pub struct Idempotent<T, P = Tier1> {
+/// What authenticates (and gates) an instrumented request: the extractor [`Idempotent`] runs
+/// first, before it even looks at the key, so a replay can never bypass authentication or a
+/// gate, and the key's scope comes from the principal itself. A route cannot be instrumented
+/// without one: it is a type parameter of [`Idempotent`].
+pub trait Authenticated: Send {
+    /// The principal's idempotency scope.
+    fn scope(&self) -> Scope;
+}
+
+/// A JSON request body of type `T` on a route with idempotency policy `P`, authenticated (and
+/// gated) by `A`, plus the [`Claim`] that owns the request's transaction.
+pub struct Idempotent<T, P, A> {
     /// The transaction to write through and finish.
     pub claim: Claim,
     /// The deserialised body (`{}` when the request had none).
     pub body: T,
+    /// The principal, as `A` extracted it (with whatever its gates hold, e.g. a write permit).
+    pub auth: A,
     policy: PhantomData<P>,
 }
 
-impl<T, P> Idempotent<T, P> {
-    /// Splits into the claim and the body.
-    pub fn into_parts(self) -> (Claim, T) {
-        (self.claim, self.body)
+/// Why [`Idempotent`] did not hand the handler a claim: `A` refused the request (its own
+/// rejection: 401, 403, a gate's 503), or the mechanism answered itself ([`Refusal`]).
+#[derive(Debug)]
+pub enum IdempotentRejection<R> {
+    /// Authentication or a gate refused.
+    Auth(R),
+    /// A replay, or a refusal of the mechanism.
+    Refusal(Refusal),
+}
+
+impl<R: IntoResponse> IntoResponse for IdempotentRejection<R> {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Auth(rejection) => rejection.into_response(),
+            Self::Refusal(refusal) => refusal.into_response(),
+        }
     }
 }
 
-impl<S, T, P> FromRequest<S> for Idempotent<T, P>
+impl<S, T, P, A> FromRequest<S> for Idempotent<T, P, A>
+where
+    S: Send + Sync,
+    Idempotency: FromRef<S>,
+    T: DeserializeOwned + Send,
+    P: Policy,
+    A: FromRequestParts<S> + Authenticated,
+{
+    type Rejection = IdempotentRejection<A::Rejection>;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let (mut parts, payload) = req.into_parts();
+        let auth = A::from_request_parts(&mut parts, state)
+            .await
+            .map_err(IdempotentRejection::Auth)?;
+        let req = Request::from_parts(parts, payload);
+        let (claim, body) = claim_request::<S, T, P>(req, state, auth.scope())
+            .await
+            .map_err(IdempotentRejection::Refusal)?;
+        Ok(Self {
+            claim,
+            body,
+            auth,
+            policy: PhantomData,
+        })
+    }
+}
+
+/// Everything after authentication: count a keyless request, parse the key (refusing a missing
+/// one where it is required), read and deserialise the body, fingerprint the request, claim.
+async fn claim_request<S, T, P>(
+    req: Request,
+    state: &S,
+    scope: Scope,
+) -> Result<(Claim, T), Refusal>
 where
     S: Send + Sync,
     Idempotency: FromRef<S>,
     T: DeserializeOwned + Send,
     P: Policy,
 {
-    type Rejection = Rejection;
+    let idem = Idempotency::from_ref(state);
+    let method = req.method().to_string();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned());
+    let endpoint = format!("{method} {route}");
+    let path_and_query = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| req.uri().path().to_owned(), |pq| pq.as_str().to_owned());
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let idem = Idempotency::from_ref(state);
-        let method = req.method().to_string();
-        let route = req
-            .extensions()
-            .get::<MatchedPath>()
-            .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned());
-        let endpoint = format!("{method} {route}");
-        let path_and_query = req
-            .uri()
-            .path_and_query()
-            .map_or_else(|| req.uri().path().to_owned(), |pq| pq.as_str().to_owned());
-        let Some(scope) = req.extensions().get::<Scope>().copied() else {
-            tracing::error!(%endpoint, "instrumented route without an authenticated scope");
-            return Err(error_response(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                error_body("internal", "internal server error"),
-            )
-            .into());
-        };
-
-        if !req.headers().contains_key(crate::key::HEADER) {
-            idem.inner.keyless.record(&endpoint, req.headers());
-        }
-        let enabled = idem.enabled().await;
-        // A malformed key is refused whether or not the mechanism is on: its syntax does not
-        // depend on the store, and a client should learn of its bug before an incident, not
-        // during one. With the kill switch off a valid key is not used for dedup, but still
-        // reaches the handler, so ids derived from it (a client_order_id) stop a retry from
-        // executing twice once the switch is back on.
-        let key = match IdempotencyKey::from_headers(req.headers()) {
-            Ok(key) => key,
-            Err(err) => {
-                Outcome::InvalidKey.record(&endpoint);
-                return Err(invalid_key(err).into());
-            }
-        };
-        // Required by the route's policy, or by the configured level for its tier
-        // (`IDEMPOTENCY_REQUIRE_KEY`). With the kill switch off nothing is required.
-        let required = P::REQUIRE_KEY || idem.config().require_key.covers(P::TIER);
-        if enabled && key.is_none() && required {
-            return Err(error_response(
-                StatusCode::BAD_REQUEST,
-                error_body(
-                    "idempotency_key_required",
-                    "this route requires an Idempotency-Key header",
-                ),
-            )
-            .into());
-        }
-
-        let json_content = is_json(req.headers());
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            let status = rejection.status();
-            let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
-                "payload_too_large"
-            } else {
-                "invalid_body"
-            };
-            error_response(status, error_body(code, &rejection.body_text()))
-        })?;
-        let body: T = parse_json(&bytes, json_content)?;
-
-        let (true, Some(key)) = (enabled, key) else {
-            Outcome::Passthrough.record(&endpoint);
-            let claim = idem.untracked(endpoint, enabled, key).await?;
-            return Ok(Self {
-                claim,
-                body,
-                policy: PhantomData,
-            });
-        };
-
-        // An empty body is read as `{}` (above), so it is fingerprinted as `{}` too: a retry
-        // that sends `{}` where the first attempt sent nothing is the same request.
-        let fingerprinted: &[u8] = if bytes.is_empty() { b"{}" } else { &bytes };
-        let request = ClaimRequest {
-            scope_user_id: scope.user_id,
-            request_hash: fingerprint(&method, &path_and_query, fingerprinted),
-            endpoint,
-            key,
-            ttl: P::TTL,
-            tier: P::TIER,
-            replay: P::REPLAY,
-        };
-        let claim = idem.claim(request).await?;
-        Ok(Self {
-            claim,
-            body,
-            policy: PhantomData,
-        })
+    if !req.headers().contains_key(crate::key::HEADER) {
+        idem.inner.keyless.record(&endpoint, req.headers());
     }
-}
+    let enabled = idem.enabled().await;
+    // A malformed key is refused whether or not the mechanism is on: its syntax does not
+    // depend on the store, and a client should learn of its bug before an incident, not
+    // during one. With the kill switch off a valid key is not used for dedup, but still
+    // reaches the handler, so ids derived from it (a client_order_id) stop a retry from
+    // executing twice once the switch is back on.
+    let key = match IdempotencyKey::from_headers(req.headers()) {
+        Ok(key) => key,
+        Err(err) => {
+            Outcome::InvalidKey.record(&endpoint);
+            return Err(Refusal::KeyInvalid(err));
+        }
+    };
+    // Required by the route's policy, or by the configured level for its tier
+    // (`IDEMPOTENCY_REQUIRE_KEY`). With the kill switch off nothing is required.
+    let required = P::REQUIRE_KEY || idem.config().require_key.covers(P::TIER);
+    if enabled && key.is_none() && required {
+        return Err(Refusal::KeyRequired);
+    }
 
-fn invalid_key(err: KeyError) -> Response {
-    // The design record's exact text is the error code (docs/idempotency.md).
-    error_response(
-        StatusCode::BAD_REQUEST,
-        json!({
-            "error": crate::key::KEY_INVALID,
-            "message": err.to_string(),
-        }),
-    )
+    let json_content = is_json(req.headers());
+    let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+        let status = rejection.status();
+        let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            "payload_too_large"
+        } else {
+            "invalid_body"
+        };
+        Refusal::body(status, code, rejection.body_text())
+    })?;
+    let body: T = parse_json(&bytes, json_content)?;
+
+    let (true, Some(key)) = (enabled, key) else {
+        Outcome::Passthrough.record(&endpoint);
+        let claim = idem.untracked(endpoint, enabled, key).await?;
+        return Ok((claim, body));
+    };
+
+    // An empty body is read as `{}` (above), so it is fingerprinted as `{}` too: a retry
+    // that sends `{}` where the first attempt sent nothing is the same request.
+    let fingerprinted: &[u8] = if bytes.is_empty() { b"{}" } else { &bytes };
+    let request = ClaimRequest {
+        scope_user_id: scope.user_id,
+        request_hash: fingerprint(&method, &path_and_query, fingerprinted),
+        endpoint,
+        key,
+        ttl: P::TTL,
+        tier: P::TIER,
+        replay: P::REPLAY,
+    };
+    let claim = idem.claim(request).await?;
+    Ok((claim, body))
 }
 
 fn is_json(headers: &HeaderMap) -> bool {
@@ -180,20 +199,17 @@ fn is_json(headers: &HeaderMap) -> bool {
 
 /// An empty body (no bytes) reads as `{}` (routes such as `reset` take no fields); anything
 /// else, whitespace alone included, must be JSON with a JSON content type.
-fn parse_json<T: DeserializeOwned>(bytes: &[u8], json_content: bool) -> Result<T, Rejection> {
+fn parse_json<T: DeserializeOwned>(bytes: &[u8], json_content: bool) -> Result<T, Refusal> {
     let source: &[u8] = if bytes.is_empty() {
         b"{}"
     } else if json_content {
         bytes
     } else {
-        return Err(error_response(
+        return Err(Refusal::body(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            error_body(
-                "unsupported_media_type",
-                "expected a request with Content-Type: application/json",
-            ),
-        )
-        .into());
+            "unsupported_media_type",
+            "expected a request with Content-Type: application/json",
+        ));
     };
     // Every request body is a JSON object: serde would also read a struct from an array.
     let object = source
@@ -201,11 +217,11 @@ fn parse_json<T: DeserializeOwned>(bytes: &[u8], json_content: bool) -> Result<T
         .find(|b| !b.is_ascii_whitespace())
         .is_none_or(|first| *first == b'{');
     if !object && serde_json::from_slice::<serde::de::IgnoredAny>(source).is_ok() {
-        return Err(error_response(
+        return Err(Refusal::body(
             StatusCode::UNPROCESSABLE_ENTITY,
-            error_body("invalid_body", "the body must be a JSON object"),
-        )
-        .into());
+            "invalid_body",
+            "the body must be a JSON object",
+        ));
     }
     serde_json::from_slice(source).map_err(|err| {
         // serde_json calls some shape errors syntax (`null` for an enum is "expected value"):
@@ -215,6 +231,6 @@ fn parse_json<T: DeserializeOwned>(bytes: &[u8], json_content: bool) -> Result<T
         } else {
             (StatusCode::BAD_REQUEST, "invalid_json")
         };
-        error_response(status, error_body(code, &err.to_string())).into()
+        Refusal::body(status, code, err.to_string())
     })
 }

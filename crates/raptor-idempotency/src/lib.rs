@@ -15,12 +15,12 @@ pub mod seal;
 mod store;
 
 pub use claim::Claim;
-pub use extract::{Idempotent, Scope};
+pub use extract::{Authenticated, Idempotent, IdempotentRejection, Scope};
 pub use flag::{FLAG_IDEMPOTENCY_MIDDLEWARE, REFRESH as FLAG_REFRESH};
 pub use key::{IdempotencyKey, KeyError};
 pub use outcome::Outcome;
 pub use policy::{Policy, Replay, RequireKey, Tier, Tier1, Tier2};
-pub use reply::{error_body, ErrorReply, Rejection, Reply, REPLAYED_HEADER};
+pub use reply::{error_body, ErrorReply, Refusal, Reply, StoredResponse, REPLAYED_HEADER};
 pub use seal::{KeysError, ResponseKeys};
 pub use store::{
     AuditFuture, ClaimRequest, Idempotency, IdempotencyConfig, ReplayAudit, ReplayEvent,

@@ -6,6 +6,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::key::{KeyError, KEY_INVALID};
+
 /// Response header marking a replay (`true`) or a fresh execution (`false`).
 pub const REPLAYED_HEADER: HeaderName = HeaderName::from_static("idempotent-replayed");
 
@@ -38,6 +40,19 @@ impl Reply {
                     location: None,
                 }
             }
+        }
+    }
+
+    /// A business rejection that is committed with the handler's writes (its audit row, say)
+    /// and stored and replayed like a success: `Ok(Reply::rejected(err))`. (An `Err` of the
+    /// same error would roll those writes back.)
+    pub fn rejected(err: &impl ErrorReply) -> Self {
+        let mut body = err.body();
+        strip_nul(&mut body);
+        Self {
+            status: err.status(),
+            body,
+            location: None,
         }
     }
 
@@ -127,7 +142,7 @@ pub(crate) fn error_response(status: StatusCode, body: Value) -> Response {
 }
 
 /// `409 idempotency_in_flight` with `Retry-After` (seconds, rounded up).
-pub(crate) fn in_flight(retry_after_ms: u64, message: &str) -> Response {
+fn in_flight(retry_after_ms: u64, message: &str) -> Response {
     let mut response = error_response(
         StatusCode::CONFLICT,
         json!({
@@ -144,7 +159,7 @@ pub(crate) fn in_flight(retry_after_ms: u64, message: &str) -> Response {
 }
 
 /// `503 idempotency_store_unavailable` with `Retry-After: 1`.
-pub(crate) fn store_unavailable() -> Response {
+fn store_unavailable() -> Response {
     let mut response = error_response(
         StatusCode::SERVICE_UNAVAILABLE,
         error_body(
@@ -161,7 +176,7 @@ pub(crate) fn store_unavailable() -> Response {
 /// `503 idempotency_store_unavailable` for a completed key whose stored response cannot be
 /// decrypted (its key id is not configured, or it was tampered with). The request is not
 /// executed again; `Retry-After: 30`, since it takes an operator to restore the key.
-pub(crate) fn store_unreadable() -> Response {
+fn store_unreadable() -> Response {
     let mut response = error_response(
         StatusCode::SERVICE_UNAVAILABLE,
         error_body(
@@ -176,15 +191,20 @@ pub(crate) fn store_unreadable() -> Response {
     response
 }
 
-/// A stored response as read back from `idempotency_keys`.
+/// A stored response as read back from `idempotency_keys`: what a replay answers.
 #[derive(Debug, Clone)]
-pub(crate) struct StoredResponse {
+pub struct StoredResponse {
     pub(crate) code: i16,
     pub(crate) body: Option<Value>,
     pub(crate) headers: Option<Value>,
 }
 
 impl StoredResponse {
+    /// The stored status code.
+    pub fn code(&self) -> i16 {
+        self.code
+    }
+
     /// The replay: stored status, stored body plus `"idempotency_replayed": true`, stored
     /// `Content-Type` and `Location`, and `Idempotent-Replayed: true`.
     pub(crate) fn replay(self) -> Response {
@@ -224,19 +244,132 @@ pub(crate) fn stored_headers(location: Option<&str>) -> Value {
     Value::Object(map)
 }
 
-/// A response that ends an instrumented request before its handler runs: a replay, or a 4xx or
-/// 503 from the mechanism. Boxed, because responses are large and this travels in `Result`s.
+/// Why the mechanism answers an instrumented request itself instead of its handler: a replay,
+/// or a refusal. Typed, so that tests and logs can match outcomes; it becomes its response (the
+/// API's error envelope, enriched by its middleware) only on the way out.
 #[derive(Debug)]
-pub struct Rejection(Box<Response>);
+pub enum Refusal {
+    /// The stored answer of a completed key.
+    Replay(Box<StoredResponse>),
+    /// `400`: the `Idempotency-Key` header is not one UUID.
+    KeyInvalid(KeyError),
+    /// `400 idempotency_key_required`.
+    KeyRequired,
+    /// `422 idempotency_key_body_mismatch`: the key was used with another request.
+    BodyMismatch,
+    /// `409 idempotency_in_flight` with `Retry-After`.
+    InFlight {
+        /// Milliseconds until a retry may be answered otherwise.
+        retry_after_ms: u64,
+        /// What the client is told.
+        message: &'static str,
+    },
+    /// `409 idempotency_previous_failed`.
+    PreviousFailed,
+    /// `503 idempotency_store_unavailable`, `Retry-After: 1`: the store did not answer, or
+    /// cannot be connected to on a fail-closed route. Nothing ran.
+    StoreUnavailable,
+    /// `503 idempotency_store_unavailable`, `Retry-After: 30`: the key's stored answer cannot be
+    /// decrypted here. It ran once and is not run again.
+    StoreUnreadable,
+    /// `503 database_unavailable`: an untracked request's transaction could not begin.
+    DatabaseUnavailable,
+    /// The body could not be read or parsed (`400`, `413`, `415`, `422`, with `code`).
+    Body {
+        /// The status.
+        status: StatusCode,
+        /// `invalid_body`, `invalid_json`, `payload_too_large` or `unsupported_media_type`.
+        code: &'static str,
+        /// What was wrong.
+        message: String,
+    },
+}
 
-impl From<Response> for Rejection {
-    fn from(response: Response) -> Self {
-        Self(Box::new(response))
+impl Refusal {
+    /// Every code the mechanism's own refusals carry (the body's codes belong to any route
+    /// with a JSON body).
+    pub const CODES: &'static [&'static str] = &[
+        KEY_INVALID,
+        "idempotency_key_required",
+        "idempotency_key_body_mismatch",
+        "idempotency_in_flight",
+        "idempotency_previous_failed",
+        "idempotency_store_unavailable",
+        "database_unavailable",
+    ];
+
+    /// The error code, `None` for a replay.
+    pub fn code(&self) -> Option<&'static str> {
+        Some(match self {
+            Self::Replay(_) => return None,
+            Self::KeyInvalid(_) => KEY_INVALID,
+            Self::KeyRequired => "idempotency_key_required",
+            Self::BodyMismatch => "idempotency_key_body_mismatch",
+            Self::InFlight { .. } => "idempotency_in_flight",
+            Self::PreviousFailed => "idempotency_previous_failed",
+            Self::StoreUnavailable | Self::StoreUnreadable => "idempotency_store_unavailable",
+            Self::DatabaseUnavailable => "database_unavailable",
+            Self::Body { code, .. } => code,
+        })
+    }
+
+    /// A body that could not be read or parsed.
+    pub(crate) fn body(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self::Body {
+            status,
+            code,
+            message: message.into(),
+        }
     }
 }
 
-impl IntoResponse for Rejection {
+impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
-        *self.0
+        match self {
+            Self::Replay(stored) => stored.replay(),
+            Self::KeyInvalid(err) => error_response(
+                StatusCode::BAD_REQUEST,
+                json!({ "error": KEY_INVALID, "message": err.to_string() }),
+            ),
+            Self::KeyRequired => error_response(
+                StatusCode::BAD_REQUEST,
+                error_body(
+                    "idempotency_key_required",
+                    "this route requires an Idempotency-Key header",
+                ),
+            ),
+            Self::BodyMismatch => error_response(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                error_body(
+                    "idempotency_key_body_mismatch",
+                    "this Idempotency-Key was used with a different request",
+                ),
+            ),
+            Self::InFlight {
+                retry_after_ms,
+                message,
+            } => in_flight(retry_after_ms, message),
+            Self::PreviousFailed => error_response(
+                StatusCode::CONFLICT,
+                error_body(
+                    "idempotency_previous_failed",
+                    "the earlier request with this Idempotency-Key failed; use a new key",
+                ),
+            ),
+            Self::StoreUnavailable => store_unavailable(),
+            Self::StoreUnreadable => store_unreadable(),
+            Self::DatabaseUnavailable => error_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                error_body(
+                    "database_unavailable",
+                    "the database is unavailable; retry later",
+                ),
+            ),
+            Self::Body {
+                status,
+                code,
+                message,
+            } => error_response(status, error_body(code, &message)),
+        }
     }
 }

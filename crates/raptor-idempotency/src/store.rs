@@ -5,9 +5,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::http::StatusCode;
-use axum::response::Response;
-use serde_json::json;
 use sqlx::{PgConnection, PgPool};
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
@@ -18,7 +15,7 @@ use crate::key::IdempotencyKey;
 use crate::keyless::KeylessCounter;
 use crate::outcome::Outcome;
 use crate::policy::{Replay, RequireKey, Tier};
-use crate::reply::{self, error_body, error_response, Rejection, StoredResponse};
+use crate::reply::{Refusal, StoredResponse};
 use crate::seal::{ResponseKeys, RowIdentity, StoredColumns};
 use raptor_db::reach::{Reach, Reachability};
 use raptor_db::StoreBudget;
@@ -201,7 +198,7 @@ enum Found {
 
 /// What to do about a key someone else holds or held.
 enum Judgement {
-    Answer(Response, Outcome),
+    Answer(Refusal, Outcome),
     Again,
 }
 
@@ -317,10 +314,10 @@ impl Idempotency {
         endpoint: String,
         instrumented: bool,
         key: Option<IdempotencyKey>,
-    ) -> Result<Claim, Rejection> {
+    ) -> Result<Claim, Refusal> {
         let tx = self.inner.pool.begin().await.map_err(|err| {
             tracing::error!(error = %err, "could not begin a transaction");
-            Rejection::from(database_unavailable())
+            Refusal::DatabaseUnavailable
         })?;
         Ok(Claim::new(
             tx,
@@ -346,7 +343,7 @@ impl Idempotency {
     /// lock and statement timeouts, plus a reachability probe, all end well inside the claim's
     /// deadline ([`StoreBudget`]), and the deadline itself never fails open.
     #[tracing::instrument(skip_all, fields(endpoint = %request.endpoint, idempotency.key = %request.key))]
-    pub async fn claim(&self, request: ClaimRequest) -> Result<Claim, Rejection> {
+    pub async fn claim(&self, request: ClaimRequest) -> Result<Claim, Refusal> {
         let deadline = self.inner.config.store_timeout;
         let started = Instant::now();
         // Chosen before the round so that a claim whose commit outlived the deadline can still
@@ -395,11 +392,10 @@ impl Idempotency {
                     // exists. In flight, on every tier.
                     tracing::info!(endpoint = %request.endpoint, error = %err, "idempotency key row is locked; answering in flight");
                     Outcome::InFlight.record(&request.endpoint);
-                    return Err(reply::in_flight(
-                        1000,
-                        "a request with this Idempotency-Key is completing; retry shortly",
-                    )
-                    .into());
+                    return Err(Refusal::InFlight {
+                        retry_after_ms: 1000,
+                        message: "a request with this Idempotency-Key is completing; retry shortly",
+                    });
                 }
                 Ok(Ok(Err(RoundError::Statement(err)))) => {
                     return Err(self.refuse(&request, &format!("claim statement failed: {err}")));
@@ -420,16 +416,19 @@ impl Idempotency {
                 Found::Existing(row) => row,
             };
             match self.judge(&request, *existing).await {
-                Judgement::Answer(response, outcome) => {
+                Judgement::Answer(refusal, outcome) => {
                     outcome.record(&request.endpoint);
-                    return Err(response.into());
+                    return Err(refusal);
                 }
                 Judgement::Again => continue,
             }
         }
         // The row kept changing under us (released, re-claimed, cleaned up): ask for a retry.
         Outcome::InFlight.record(&request.endpoint);
-        Err(reply::in_flight(1000, "the key is changing hands; retry shortly").into())
+        Err(Refusal::InFlight {
+            retry_after_ms: 1000,
+            message: "the key is changing hands; retry shortly",
+        })
     }
 
     /// The claim round got no connection from the store pool. A connect that failed outright
@@ -442,7 +441,7 @@ impl Idempotency {
         request: ClaimRequest,
         err: sqlx::Error,
         started: Instant,
-    ) -> Result<Claim, Rejection> {
+    ) -> Result<Claim, Refusal> {
         let budget = StoreBudget::new(self.inner.config.store_timeout);
         let why = match err {
             sqlx::Error::PoolClosed => return Err(self.refuse(&request, "store pool closed")),
@@ -469,7 +468,7 @@ impl Idempotency {
             Tier::FailClosed => {
                 tracing::error!(endpoint = %request.endpoint, why, "idempotency store unreachable; refusing (fail-closed)");
                 Outcome::StoreUnavailable.record(&request.endpoint);
-                Err(reply::store_unavailable().into())
+                Err(Refusal::StoreUnavailable)
             }
             Tier::FailOpen => {
                 // The only path that runs a keyed request without dedup (and the only place
@@ -484,10 +483,10 @@ impl Idempotency {
 
     /// `503 idempotency_store_unavailable` on every tier: the store was reached (or may have
     /// been), so whether the key exists is unknown and it must not run untracked.
-    fn refuse(&self, request: &ClaimRequest, why: &str) -> Rejection {
+    fn refuse(&self, request: &ClaimRequest, why: &str) -> Refusal {
         tracing::warn!(endpoint = %request.endpoint, why, "idempotency store did not answer; refusing on every tier");
         Outcome::StoreUnavailable.record(&request.endpoint);
-        reply::store_unavailable().into()
+        Refusal::StoreUnavailable
     }
 
     /// Releases a row this attempt won but nobody will use (the request is gone).
@@ -527,7 +526,7 @@ impl Idempotency {
         id: i64,
         lineage: Uuid,
         attempt: Uuid,
-    ) -> Result<Claim, Rejection> {
+    ) -> Result<Claim, Refusal> {
         let tracked = Tracked::new(&request, id, lineage, attempt);
         let guard = KeyGuard::new(self.clone(), Some(tracked));
         let tx = match self.inner.pool.begin().await {
@@ -537,7 +536,7 @@ impl Idempotency {
                 // Dropping the guard releases the key: nothing ran, a retry may execute.
                 drop(guard);
                 Outcome::StoreUnavailable.record(&request.endpoint);
-                return Err(reply::store_unavailable().into());
+                return Err(Refusal::StoreUnavailable);
             }
         };
         Outcome::Miss.record(&request.endpoint);
@@ -661,16 +660,7 @@ impl Idempotency {
         let deadline = self.inner.config.store_timeout;
         // The fingerprint is checked before the status (as the design record orders it).
         if row.request_hash != request.request_hash {
-            return Judgement::Answer(
-                error_response(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    error_body(
-                        "idempotency_key_body_mismatch",
-                        "this Idempotency-Key was used with a different request",
-                    ),
-                ),
-                Outcome::Mismatch,
-            );
+            return Judgement::Answer(Refusal::BodyMismatch, Outcome::Mismatch);
         }
         match row.status.as_str() {
             // Stored nothing, re-executes: the round takes a completed row over for the same
@@ -706,7 +696,7 @@ impl Idempotency {
                         );
                         reason.record(&request.endpoint);
                         return Judgement::Answer(
-                            reply::store_unreadable(),
+                            Refusal::StoreUnreadable,
                             Outcome::StoreUnavailable,
                         );
                     }
@@ -725,18 +715,9 @@ impl Idempotency {
                     body: opened.body,
                     headers: opened.headers,
                 };
-                Judgement::Answer(stored.replay(), Outcome::Replay)
+                Judgement::Answer(Refusal::Replay(Box::new(stored)), Outcome::Replay)
             }
-            "failed" => Judgement::Answer(
-                error_response(
-                    StatusCode::CONFLICT,
-                    error_body(
-                        "idempotency_previous_failed",
-                        "the earlier request with this Idempotency-Key failed; use a new key",
-                    ),
-                ),
-                Outcome::PreviousFailed,
-            ),
+            "failed" => Judgement::Answer(Refusal::PreviousFailed, Outcome::PreviousFailed),
             "released" => {
                 // Freed between our upsert and our read: claim again.
                 Judgement::Again
@@ -769,24 +750,25 @@ impl Idempotency {
                             "stale in-flight idempotency key released; the abandoned attempt is fenced off"
                         );
                         Judgement::Answer(
-                            reply::in_flight(
-                                0,
-                                "an abandoned attempt was released; retry now with the same key",
-                            ),
+                            Refusal::InFlight {
+                                retry_after_ms: 0,
+                                message: "an abandoned attempt was released; retry now with the \
+                                          same key",
+                            },
                             Outcome::Stale,
                         )
                     }
                     Ok(Err(_)) | Err(_) => {
                         // The store answered the read, so this is not a fail-open case.
-                        Judgement::Answer(reply::store_unavailable(), Outcome::StoreUnavailable)
+                        Judgement::Answer(Refusal::StoreUnavailable, Outcome::StoreUnavailable)
                     }
                 }
             }
             _ => Judgement::Answer(
-                reply::in_flight(
-                    5000,
-                    "a request with this Idempotency-Key is in progress; retry later",
-                ),
+                Refusal::InFlight {
+                    retry_after_ms: 5000,
+                    message: "a request with this Idempotency-Key is in progress; retry later",
+                },
                 Outcome::InFlight,
             ),
         }
@@ -827,13 +809,6 @@ impl Tracked {
             claimed_at: Instant::now(),
         }
     }
-}
-
-fn database_unavailable() -> Response {
-    error_response(
-        StatusCode::SERVICE_UNAVAILABLE,
-        json!({ "error": "database_unavailable", "message": "the database is unavailable; retry later" }),
-    )
 }
 
 #[cfg(test)]

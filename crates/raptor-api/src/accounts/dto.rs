@@ -6,6 +6,7 @@ use email_address::{EmailAddress, Options};
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
+use crate::codes::ErrorCode;
 use crate::error::ApiError;
 
 /// Longest accepted display name, in characters (after trimming).
@@ -30,7 +31,7 @@ impl Email {
         // 254: the longest address SMTP can deliver (RFC 5321 path limit minus the brackets).
         if text.len() > 254 || EmailAddress::parse_with_options(text, options).is_err() {
             return Err(ApiError::invalid(
-                "invalid_email",
+                ErrorCode::InvalidEmail,
                 "email must be a valid email address",
             ));
         }
@@ -113,7 +114,7 @@ impl TryFrom<ProfilePatch> for ProfileChanges {
         let marketing_opt_in = match patch.marketing_opt_in {
             Some(None) => {
                 return Err(ApiError::invalid(
-                    "invalid_marketing_opt_in",
+                    ErrorCode::InvalidMarketingOptIn,
                     "marketing_opt_in must be true or false",
                 ))
             }
@@ -133,13 +134,13 @@ fn parse_display_name(name: &str) -> Result<Option<String>, ApiError> {
     let name = name.trim();
     if name.chars().any(char::is_control) {
         return Err(ApiError::invalid(
-            "invalid_display_name",
+            ErrorCode::InvalidDisplayName,
             "display_name must not contain control characters",
         ));
     }
     if name.chars().count() > DISPLAY_NAME_MAX_CHARS {
         return Err(ApiError::invalid(
-            "invalid_display_name",
+            ErrorCode::InvalidDisplayName,
             format!("display_name must be at most {DISPLAY_NAME_MAX_CHARS} characters"),
         ));
     }
@@ -150,7 +151,7 @@ fn parse_display_name(name: &str) -> Result<Option<String>, ApiError> {
 pub(crate) fn invalid_time_zone(zone: &str) -> ApiError {
     let shown: String = zone.chars().take(64).collect();
     ApiError::invalid(
-        "invalid_time_zone",
+        ErrorCode::InvalidTimeZone,
         format!("time_zone must be an IANA time zone name such as America/New_York, not {shown:?}"),
     )
 }
@@ -206,19 +207,19 @@ mod tests {
         let long = format!(r#"{{"display_name": "{}"}}"#, "a".repeat(65));
         assert_eq!(
             patch(&long).err().map(|e| e.code()),
-            Some("invalid_display_name")
+            Some(ErrorCode::InvalidDisplayName)
         );
         assert_eq!(
             patch(r#"{"display_name": "a\u0007b"}"#)
                 .err()
                 .map(|e| e.code()),
-            Some("invalid_display_name")
+            Some(ErrorCode::InvalidDisplayName)
         );
         assert_eq!(
             patch(r#"{"marketing_opt_in": null}"#)
                 .err()
                 .map(|e| e.code()),
-            Some("invalid_marketing_opt_in")
+            Some(ErrorCode::InvalidMarketingOptIn)
         );
     }
 

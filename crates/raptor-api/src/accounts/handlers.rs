@@ -66,18 +66,20 @@ pub(crate) async fn get_profile(
         (status = 200, description = "the profile after the change", body = ProfileResponse),
     ))]
 pub(crate) async fn update_profile(
-    user: AuthUser,
     Idempotent {
-        mut claim, body, ..
-    }: Idempotent<ProfilePatch, PersonalData>,
+        claim,
+        body,
+        auth: user,
+        ..
+    }: Idempotent<ProfilePatch, PersonalData, AuthUser>,
 ) -> Response {
-    let result = match ProfileChanges::try_from(body) {
-        Ok(changes) => store::update_profile(claim.conn(), user.id, changes)
-            .await
-            .map(|profile| Reply::json(StatusCode::OK, &ProfileResponse::from(profile))),
-        Err(err) => Err(err),
-    };
-    claim.finish(result).await
+    claim
+        .run(async |tx| {
+            let changes = ProfileChanges::try_from(body)?;
+            let profile = store::update_profile(tx, user.id, changes).await?;
+            Ok::<_, crate::ApiError>(Reply::json(StatusCode::OK, &ProfileResponse::from(profile)))
+        })
+        .await
 }
 
 /// Everything stored about the caller (GDPR access and portability), including idempotency

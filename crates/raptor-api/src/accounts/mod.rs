@@ -10,6 +10,7 @@ pub mod store;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::codes::{ErrorCode as E, RouteCodes};
 use crate::state::ApiState;
 
 pub(crate) fn routes() -> OpenApiRouter<ApiState> {
@@ -18,3 +19,19 @@ pub(crate) fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(handlers::export_account))
         .routes(routes!(handlers::erase_account))
 }
+
+/// Each operation's own error codes (`crate::codes`), by operationId.
+pub(crate) const ROUTE_CODES: &[RouteCodes] = &[
+    ("erase_account", &[&[E::SubscriptionActive]]),
+    ("export_account", &[]),
+    ("get_profile", &[&[E::NotFound]]),
+    (
+        "update_profile",
+        &[&[
+            E::InvalidDisplayName,
+            E::InvalidMarketingOptIn,
+            E::InvalidTimeZone,
+            E::NotFound,
+        ]],
+    ),
+];

@@ -8,6 +8,7 @@ use sqlx::PgConnection;
 use super::dto::{invalid_time_zone, Email, ProfileChanges};
 use crate::audit::{self, AuditEvent};
 use crate::auth::{self, Role};
+use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult, ResultExt};
 
 /// A created user and its first session token (shown once).
@@ -33,7 +34,7 @@ pub async fn create_user(
     let user_id = insert_user(conn, &email, role, starting_cash)
         .await?
         .ok_or_else(|| ApiError::Conflict {
-            code: "email_taken",
+            code: ErrorCode::EmailTaken,
             message: format!("a user with email {} exists", email.as_str()),
         })?;
     let token = auth::new_token()?;
@@ -97,7 +98,10 @@ pub async fn find_user_by_email(conn: &mut PgConnection, email: &Email) -> ApiRe
 pub async fn create_service_token(conn: &mut PgConnection, name: &str) -> ApiResult<String> {
     let name = name.trim();
     if name.is_empty() {
-        return Err(ApiError::invalid("invalid_name", "name must not be empty"));
+        return Err(ApiError::invalid(
+            ErrorCode::InvalidName,
+            "name must not be empty",
+        ));
     }
     let token = auth::new_token()?;
     auth::insert_service_token(conn, name, &token)
@@ -366,7 +370,7 @@ pub async fn erase(conn: &mut PgConnection, user_id: i32) -> ApiResult<Value> {
     .context("read subscriptions for erasure")?;
     if let Some(subscription) = running {
         return Err(ApiError::Conflict {
-            code: "subscription_active",
+            code: ErrorCode::SubscriptionActive,
             message: format!(
                 "subscription {subscription} is still running; cancel it before erasing the account"
             ),

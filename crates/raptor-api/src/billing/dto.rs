@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::store::{SubscriptionRow, SubscriptionState};
+use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult};
 
 const MAX_ID: usize = 255;
@@ -38,7 +39,7 @@ impl CreateCheckoutSessionRequest {
     /// Checks every field (`422 invalid_billing_request`).
     pub(crate) fn parse(self) -> ApiResult<CheckoutParams> {
         Ok(CheckoutParams {
-            price_id: stripe_id("price_id", self.price_id, "invalid_billing_request")?,
+            price_id: stripe_id("price_id", self.price_id, ErrorCode::InvalidBillingRequest)?,
             success_url: url("success_url", self.success_url)?,
             cancel_url: url("cancel_url", self.cancel_url)?,
         })
@@ -149,7 +150,7 @@ pub(crate) const STATUSES: [&str; 8] = [
 impl MirrorSyncRequest {
     /// Checks every field (`422 invalid_subscription`); `source_at` is the time of the sync.
     pub(crate) fn parse(self, source_at: DateTime<Utc>) -> ApiResult<SubscriptionState> {
-        const CODE: &str = "invalid_subscription";
+        const CODE: ErrorCode = ErrorCode::InvalidSubscription;
         if !STATUSES.contains(&self.status.as_str()) {
             return Err(ApiError::invalid(
                 CODE,
@@ -231,7 +232,7 @@ pub struct WebhookAck {
     pub duplicate: bool,
 }
 
-fn stripe_id(field: &str, value: String, code: &'static str) -> ApiResult<String> {
+fn stripe_id(field: &str, value: String, code: ErrorCode) -> ApiResult<String> {
     let value = value.trim().to_owned();
     if value.is_empty() || value.len() > MAX_ID || value.chars().any(char::is_control) {
         return Err(ApiError::invalid(
@@ -252,7 +253,7 @@ fn url(field: &str, value: String) -> ApiResult<String> {
         && !value.chars().any(|c| c.is_control() || c.is_whitespace());
     if !valid {
         return Err(ApiError::invalid(
-            "invalid_billing_request",
+            ErrorCode::InvalidBillingRequest,
             format!("{field} must be an http(s) URL of at most {MAX_URL} characters"),
         ));
     }
@@ -282,9 +283,9 @@ mod tests {
 
     #[test]
     fn ids_are_checked() {
-        assert!(stripe_id("p", "price_1".into(), "c").is_ok());
-        assert!(stripe_id("p", " ".into(), "c").is_err());
-        assert!(stripe_id("p", "x".repeat(256), "c").is_err());
-        assert!(stripe_id("p", "a\0b".into(), "c").is_err());
+        assert!(stripe_id("p", "price_1".into(), ErrorCode::InvalidBillingRequest).is_ok());
+        assert!(stripe_id("p", " ".into(), ErrorCode::InvalidBillingRequest).is_err());
+        assert!(stripe_id("p", "x".repeat(256), ErrorCode::InvalidBillingRequest).is_err());
+        assert!(stripe_id("p", "a\0b".into(), ErrorCode::InvalidBillingRequest).is_err());
     }
 }

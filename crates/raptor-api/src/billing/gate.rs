@@ -7,6 +7,7 @@ use axum::http::request::Parts;
 
 use super::stripe::StripeClient;
 use crate::auth::AuthUser;
+use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult};
 use crate::state::ApiState;
 
@@ -31,7 +32,7 @@ impl BillingUser {
             .clone()
             .try_acquire_owned()
             .map_err(|_| ApiError::ServiceUnavailable {
-                code: "billing_busy",
+                code: ErrorCode::BillingBusy,
                 message: "too many billing requests are waiting on Stripe; retry shortly"
                     .to_owned(),
                 retry_after_secs: Some(1),
@@ -42,7 +43,7 @@ impl BillingUser {
 /// `503 billing_not_configured` (no Retry-After: retrying will not help).
 pub(crate) fn not_configured(what: &str) -> ApiError {
     ApiError::ServiceUnavailable {
-        code: "billing_not_configured",
+        code: ErrorCode::BillingNotConfigured,
         message: format!("billing is not configured on this deployment ({what} is not set)"),
         retry_after_secs: None,
     }
@@ -67,5 +68,13 @@ where
             stripe,
             permits: state.billing_permits.clone(),
         })
+    }
+}
+
+impl raptor_idempotency::Authenticated for BillingUser {
+    fn scope(&self) -> raptor_idempotency::Scope {
+        raptor_idempotency::Scope {
+            user_id: Some(self.user_id),
+        }
     }
 }

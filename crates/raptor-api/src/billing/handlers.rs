@@ -23,6 +23,7 @@ use super::ops::{self, SyncActor};
 use super::stripe::ForwardKeys;
 use super::webhook;
 use crate::auth::{Principal, Role};
+use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::extract::ApiJson;
 use crate::openapi::IdempotencyKeyHeader;
@@ -38,27 +39,34 @@ use crate::state::ApiState;
         (status = 201, description = "the Stripe Checkout Session", body = CheckoutSessionResponse),
     ))]
 pub(crate) async fn create_checkout_session(
-    billing: BillingUser,
     Idempotent {
-        mut claim, body, ..
-    }: Idempotent<CreateCheckoutSessionRequest, Tier2>,
+        claim,
+        body,
+        auth: billing,
+        ..
+    }: Idempotent<CreateCheckoutSessionRequest, Tier2, BillingUser>,
 ) -> Response {
     let keys = ForwardKeys::new(billing.user_id, claim.key());
-    let result = async {
-        let params = body.parse()?;
-        let _permit = billing.permit()?;
-        ops::create_checkout_session(
-            claim.conn(),
-            &billing.stripe,
-            &keys,
-            billing.user_id,
-            &params,
-        )
+    claim
+        .run(async |tx| {
+            let params = body.parse()?;
+            let _permit = billing.permit()?;
+            let session =
+                ops::create_checkout_session(tx, &billing.stripe, &keys, billing.user_id, &params)
+                    .await;
+            stripe_answer(session.map(|session| Reply::json(StatusCode::CREATED, &session)))
+        })
         .await
+}
+
+/// A Stripe-calling operation's answer: Stripe's refusal (a 4xx) is final and keeps what the
+/// request wrote before it (the customer made at Stripe for it, with its audit row), so it is
+/// committed as a rejection; any other refusal keeps nothing.
+fn stripe_answer(result: ApiResult<Reply>) -> ApiResult<Reply> {
+    match result {
+        Err(err) if !err.status().is_server_error() => Ok(Reply::rejected(&err)),
+        other => other,
     }
-    .await
-    .map(|session| Reply::json(StatusCode::CREATED, &session));
-    claim.finish(result).await
 }
 
 /// Tier 2 without storing the answer: a portal URL signs the user into their billing for a
@@ -82,27 +90,29 @@ impl Policy for Tier2Unstored {
         (status = 201, description = "the portal session (a replay carries `{\"body_stored\": false}` instead: the URL is a credential and is not kept)", body = PortalSessionAnswer),
     ))]
 pub(crate) async fn create_portal_session(
-    billing: BillingUser,
     Idempotent {
-        mut claim, body, ..
-    }: Idempotent<CreatePortalSessionRequest, Tier2Unstored>,
+        claim,
+        body,
+        auth: billing,
+        ..
+    }: Idempotent<CreatePortalSessionRequest, Tier2Unstored, BillingUser>,
 ) -> Response {
     let keys = ForwardKeys::new(billing.user_id, claim.key());
-    let result = async {
-        let return_url = body.parse()?;
-        let _permit = billing.permit()?;
-        ops::create_portal_session(
-            claim.conn(),
-            &billing.stripe,
-            &keys,
-            billing.user_id,
-            &return_url,
-        )
+    claim
+        .run(async |tx| {
+            let return_url = body.parse()?;
+            let _permit = billing.permit()?;
+            let session = ops::create_portal_session(
+                tx,
+                &billing.stripe,
+                &keys,
+                billing.user_id,
+                &return_url,
+            )
+            .await;
+            stripe_answer(session.map(|session| Reply::json(StatusCode::CREATED, &session)))
+        })
         .await
-    }
-    .await
-    .map(|session| Reply::json(StatusCode::CREATED, &session));
-    claim.finish(result).await
 }
 
 /// Cancel the user's subscription at the end of the paid period (Stripe
@@ -116,18 +126,24 @@ pub(crate) async fn create_portal_session(
     ))]
 pub(crate) async fn cancel_subscription(
     State(state): State<ApiState>,
-    billing: BillingUser,
-    Idempotent { mut claim, .. }: Idempotent<CancelSubscriptionRequest, Tier2>,
+    Idempotent {
+        claim,
+        auth: billing,
+        ..
+    }: Idempotent<CancelSubscriptionRequest, Tier2, BillingUser>,
 ) -> Response {
     let keys = ForwardKeys::new(billing.user_id, claim.key());
     let now = state.clock.now();
-    let result = async {
-        let _permit = billing.permit()?;
-        ops::cancel_subscription(claim.conn(), &billing.stripe, &keys, billing.user_id, now).await
-    }
-    .await
-    .map(|row| Reply::json(StatusCode::OK, &SubscriptionResponse::from(row)));
-    claim.finish(result).await
+    claim
+        .run(async |tx| {
+            let _permit = billing.permit()?;
+            let row =
+                ops::cancel_subscription(tx, &billing.stripe, &keys, billing.user_id, now).await;
+            stripe_answer(
+                row.map(|row| Reply::json(StatusCode::OK, &SubscriptionResponse::from(row))),
+            )
+        })
+        .await
 }
 
 /// Upsert one subscription's mirror (operators and services), e.g. after reading it from
@@ -179,7 +195,7 @@ pub(crate) async fn receive_stripe_webhook(
         .ok_or_else(|| not_configured("STRIPE_WEBHOOK_SECRET"))?;
     let body = body.map_err(|rejection| match rejection.status() {
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(rejection.body_text()),
-        _ => ApiError::bad_request("invalid_payload", rejection.body_text()),
+        _ => ApiError::bad_request(ErrorCode::InvalidPayload, rejection.body_text()),
     })?;
     let signature = headers
         .get("stripe-signature")

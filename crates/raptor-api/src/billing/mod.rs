@@ -14,6 +14,7 @@ mod webhook;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::codes::{ErrorCode as E, RouteCodes, STRIPE};
 use crate::state::ApiState;
 
 pub use gate::BillingUser;
@@ -28,3 +29,29 @@ pub(crate) fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(handlers::sync_subscription_mirror))
         .routes(routes!(handlers::receive_stripe_webhook))
 }
+
+/// Each operation's own error codes (`crate::codes`), by operationId.
+pub(crate) const ROUTE_CODES: &[RouteCodes] = &[
+    (
+        "create_checkout_session",
+        &[STRIPE, &[E::InvalidBillingRequest, E::SubscriptionActive]],
+    ),
+    ("sync_subscription_mirror", &[&[E::InvalidSubscription]]),
+    (
+        "create_portal_session",
+        &[STRIPE, &[E::InvalidBillingRequest]],
+    ),
+    ("cancel_subscription", &[STRIPE, &[E::NotFound]]),
+    // Called by Stripe: no bearer token, its own payload and signature codes.
+    (
+        "receive_stripe_webhook",
+        &[&[
+            E::BillingNotConfigured,
+            E::DatabaseBusy,
+            E::DatabaseUnavailable,
+            E::InvalidPayload,
+            E::InvalidSignature,
+            E::PayloadTooLarge,
+        ]],
+    ),
+];

@@ -11,6 +11,7 @@ use super::store::{self, EventRecord, SubscriptionRow, SubscriptionState};
 use super::stripe::{CheckoutRequest, ForwardKeys, Operation, StripeClient, Subscription};
 use super::webhook::{Change, ParsedEvent};
 use crate::audit::{self, AuditEvent};
+use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult, ResultExt};
 
 /// The user's Stripe customer: ours if recorded, else created at Stripe and recorded in this
@@ -55,7 +56,7 @@ pub(crate) async fn create_checkout_session(
     if let Some(open) = store::open_subscription_id(conn, user_id).await? {
         // A second checkout would start a second, parallel subscription.
         return Err(ApiError::Conflict {
-            code: "subscription_active",
+            code: ErrorCode::SubscriptionActive,
             message: format!(
                 "subscription {open} is still active; manage it in the billing portal instead"
             ),
@@ -74,7 +75,7 @@ pub(crate) async fn create_checkout_session(
         .await?;
     let url = session.url.ok_or_else(|| ApiError::Upstream {
         status: axum::http::StatusCode::BAD_GATEWAY,
-        code: "stripe_unavailable",
+        code: ErrorCode::StripeUnavailable,
         message: "Stripe returned a checkout session without a URL".to_owned(),
         outcome_unknown: false,
     })?;
@@ -170,7 +171,7 @@ pub(crate) async fn cancel_subscription(
     if answer.id != current.stripe_subscription_id {
         return Err(ApiError::Upstream {
             status: axum::http::StatusCode::BAD_GATEWAY,
-            code: "stripe_unavailable",
+            code: ErrorCode::StripeUnavailable,
             message: "Stripe answered for another subscription".to_owned(),
             outcome_unknown: false,
         });

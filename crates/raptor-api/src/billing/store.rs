@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 
+use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult, ResultExt};
 
 /// Class id of the per-user billing advisory lock (`pg_advisory_xact_lock(class, user_id)`).
@@ -246,7 +247,7 @@ async fn upsert(
             sqlx::Error::Database(db)
                 if db.constraint() == Some("billing_subscriptions_user_id_fkey") =>
             {
-                ApiError::invalid("invalid_subscription", "user_id names no user")
+                ApiError::invalid(ErrorCode::InvalidSubscription, "user_id names no user")
             }
             _ => ApiError::from(err),
         })

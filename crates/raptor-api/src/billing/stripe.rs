@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use uuid::Uuid;
 
+use crate::codes::ErrorCode;
 use crate::error::ApiError;
 use crate::state::BillingConfig;
 
@@ -360,7 +361,7 @@ impl StripeClient {
             // Rate limited, or a concurrent call with the same key in progress: nothing happened
             // on our side and a retry with the same key executes (a 503 releases the key).
             429 | 409 => ApiError::ServiceUnavailable {
-                code: "stripe_unavailable",
+                code: ErrorCode::StripeUnavailable,
                 message: "Stripe is busy; retry shortly with the same Idempotency-Key".to_owned(),
                 retry_after_secs: Some(retry_after.unwrap_or(1).clamp(1, 60)),
             },
@@ -368,7 +369,7 @@ impl StripeClient {
             // refused before doing anything: a known outcome, the key fails.
             401 | 403 => ApiError::Upstream {
                 status: StatusCode::BAD_GATEWAY,
-                code: "stripe_unavailable",
+                code: ErrorCode::StripeUnavailable,
                 message: "Stripe refused the service's credentials".to_owned(),
                 outcome_unknown: false,
             },
@@ -380,7 +381,7 @@ impl StripeClient {
                     message = format!("{message} (param: {param})");
                 }
                 ApiError::invalid(
-                    "billing_request_rejected",
+                    ErrorCode::BillingRequestRejected,
                     // Stripe masks keys in its messages; make sure of it anyway.
                     message.replace(&*self.secret_key, "***"),
                 )
@@ -405,7 +406,7 @@ pub(crate) struct CheckoutRequest<'a> {
 fn unavailable(message: &str) -> ApiError {
     ApiError::Upstream {
         status: StatusCode::BAD_GATEWAY,
-        code: "stripe_unavailable",
+        code: ErrorCode::StripeUnavailable,
         message: message.to_owned(),
         outcome_unknown: true,
     }
@@ -417,7 +418,7 @@ fn transport_error(err: &reqwest::Error) -> ApiError {
         tracing::warn!(error = %err, "Stripe call timed out");
         ApiError::Upstream {
             status: StatusCode::GATEWAY_TIMEOUT,
-            code: "stripe_timeout",
+            code: ErrorCode::StripeTimeout,
             message: "Stripe did not answer in time; nothing was changed here, and a retry \
                       with the same Idempotency-Key is safe"
                 .to_owned(),

@@ -8,6 +8,7 @@ use serde_json::Value;
 use sha2::Sha256;
 
 use super::stripe::Subscription;
+use crate::codes::ErrorCode;
 use crate::error::ApiError;
 
 /// The largest accepted distance between the signature's timestamp and our clock.
@@ -35,7 +36,7 @@ pub fn signature_header(secret: &str, timestamp: i64, payload: &[u8]) -> String 
 }
 
 fn invalid_signature(message: &str) -> ApiError {
-    ApiError::bad_request("invalid_signature", message)
+    ApiError::bad_request(ErrorCode::InvalidSignature, message)
 }
 
 /// Verifies `header` for `payload`: accepted when any `v1` candidate matches (compared in
@@ -135,7 +136,7 @@ pub(crate) struct ParsedEvent {
 }
 
 fn invalid_payload(message: impl Into<String>) -> ApiError {
-    ApiError::bad_request("invalid_payload", message)
+    ApiError::bad_request(ErrorCode::InvalidPayload, message)
 }
 
 fn checked_text(what: &str, value: &str) -> Result<(), ApiError> {

@@ -19,6 +19,7 @@ use crate::accounts::dto::Email;
 use crate::accounts::store as accounts;
 use crate::audit::{self, AuditEvent};
 use crate::auth::{AuthUser, Role};
+use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::extract::ApiJson;
 use crate::state::ApiState;
@@ -40,7 +41,7 @@ fn accepted() -> (StatusCode, Json<AcceptedResponse>) {
 
 fn invalid_token() -> ApiError {
     ApiError::bad_request(
-        "invalid_token",
+        ErrorCode::InvalidToken,
         "the link is unknown, expired or already used",
     )
 }

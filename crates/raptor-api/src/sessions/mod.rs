@@ -11,6 +11,7 @@ mod store;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::codes::{ErrorCode as E, RouteCodes};
 use crate::state::ApiState;
 
 pub use handlers::REVERIFY_GRACE;
@@ -24,3 +25,11 @@ pub(crate) fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(handlers::login))
         .routes(routes!(handlers::logout))
 }
+
+/// Each operation's own error codes (`crate::codes`), by operationId.
+pub(crate) const ROUTE_CODES: &[RouteCodes] = &[
+    ("login", &[&[E::InvalidEmail, E::RateLimited]]),
+    ("logout", &[]),
+    ("register", &[&[E::InvalidEmail, E::RateLimited]]),
+    ("verify_link", &[&[E::InvalidToken]]),
+];

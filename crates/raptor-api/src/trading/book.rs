@@ -18,6 +18,7 @@ use super::dto::{
 };
 use super::store::{self, StoredOrder};
 use crate::audit::{self, AuditEvent};
+use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::state::ApiState;
 
@@ -222,7 +223,7 @@ impl ClientOrderId {
 
     fn duplicate(id: &str) -> ApiError {
         ApiError::invalid(
-            "duplicate_client_order_id",
+            ErrorCode::DuplicateClientOrderId,
             format!("client_order_id {id} is already used on this account"),
         )
     }
@@ -363,7 +364,19 @@ async fn account_state(
     Ok((account, state, book.open))
 }
 
-/// Places an order, roll or close for `user_id`.
+/// What placing made of an intent.
+#[derive(Debug)]
+pub(crate) enum Placed {
+    /// The order (filled or resting).
+    Order(Box<OrderResponse>),
+    /// The engine refused it: a business answer, audited, so committed and replayed
+    /// (`Reply::rejected`).
+    Rejected(ApiError),
+}
+
+/// Places an order, roll or close for `user_id`. `Err` is a refusal that keeps nothing (a
+/// malformed intent, a taken client order id, the open-order limit) or an infrastructure
+/// failure.
 #[tracing::instrument(skip_all, fields(user.id = user_id, order.purpose = intent.purpose()))]
 pub(crate) async fn place(
     conn: &mut PgConnection,
@@ -372,7 +385,7 @@ pub(crate) async fn place(
     intent: Intent,
     key: Option<IdempotencyKey>,
     lineage: Option<Uuid>,
-) -> ApiResult<OrderResponse> {
+) -> ApiResult<Placed> {
     // Microseconds, as Postgres stores it: the answer is built from these values, and a later
     // read of the rows must show the same.
     let now = chrono::SubsecRound::trunc_subsecs(state.clock.now(), 6);
@@ -413,7 +426,7 @@ pub(crate) async fn place(
             )
             .await
             .context("audit rejection")?;
-            return Err(rejection.into());
+            return Ok(Placed::Rejected(rejection.into()));
         }
     };
 
@@ -422,7 +435,7 @@ pub(crate) async fn place(
         // Every quote update re-evaluates resting orders: one account must not be able to
         // make that (and the symbol's quote row lock) arbitrarily long.
         return Err(ApiError::invalid(
-            "too_many_open_orders",
+            ErrorCode::TooManyOpenOrders,
             format!(
                 "this account has {open_orders} open orders, the most allowed; cancel some first"
             ),
@@ -469,7 +482,7 @@ pub(crate) async fn place(
         .await
         .context("audit order")?;
     // The answer is built from what was written, not read back.
-    Ok(dto::order_response(&order))
+    Ok(Placed::Order(Box::new(dto::order_response(&order))))
 }
 
 /// The `order.filled` audit row of an execution.
@@ -616,7 +629,7 @@ pub async fn set_quote(
     };
     if !in_range(bid) || !in_range(ask) || ask < bid {
         return Err(ApiError::invalid(
-            "invalid_quote",
+            ErrorCode::InvalidQuote,
             "bid and ask must be between 0 and 1000000000 with at most 6 decimals, ask >= bid",
         ));
     }

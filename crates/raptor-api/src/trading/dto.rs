@@ -8,6 +8,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::store::{OrderRecord, PositionRow};
+use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult};
 
 macro_rules! wire_enum {
@@ -554,14 +555,14 @@ pub(crate) const PRICE_SCALE: u32 = 6;
 
 /// `422 invalid_order` with `reason`.
 pub(crate) fn invalid_order(reason: impl Into<String>) -> ApiError {
-    ApiError::invalid("invalid_order", reason)
+    ApiError::invalid(ErrorCode::InvalidOrder, reason)
 }
 
 /// A symbol parsed into the engine's instrument (`422 invalid_symbol` otherwise).
 pub(crate) fn instrument(symbol: &str) -> ApiResult<engine::Instrument> {
     if symbol.len() > MAX_SYMBOL_LEN {
         return Err(ApiError::invalid(
-            "invalid_symbol",
+            ErrorCode::InvalidSymbol,
             format!(
                 "symbol of {} bytes is longer than {MAX_SYMBOL_LEN}",
                 symbol.len()
@@ -569,7 +570,7 @@ pub(crate) fn instrument(symbol: &str) -> ApiResult<engine::Instrument> {
         ));
     }
     engine::Instrument::parse(symbol)
-        .map_err(|err| ApiError::invalid("invalid_symbol", err.to_string()))
+        .map_err(|err| ApiError::invalid(ErrorCode::InvalidSymbol, err.to_string()))
 }
 
 /// A limit price the book can store: at most 6 decimals (the engine judges its range and

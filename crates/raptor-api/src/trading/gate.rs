@@ -158,3 +158,71 @@ where
         Ok(Self { _permit: permit })
     }
 }
+
+impl raptor_idempotency::Authenticated for PaperTrader {
+    fn scope(&self) -> raptor_idempotency::Scope {
+        raptor_idempotency::Scope {
+            user_id: Some(self.user_id),
+        }
+    }
+}
+
+/// What a write to a paper account authenticates with before its claim: the gates (`G`: the
+/// paper check, and for new orders the kill switch), then a permit to write to the account, in
+/// that order, so a refused request waits for no permit and a waiting one holds no connection.
+/// The permit is held until the handler ends.
+#[derive(Debug)]
+pub struct Writer<G> {
+    /// The gated principal.
+    pub gate: G,
+    _permit: AccountWrite,
+}
+
+/// A write that opens a new order (place, roll, close).
+pub type OrderWriter = Writer<NewOrderGate>;
+
+/// A write to the account that opens no order (reset).
+pub type AccountWriter = Writer<PaperTrader>;
+
+impl<G> Writer<G>
+where
+    G: Copy + Into<PaperTrader>,
+{
+    /// The trader.
+    pub fn trader(&self) -> PaperTrader {
+        self.gate.into()
+    }
+}
+
+impl From<NewOrderGate> for PaperTrader {
+    fn from(gate: NewOrderGate) -> Self {
+        gate.0
+    }
+}
+
+impl<S, G> FromRequestParts<S> for Writer<G>
+where
+    S: Send + Sync,
+    ApiState: FromRef<S>,
+    G: FromRequestParts<S, Rejection = ApiError> + Send,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
+        let gate = G::from_request_parts(parts, state).await?;
+        let permit = AccountWrite::from_request_parts(parts, state).await?;
+        Ok(Self {
+            gate,
+            _permit: permit,
+        })
+    }
+}
+
+impl<G> raptor_idempotency::Authenticated for Writer<G>
+where
+    G: Copy + Into<PaperTrader> + Send,
+{
+    fn scope(&self) -> raptor_idempotency::Scope {
+        raptor_idempotency::Authenticated::scope(&self.trader())
+    }
+}

@@ -5,17 +5,18 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Json;
-use raptor_idempotency::{Idempotent, Reply, Tier1};
+use raptor_idempotency::{Claim, Idempotent, Reply, Tier1};
 use uuid::Uuid;
 
-use super::book::{self, Intent};
+use super::book::{self, Intent, Placed};
 use super::dto::{
     AccountResponse, ClosePositionRequest, CreateOrderRequest, ListOrdersQuery, OrderResponse,
     PositionResponse, QuoteResponse, ResetAccountRequest, RollRequest, SetQuoteRequest, LIST_LIMIT,
 };
-use super::gate::{AccountWrite, NewOrderGate, PaperTrader};
+use super::gate::{AccountWrite, AccountWriter, OrderWriter, PaperTrader};
 use super::store;
 use crate::auth::{AuthUser, Operator};
+use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::extract::{ApiJson, ApiPath};
 use crate::openapi::IdempotencyKeyHeader;
@@ -24,6 +25,27 @@ use crate::state::ApiState;
 fn created(order: OrderResponse) -> Reply {
     let location = format!("/api/trading/orders/{}", order.id);
     Reply::json(StatusCode::CREATED, &order).with_location(location)
+}
+
+/// The three order-placing routes: parse the request into an intent (a malformed one keeps
+/// nothing), place it on the claim's transaction, and answer `201` with `Location`, or the
+/// engine's refusal (committed with its audit row, and replayed).
+async fn place(
+    state: &ApiState,
+    claim: Claim,
+    trader: PaperTrader,
+    intent: ApiResult<Intent>,
+) -> Response {
+    let (key, lineage) = (claim.key(), claim.lineage());
+    claim
+        .run(async |tx| {
+            let placed = book::place(tx, state, trader.user_id, intent?, key, lineage).await?;
+            Ok::<_, ApiError>(match placed {
+                Placed::Order(order) => created(*order),
+                Placed::Rejected(rejection) => Reply::rejected(&rejection),
+            })
+        })
+        .await
 }
 
 /// Place an order: simple (equity or option) or multi-leg (`order_class: "mleg"`, 2-4 legs, all
@@ -37,20 +59,12 @@ fn created(order: OrderResponse) -> Reply {
     ))]
 pub(crate) async fn create_order(
     State(state): State<ApiState>,
-    NewOrderGate(trader): NewOrderGate,
-    _write: AccountWrite,
     Idempotent {
-        mut claim, body, ..
-    }: Idempotent<CreateOrderRequest, Tier1>,
+        claim, body, auth, ..
+    }: Idempotent<CreateOrderRequest, Tier1, OrderWriter>,
 ) -> Response {
-    let (key, lineage) = (claim.key(), claim.lineage());
-    let result = async {
-        let intent = Intent::Order(body.parse()?);
-        book::place(claim.conn(), &state, trader.user_id, intent, key, lineage).await
-    }
-    .await
-    .map(created);
-    claim.finish(result).await
+    let intent = body.parse().map(Intent::Order);
+    place(&state, claim, auth.trader(), intent).await
 }
 
 /// Roll a short call: buy-to-close `{symbol}` and sell-to-open `to_symbol` as one all-or-none
@@ -64,21 +78,13 @@ pub(crate) async fn create_order(
     ))]
 pub(crate) async fn roll_position(
     State(state): State<ApiState>,
-    NewOrderGate(trader): NewOrderGate,
     ApiPath(symbol): ApiPath<String>,
-    _write: AccountWrite,
     Idempotent {
-        mut claim, body, ..
-    }: Idempotent<RollRequest, Tier1>,
+        claim, body, auth, ..
+    }: Idempotent<RollRequest, Tier1, OrderWriter>,
 ) -> Response {
-    let (key, lineage) = (claim.key(), claim.lineage());
-    let result = async {
-        let intent = Intent::Roll(body.parse(&symbol)?);
-        book::place(claim.conn(), &state, trader.user_id, intent, key, lineage).await
-    }
-    .await
-    .map(created);
-    claim.finish(result).await
+    let intent = body.parse(&symbol).map(Intent::Roll);
+    place(&state, claim, auth.trader(), intent).await
 }
 
 /// Close a position at market: all of it (`{}`) or `qty`.
@@ -91,21 +97,13 @@ pub(crate) async fn roll_position(
     ))]
 pub(crate) async fn close_position(
     State(state): State<ApiState>,
-    NewOrderGate(trader): NewOrderGate,
     ApiPath(symbol): ApiPath<String>,
-    _write: AccountWrite,
     Idempotent {
-        mut claim, body, ..
-    }: Idempotent<ClosePositionRequest, Tier1>,
+        claim, body, auth, ..
+    }: Idempotent<ClosePositionRequest, Tier1, OrderWriter>,
 ) -> Response {
-    let (key, lineage) = (claim.key(), claim.lineage());
-    let result = async {
-        let intent = Intent::Close(body.parse(&symbol)?);
-        book::place(claim.conn(), &state, trader.user_id, intent, key, lineage).await
-    }
-    .await
-    .map(created);
-    claim.finish(result).await
+    let intent = body.parse(&symbol).map(Intent::Close);
+    place(&state, claim, auth.trader(), intent).await
 }
 
 /// Reset the paper account: starting cash, no positions, open orders canceled.
@@ -118,14 +116,14 @@ pub(crate) async fn close_position(
     ))]
 pub(crate) async fn reset_account(
     State(state): State<ApiState>,
-    trader: PaperTrader,
-    _write: AccountWrite,
-    Idempotent { mut claim, .. }: Idempotent<ResetAccountRequest, Tier1>,
+    Idempotent { claim, auth, .. }: Idempotent<ResetAccountRequest, Tier1, AccountWriter>,
 ) -> Response {
-    let result = book::reset(claim.conn(), &state, trader.user_id)
+    claim
+        .run(async |tx| {
+            let account = book::reset(tx, &state, auth.trader().user_id).await?;
+            Ok::<_, ApiError>(Reply::json(StatusCode::OK, &account))
+        })
         .await
-        .map(|account| Reply::json(StatusCode::OK, &account));
-    claim.finish(result).await
 }
 
 /// Cancel an open order. Naturally idempotent: a canceled order is returned unchanged.
@@ -176,13 +174,14 @@ pub(crate) async fn list_orders(
     user: AuthUser,
     query: Result<Query<ListOrdersQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Json<Vec<OrderResponse>>> {
-    let Query(query) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
+    let Query(query) =
+        query.map_err(|e| ApiError::bad_request(ErrorCode::InvalidQuery, e.body_text()))?;
     book::expire_for_read(&state, user.id).await?;
     let statuses = query.status.unwrap_or_default().statuses();
     let limit = query.limit.unwrap_or(100);
     if !LIST_LIMIT.contains(&limit) {
         return Err(ApiError::bad_request(
-            "invalid_query",
+            ErrorCode::InvalidQuery,
             format!("limit must be between 1 and 500, not {limit}"),
         ));
     }

@@ -11,10 +11,13 @@ mod store;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::codes::{ErrorCode as E, RouteCodes, TRADE};
 use crate::state::ApiState;
 
 pub use book::{expire_orders, set_quote};
-pub use gate::{AccountWrite, AccountWrites, NewOrderGate, PaperTrader};
+pub use gate::{
+    AccountWrite, AccountWriter, AccountWrites, NewOrderGate, OrderWriter, PaperTrader, Writer,
+};
 
 pub(crate) fn routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
@@ -27,3 +30,27 @@ pub(crate) fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(handlers::list_positions))
         .routes(routes!(handlers::set_quote))
 }
+
+/// Each operation's own error codes (`crate::codes`), by operationId.
+pub(crate) const ROUTE_CODES: &[RouteCodes] = &[
+    ("get_account", &[&[E::NotFound]]),
+    (
+        "reset_account",
+        &[&[E::LiveTradingUnavailable, E::NotFound, E::RateLimited]],
+    ),
+    ("list_orders", &[&[E::NotFound]]),
+    ("create_order", &[TRADE]),
+    ("get_order", &[&[E::NotFound]]),
+    (
+        "cancel_order",
+        &[&[
+            E::LiveTradingUnavailable,
+            E::NotFound,
+            E::OrderNotCancelable,
+            E::RateLimited,
+        ]],
+    ),
+    ("list_positions", &[&[E::NotFound]]),
+    ("close_position", &[TRADE, &[E::NotFound]]),
+    ("roll_position", &[TRADE, &[E::NotFound]]),
+];
