@@ -999,13 +999,16 @@ pub(crate) async fn restore_drill(world: &mut HaWorld) -> anyhow::Result<Outcome
     out.check(
         check.status.success(),
         format!(
-            "pgbackrest check: WAL archiving works ({})",
-            String::from_utf8_lossy(&check.stderr).trim()
+            "pgbackrest check: the WAL up to now is archived{}",
+            Some(String::from_utf8_lossy(&check.stderr).trim().to_owned())
+                .filter(|e| !e.is_empty())
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
         ),
     );
     let info = world
         .ha
-        .pgbackrest(leader, &["info", "--output=json"])
+        .pgbackrest_raw(&[], &["info", "--output=json"])
         .await?;
     let info: serde_json::Value =
         serde_json::from_slice(&info.stdout).unwrap_or(serde_json::Value::Null);
@@ -1052,9 +1055,10 @@ pub(crate) async fn restore_drill(world: &mut HaWorld) -> anyhow::Result<Outcome
     }
     // The node's own postgresql.conf (Patroni's) names its files and archive_command: the
     // copy gets a plain one (recovery settings are in postgresql.auto.conf, from pgBackRest).
+    // Recovery refuses a max_connections below the primary's.
     std::fs::write(
         data.join("postgresql.conf"),
-        "include 'postgresql.base.conf'\nmax_connections = 200\n",
+        "include 'postgresql.base.conf'\nmax_connections = 300\nshared_buffers = 128MB\n",
     )?;
     env::chown_postgres(&data)?;
     let port = free_port()?;

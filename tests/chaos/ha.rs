@@ -340,7 +340,45 @@ impl Ha {
         )?;
         ha.haproxy = Some(haproxy);
         wait_port(proxy_port, "haproxy", Duration::from_secs(10)).await?;
+        ha.wait_proxy_primary(Duration::from_secs(20)).await?;
         Ok(ha)
+    }
+
+    /// Waits until 10 connections in a row through HAProxy reach the primary. HAProxy counts a
+    /// server up until its checks have failed `fall` times, so for about a second after it
+    /// starts it sends connections to the standby too.
+    async fn wait_proxy_primary(&self, limit: Duration) -> anyhow::Result<()> {
+        let options = PgConnectOptions::new()
+            .host("127.0.0.1")
+            .port(self.proxy_port)
+            .username("postgres")
+            .database("postgres")
+            .ssl_mode(PgSslMode::Disable);
+        let deadline = Instant::now() + limit;
+        let mut in_a_row = 0;
+        while in_a_row < 10 {
+            let primary = async {
+                let mut conn: sqlx::PgConnection =
+                    sqlx::Connection::connect_with(&options).await.ok()?;
+                let standby: bool = sqlx::query_scalar("select pg_is_in_recovery()")
+                    .fetch_one(&mut conn)
+                    .await
+                    .ok()?;
+                sqlx::Connection::close(conn).await.ok()?;
+                Some(!standby)
+            }
+            .await;
+            if primary == Some(true) {
+                in_a_row += 1;
+            } else {
+                in_a_row = 0;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            if Instant::now() > deadline {
+                bail!("HAProxy did not route to the primary alone within {limit:?}");
+            }
+        }
+        Ok(())
     }
 
     /// The service's URL of the cluster: through HAProxy, to whichever node leads.
