@@ -267,6 +267,7 @@ struct Round {
     new: usize,
     stalled: Option<Instant>,
     killed: Instant,
+    promoted_at: Instant,
     promoted: Duration,
     /// From the promotion until every replica answered readyz 200 and took an order.
     recovered: Vec<f64>,
@@ -333,6 +334,7 @@ async fn round(
     let old = world.ha.wait_leader(None, Duration::from_secs(30)).await?;
     let new = 1 - old;
     let mut stalled = None;
+    let mut frozen = Vec::new();
     let (killed, dead) = if n == 1 {
         let (pid, kids) = world.ha.nodes[old].kill_postmaster()?;
         let killed = Instant::now();
@@ -341,6 +343,16 @@ async fn round(
             world.ha.nodes[old].name
         ));
         (killed, kids)
+    } else if n == 3 {
+        frozen = world.ha.nodes[old].freeze()?;
+        let killed = Instant::now();
+        out.fact(format!(
+            "round 3: {} frozen (SIGSTOP to Patroni, the postmaster and its {} processes): a hung \
+             machine whose sockets stay open",
+            world.ha.nodes[old].name,
+            frozen.len() - 2
+        ));
+        (killed, Vec::new())
     } else {
         let senders = wal_senders(&world.ha, old).await?;
         for pid in &senders {
@@ -373,6 +385,16 @@ async fn round(
     let bases = world.bases();
     let recovered = scenarios::recovery(out, &world.http, &bases, probe).await?;
     let mut old_history = None;
+    if n == 3 {
+        // The old primary wakes up: its Patroni finds the leader key gone and demotes it; HAProxy
+        // must not route to it meanwhile (its Patroni answers /primary 503 once its lock expired).
+        crate::ha::Node::thaw(&frozen);
+        out.fact(format!(
+            "round 3: {} thawed {:.1} s after the freeze, after the promotion",
+            world.ha.nodes[old].name,
+            killed.elapsed().as_secs_f64()
+        ));
+    }
     if n == 2 {
         // The dead node's history as it was: started stand-alone (isolated: another port, no
         // archiving, no standby), read, stopped; then Patroni takes it back and rewinds it.
@@ -416,6 +438,7 @@ async fn round(
         new,
         stalled,
         killed,
+        promoted_at,
         promoted,
         recovered,
         rejoined,
@@ -526,59 +549,6 @@ pub(crate) async fn run(
         ),
     );
 
-    // The time from each kill to the first 201 on the new primary.
-    let mut times = Vec::new();
-    for r in &done {
-        let first = log
-            .values()
-            .flat_map(|(_, a)| a.iter())
-            .filter(|t| t.answer.status == 201 && t.sent >= r.killed)
-            .map(|t| t.done)
-            .min();
-        let secs = first.map(|t| (t - r.killed).as_secs_f64());
-        times.push((r.n, secs));
-        out.check(
-            secs.is_some_and(|s| s <= FAILOVER_GOAL.as_secs_f64()),
-            format!(
-                "round {}: kill to the first 201 on the new primary {} (goal ≤ {} s; promotion \
-                 after {:.2} s, leader TTL {TTL_SECS} s)",
-                r.n,
-                secs.map_or("never".to_owned(), |s| format!("{s:.2} s")),
-                FAILOVER_GOAL.as_secs(),
-                r.promoted.as_secs_f64()
-            ),
-        );
-        if let Some(stalled) = r.stalled {
-            // While the standby received nothing, a synchronous commit cannot have returned.
-            let acked: usize = log
-                .values()
-                .flat_map(|(_, a)| a.iter())
-                .filter(|t| {
-                    t.answer.status == 201
-                        && t.answer.replayed.as_deref() == Some("false")
-                        && t.done > stalled + Duration::from_millis(200)
-                        && t.done <= r.killed
-                })
-                .count();
-            if synchronous {
-                out.check(
-                    acked == 0,
-                    format!(
-                        "round {}: no new execution was acknowledged while the WAL sender was \
-                         stopped ({acked})",
-                        r.n
-                    ),
-                );
-            } else {
-                out.fact(format!(
-                    "round {}: {acked} new executions acknowledged while the WAL sender was \
-                     stopped (asynchronous commits do not wait for the standby)",
-                    r.n
-                ));
-            }
-        }
-    }
-
     // `/readyz`: 503 during each switch, 200 again after it, on every replica.
     for r in &done {
         let end = r.killed + r.promoted + Duration::from_secs(30);
@@ -629,6 +599,92 @@ pub(crate) async fn run(
         ),
     );
     scenarios::check_books(&mut out, &world.db, &user_ids).await?;
+    // Per round: no fresh 201 the standby could not have had, and the time from the kill to the
+    // first 201 on the new primary. After a kill -9 of the postmaster its backends live on until
+    // they next wait (HAProxy cuts their sessions within about a second): they can still answer
+    // replays, and, without a synchronous standby, commit. So "on the new primary" is a fresh
+    // execution (not a replay), answered after the promotion, whose order the final primary has.
+    let final_ids: HashSet<&String> = made.values().flatten().collect();
+    let answers: Vec<&Timed> = log.values().flat_map(|(_, a)| a.iter()).collect();
+    let fresh = |t: &Timed| t.answer.status == 201 && t.answer.replayed.as_deref() == Some("false");
+    let mut times = Vec::new();
+    for r in &done {
+        let first = answers
+            .iter()
+            .filter(|t| {
+                fresh(t)
+                    && t.sent >= r.killed
+                    && t.done >= r.promoted_at
+                    && t.answer.order_id.as_ref().is_some_and(|id| final_ids.contains(id))
+            })
+            .map(|t| t.done)
+            .min();
+        let secs = first.map(|t| (t - r.killed).as_secs_f64());
+        times.push((r.n, secs));
+        out.check(
+            secs.is_some_and(|s| s <= FAILOVER_GOAL.as_secs_f64()),
+            format!(
+                "round {}: kill to the first 201 on the new primary {} (goal ≤ {} s; promotion \
+                 after {:.2} s, leader TTL {TTL_SECS} s)",
+                r.n,
+                secs.map_or("never".to_owned(), |s| format!("{s:.2} s")),
+                FAILOVER_GOAL.as_secs(),
+                r.promoted.as_secs_f64()
+            ),
+        );
+        // From the stall (round 2) or the kill until the promotion no commit can have reached
+        // a standby, so a synchronous cluster acknowledges no new execution in between (200 ms
+        // of slack for answers already on their way).
+        let from = r.stalled.unwrap_or(r.killed) + Duration::from_millis(200);
+        let orphaned: Vec<&&Timed> = answers
+            .iter()
+            .filter(|t| t.answer.status == 201 && t.done > from && t.done < r.promoted_at)
+            .collect();
+        let executed = orphaned.iter().filter(|t| fresh(t)).count();
+        let what = if r.stalled.is_some() {
+            "from the WAL sender's stall to the promotion"
+        } else {
+            "from the kill to the promotion"
+        };
+        if synchronous {
+            out.check(
+                executed == 0,
+                format!(
+                    "round {}: no new execution acknowledged {what} ({executed}; {} replays \
+                     answered meanwhile)",
+                    r.n,
+                    orphaned.len() - executed
+                ),
+            );
+        } else {
+            out.fact(format!(
+                "round {}: {executed} new executions acknowledged {what} (asynchronous commits do \
+                 not wait for the standby), and {} replays",
+                r.n,
+                orphaned.len() - executed
+            ));
+        }
+        if r.n == 3 {
+            // Requests in flight on connections to the frozen primary: HAProxy cut them when its
+            // checks failed, well before the request timeout would have.
+            let cut: Vec<f64> = answers
+                .iter()
+                .filter(|t| t.sent < r.killed && t.done > r.killed)
+                .map(|t| (t.done - r.killed).as_secs_f64())
+                .collect();
+            let slowest = cut.iter().copied().fold(0.0, f64::max);
+            out.check(
+                !cut.is_empty() && slowest < (env::REQUEST_TIMEOUT_SECS as f64) - 0.5,
+                format!(
+                    "round 3: the {} requests in flight at the freeze were answered within \
+                     {slowest:.2} s of it (HAProxy's checks fail, on-marked-down \
+                     shutdown-sessions cuts the connections; the request timeout is {} s)",
+                    cut.len(),
+                    env::REQUEST_TIMEOUT_SECS
+                ),
+            );
+        }
+    }
     let mut lost = Vec::new();
     for (key, (user, answers)) in &log {
         let ids: HashSet<&String> = answers
@@ -680,7 +736,6 @@ pub(crate) async fn run(
         let Some(history) = &r.old_history else {
             continue;
         };
-        let final_ids: HashSet<&String> = made.values().flatten().collect();
         let acked: HashSet<&String> = finals
             .values()
             .flatten()
@@ -865,14 +920,16 @@ pub(crate) async fn latency(world: &HaWorld) -> anyhow::Result<Outcome> {
     let users = scenarios::make_users(&world.db, "latency", 9).await?;
     let bases = world.bases();
     scenarios::warm_replicas(&world.http, &bases, &users[8]).await?;
-    let (single, many) = if world.quick {
-        (150, Duration::from_secs(2))
+    let (blocks, single, many) = if world.quick {
+        (4, 150, Duration::from_secs(2))
     } else {
-        (400, Duration::from_secs(4))
+        (8, 300, Duration::from_secs(3))
     };
+    // mode -> each block's 1-client p50
+    let mut block_p50: BTreeMap<bool, Vec<f64>> = BTreeMap::new();
     // mode -> (1-client latencies, 8-client latencies, 8-client orders, 8-client seconds, others)
     let mut by_mode: BTreeMap<bool, (Vec<f64>, Vec<f64>, usize, f64, usize)> = BTreeMap::new();
-    for block in 0..4 {
+    for block in 0..blocks {
         let synchronous = block % 2 == 0;
         world.ha.set_synchronous(synchronous).await?;
         let (one, x1) = timed_orders(
@@ -887,6 +944,12 @@ pub(crate) async fn latency(world: &HaWorld) -> anyhow::Result<Outcome> {
         let (eight, x8) =
             timed_orders(&world.http, &bases, &users[..8], None, many).await?;
         let secs = t.elapsed().as_secs_f64();
+        let mut sorted = one.clone();
+        sorted.sort_by(f64::total_cmp);
+        block_p50
+            .entry(synchronous)
+            .or_default()
+            .push(pct(&sorted, 0.5));
         let entry = by_mode.entry(synchronous).or_default();
         entry.2 += eight.len();
         entry.3 += secs;
@@ -929,12 +992,24 @@ pub(crate) async fn latency(world: &HaWorld) -> anyhow::Result<Outcome> {
     if let (Some(s), Some(a)) = (p50.get(&true), p50.get(&false)) {
         out.fact(format!(
             "the synchronous standby adds {:+.2} ms to the 1-client p50 and {:+.2} ms to the \
-             8-client p50 (two blocks per mode, alternating, each through HAProxy and one of \
-             the 3 replicas)",
+             8-client p50 ({} blocks per mode, alternating; 1 client on one replica, 8 over the \
+             3, all through HAProxy)",
             s.0 - a.0,
-            s.1 - a.1
+            s.1 - a.1,
+            blocks / 2
         ));
     }
+    out.fact(format!(
+        "1-client p50 of each block, in ms: synchronous {:?}, asynchronous {:?}",
+        block_p50
+            .get(&true)
+            .map(|v| v.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>())
+            .unwrap_or_default(),
+        block_p50
+            .get(&false)
+            .map(|v| v.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>())
+            .unwrap_or_default()
+    ));
     out.check(
         others == 0,
         format!("every measured order answered 201 ({others} did not)"),

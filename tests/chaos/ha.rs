@@ -164,6 +164,37 @@ impl Node {
         Ok(())
     }
 
+    /// Freezes the node as a hung machine would: SIGSTOP to Patroni, the postmaster, then every
+    /// process the postmaster had started (none can fork once it is stopped). Returns the pids,
+    /// for [`Node::thaw`].
+    pub(crate) fn freeze(&self) -> anyhow::Result<Vec<u32>> {
+        let patroni = self
+            .patroni
+            .as_ref()
+            .and_then(tokio::process::Child::id)
+            .with_context(|| format!("{}: no Patroni running", self.name))?;
+        let postmaster = self
+            .postmaster()
+            .with_context(|| format!("{}: no postmaster running", self.name))?;
+        signal(patroni, "STOP")?;
+        signal(postmaster, "STOP")?;
+        let mut pids = vec![patroni, postmaster];
+        for child in children(postmaster) {
+            // A backend may exit between the listing and the signal.
+            if signal(child, "STOP").is_ok() {
+                pids.push(child);
+            }
+        }
+        Ok(pids)
+    }
+
+    /// SIGCONT to what [`Node::freeze`] stopped.
+    pub(crate) fn thaw(pids: &[u32]) {
+        for pid in pids {
+            let _ = signal(*pid, "CONT");
+        }
+    }
+
     /// SIGKILL to the postmaster; returns its pid and the pids of the processes it had started
     /// (they exit on their own when they notice the postmaster is gone).
     pub(crate) fn kill_postmaster(&self) -> anyhow::Result<(u32, Vec<u32>)> {
@@ -855,13 +886,13 @@ defaults
     timeout connect 1s
     timeout client 1h
     timeout server 1h
-    timeout check 1s
+    timeout check 500ms
 
 listen postgres
     bind 127.0.0.1:{port}
     option httpchk GET /primary
     http-check expect status 200
-    default-server inter 500ms fall 2 rise 1 on-marked-down shutdown-sessions
+    default-server inter 500ms fastinter 250ms fall 2 rise 1 on-marked-down shutdown-sessions
 "
     );
     for node in nodes {

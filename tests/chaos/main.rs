@@ -128,7 +128,7 @@ async fn highly_available(
         let name = "8 failover under keyed load (synchronous replication)";
         println!("\n== {name} ==");
         let t = Instant::now();
-        let mut o = failover::run(&mut world, name, true, &[1, 2])
+        let mut o = failover::run(&mut world, name, true, &[1, 2, 3])
             .await
             .map(|(o, f)| {
                 println!("  figures: {}", f.summary);
