@@ -920,10 +920,12 @@ pub(crate) async fn latency(world: &HaWorld) -> anyhow::Result<Outcome> {
     let users = scenarios::make_users(&world.db, "latency", 9).await?;
     let bases = world.bases();
     scenarios::warm_replicas(&world.http, &bases, &users[8]).await?;
+    // Short blocks, many alternations: the machine's other load comes in bursts, and pairs of
+    // neighbouring blocks see about the same of it.
     let (blocks, single, many) = if world.quick {
-        (4, 150, Duration::from_secs(2))
+        (6, 100, Duration::from_millis(1500))
     } else {
-        (8, 300, Duration::from_secs(3))
+        (16, 150, Duration::from_millis(1500))
     };
     // mode -> each block's 1-client p50
     let mut block_p50: BTreeMap<bool, Vec<f64>> = BTreeMap::new();
@@ -999,6 +1001,21 @@ pub(crate) async fn latency(world: &HaWorld) -> anyhow::Result<Outcome> {
             blocks / 2
         ));
     }
+    // Each synchronous block against the asynchronous block right after it.
+    let mut deltas: Vec<f64> = block_p50
+        .get(&true)
+        .zip(block_p50.get(&false))
+        .map(|(s, a)| s.iter().zip(a).map(|(s, a)| s - a).collect())
+        .unwrap_or_default();
+    deltas.sort_by(f64::total_cmp);
+    out.fact(format!(
+        "paired blocks (synchronous minus the asynchronous block after it), 1-client p50: \
+         median {:+.2} ms, range {:+.2} .. {:+.2} ms over {} pairs",
+        pct(&deltas, 0.5),
+        deltas.first().copied().unwrap_or(f64::NAN),
+        deltas.last().copied().unwrap_or(f64::NAN),
+        deltas.len()
+    ));
     out.fact(format!(
         "1-client p50 of each block, in ms: synchronous {:?}, asynchronous {:?}",
         block_p50
