@@ -54,6 +54,9 @@ const FAILOVER_GOAL: Duration = Duration::from_secs(15);
 
 /// The HA cluster, a driver pool through HAProxy, and 3 replicas on it.
 pub(crate) struct HaWorld {
+    /// `--thaw-after`: round 3 thaws the frozen primary this long after the promotion instead of
+    /// fencing it.
+    pub(crate) thaw_after: Option<Duration>,
     pub(crate) ha: Ha,
     pub(crate) db: PgPool,
     pub(crate) http: Http,
@@ -62,7 +65,11 @@ pub(crate) struct HaWorld {
 }
 
 impl HaWorld {
-    pub(crate) async fn start(chaos_dir: &Path, quick: bool) -> anyhow::Result<Self> {
+    pub(crate) async fn start(
+        chaos_dir: &Path,
+        quick: bool,
+        thaw_after: Option<Duration>,
+    ) -> anyhow::Result<Self> {
         let started = Instant::now();
         let ha = Ha::start(chaos_dir, true).await?;
         {
@@ -105,6 +112,7 @@ impl HaWorld {
             started.elapsed().as_secs_f64()
         );
         Ok(Self {
+            thaw_after,
             ha,
             db,
             http: Http::new()?,
@@ -386,14 +394,39 @@ async fn round(
     let recovered = scenarios::recovery(out, &world.http, &bases, probe).await?;
     let mut old_history = None;
     if n == 3 {
-        // The old primary wakes up: its Patroni finds the leader key gone and demotes it; HAProxy
-        // must not route to it meanwhile (its Patroni answers /primary 503 once its lock expired).
-        crate::ha::Node::thaw(&frozen);
-        out.fact(format!(
-            "round 3: {} thawed {:.1} s after the freeze, after the promotion",
-            world.ha.nodes[old].name,
-            killed.elapsed().as_secs_f64()
-        ));
+        match world.thaw_after {
+            // The hung node is fenced, as Patroni's watchdog would reset its machine: kill -9 of
+            // everything frozen, then its Patroni starts afresh and rewinds it.
+            None => {
+                world.ha.nodes[old].kill_patroni().await?;
+                for pid in &frozen {
+                    let _ = signal(*pid, "KILL");
+                }
+                if !Ha::wait_exited(&frozen, Duration::from_secs(15)).await {
+                    out.check(false, "the frozen node's processes exited within 15 s of kill -9");
+                }
+                world.ha.start_patroni(old)?;
+                out.fact(format!(
+                    "round 3: {} fenced {:.1} s after the freeze (kill -9 of the frozen processes, \
+                     as a watchdog reset), its Patroni started again",
+                    world.ha.nodes[old].name,
+                    killed.elapsed().as_secs_f64()
+                ));
+            }
+            // --thaw-after: the hung node wakes up on its own, a zombie primary. Debian bookworm's
+            // Patroni 3.0.2 may then overwrite the new leader's key (docs/SCALING.md).
+            Some(hold) => {
+                tokio::time::sleep(hold).await;
+                crate::ha::Node::thaw(&frozen);
+                out.fact(format!(
+                    "round 3: {} thawed {:.1} s after the freeze (--thaw-after {} s past the \
+                     promotion): it wakes up believing it leads",
+                    world.ha.nodes[old].name,
+                    killed.elapsed().as_secs_f64(),
+                    hold.as_secs()
+                ));
+            }
+        }
     }
     if n == 2 {
         // The dead node's history as it was: started stand-alone (isolated: another port, no
@@ -412,11 +445,24 @@ async fn round(
         old_history = Some(read?);
         world.ha.start_patroni(old)?;
     }
-    let (leader, timeline) = world
+    let (leader, timeline) = match world
         .ha
         .wait_replicating(synchronous, Duration::from_secs(120))
         .await
-        .with_context(|| format!("round {n}: {} did not rejoin", world.ha.nodes[old].name))?;
+    {
+        Ok(joined) => joined,
+        Err(err) => {
+            // The checks of the run still follow: what did the cluster keep?
+            out.check(
+                false,
+                format!(
+                    "round {n}: {} did not rejoin: {err:#}",
+                    world.ha.nodes[old].name
+                ),
+            );
+            (world.ha.leader().await.unwrap_or(new), 0)
+        }
+    };
     let rejoined = killed.elapsed();
     out.check(
         leader == new,

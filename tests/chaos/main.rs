@@ -65,6 +65,11 @@ struct Args {
     /// Scenarios to run (comma-separated numbers 1-9); all by default.
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u8).range(1..=9))]
     only: Vec<u8>,
+    /// Scenario 8, round 3: instead of fencing the frozen primary after the failover (kill -9,
+    /// as a watchdog would reset its machine), let it wake up this many seconds after the
+    /// promotion: the zombie-primary experiment of docs/SCALING.md.
+    #[arg(long, value_name = "SECS")]
+    thaw_after: Option<u64>,
 }
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(14 * 60);
@@ -123,7 +128,12 @@ async fn highly_available(
 ) -> anyhow::Result<()> {
     let wanted = |n: u8| args.only.is_empty() || args.only.contains(&n);
     println!("\n== HA cluster: etcd, Patroni x 2, HAProxy, pgBackRest ==");
-    let mut world = failover::HaWorld::start(dir, args.quick).await?;
+    let mut world = failover::HaWorld::start(
+        dir,
+        args.quick,
+        args.thaw_after.map(Duration::from_secs),
+    )
+    .await?;
     if wanted(8) {
         let name = "8 failover under keyed load (synchronous replication)";
         println!("\n== {name} ==");
