@@ -234,14 +234,21 @@ async fn follow_up(http: &Http, bases: &[String], log: &mut Log) -> usize {
             continue;
         }
         followed += 1;
-        answers.extend(until_final_timed(http, bases, &user.token, key, Duration::from_secs(60)).await);
+        answers.extend(
+            until_final_timed(http, bases, &user.token, key, Duration::from_secs(60)).await,
+        );
     }
     followed
 }
 
 fn finals(log: &Log) -> BTreeMap<String, Vec<Answer>> {
     log.iter()
-        .map(|(k, (_, answers))| (k.clone(), answers.iter().map(|t| t.answer.clone()).collect()))
+        .map(|(k, (_, answers))| {
+            (
+                k.clone(),
+                answers.iter().map(|t| t.answer.clone()).collect(),
+            )
+        })
         .collect()
 }
 
@@ -325,7 +332,10 @@ async fn wal_senders(ha: &Ha, leader: usize) -> anyhow::Result<Vec<u32>> {
         .fetch_all(&mut conn)
         .await?;
     conn.close().await?;
-    Ok(pids.into_iter().filter_map(|p| u32::try_from(p).ok()).collect())
+    Ok(pids
+        .into_iter()
+        .filter_map(|p| u32::try_from(p).ok())
+        .collect())
 }
 
 /// Kills the leader (round 1: its postmaster; round 2: a stalled WAL sender, then Patroni and
@@ -403,7 +413,10 @@ async fn round(
                     let _ = signal(*pid, "KILL");
                 }
                 if !Ha::wait_exited(&frozen, Duration::from_secs(15)).await {
-                    out.check(false, "the frozen node's processes exited within 15 s of kill -9");
+                    out.check(
+                        false,
+                        "the frozen node's processes exited within 15 s of kill -9",
+                    );
                 }
                 world.ha.start_patroni(old)?;
                 out.fact(format!(
@@ -445,11 +458,12 @@ async fn round(
         old_history = Some(read?);
         world.ha.start_patroni(old)?;
     }
-    let (leader, timeline) = match world
+    let joined = world
         .ha
         .wait_replicating(synchronous, Duration::from_secs(120))
-        .await
-    {
+        .await;
+    let rejoined = killed.elapsed();
+    let (leader, timeline) = match joined {
         Ok(joined) => joined,
         Err(err) => {
             // The checks of the run still follow: what did the cluster keep?
@@ -460,10 +474,21 @@ async fn round(
                     world.ha.nodes[old].name
                 ),
             );
-            (world.ha.leader().await.unwrap_or(new), 0)
+            return Ok(Round {
+                n,
+                old,
+                new,
+                stalled,
+                killed,
+                promoted_at,
+                promoted,
+                recovered,
+                rejoined,
+                timeline: 0,
+                old_history,
+            });
         }
     };
-    let rejoined = killed.elapsed();
     out.check(
         leader == new,
         format!(
@@ -561,7 +586,10 @@ pub(crate) async fn run(
          retried until final; answers: {}",
         log.len(),
         started.elapsed().as_secs_f64(),
-        scenarios::label_counts(log.values().flat_map(|(_, a)| a.iter().map(|t| t.answer.clone())))
+        scenarios::label_counts(
+            log.values()
+                .flat_map(|(_, a)| a.iter().map(|t| t.answer.clone()))
+        )
     ));
 
     // Every answer was final-and-right or retryable.
@@ -591,7 +619,9 @@ pub(crate) async fn run(
         format!(
             "every answer was 201, 409 in flight or 503 ({} others{})",
             odd.len(),
-            odd.first().map(|o| format!(", e.g. {o}")).unwrap_or_default()
+            odd.first()
+                .map(|o| format!(", e.g. {o}"))
+                .unwrap_or_default()
         ),
     );
 
@@ -661,7 +691,10 @@ pub(crate) async fn run(
                 fresh(t)
                     && t.sent >= r.killed
                     && t.done >= r.promoted_at
-                    && t.answer.order_id.as_ref().is_some_and(|id| final_ids.contains(id))
+                    && t.answer
+                        .order_id
+                        .as_ref()
+                        .is_some_and(|id| final_ids.contains(id))
             })
             .map(|t| t.done)
             .min();
@@ -754,28 +787,38 @@ pub(crate) async fn run(
     ));
 
     // Both nodes: the same orders, at most one per key, once the standby has caught up.
-    world
+    match world
         .ha
         .wait_replicating(synchronous, Duration::from_secs(60))
-        .await?;
-    let mut per_node = Vec::new();
-    for node in &world.ha.nodes {
-        let orders = node_orders(&node.options(DATABASE), &user_ids).await?;
-        let twice = orders.values().filter(|v| v.len() > 1).count();
-        let total: usize = orders.values().map(Vec::len).sum();
-        per_node.push((node.name.clone(), total, twice));
-    }
-    out.check(
-        per_node.iter().all(|(_, t, twice)| *twice == 0 && *t == executions),
-        format!(
-            "each node, read directly, holds the same orders, at most one per key: {}",
-            per_node
-                .iter()
-                .map(|(n, t, twice)| format!("{n}: {t} orders, {twice} keys with two"))
-                .collect::<Vec<_>>()
-                .join("; ")
+        .await
+    {
+        Ok(_) => {
+            let mut per_node = Vec::new();
+            for node in &world.ha.nodes {
+                let orders = node_orders(&node.options(DATABASE), &user_ids).await?;
+                let twice = orders.values().filter(|v| v.len() > 1).count();
+                let total: usize = orders.values().map(Vec::len).sum();
+                per_node.push((node.name.clone(), total, twice));
+            }
+            out.check(
+                per_node
+                    .iter()
+                    .all(|(_, t, twice)| *twice == 0 && *t == executions),
+                format!(
+                    "each node, read directly, holds the same orders, at most one per key: {}",
+                    per_node
+                        .iter()
+                        .map(|(n, t, twice)| format!("{n}: {t} orders, {twice} keys with two"))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+            );
+        }
+        Err(err) => out.check(
+            false,
+            format!("the standby caught up for the per-node check: {err:#}"),
         ),
-    );
+    }
 
     // The dead primary's own history (round 2): what it committed that the cluster lost.
     for r in &done {
@@ -793,7 +836,10 @@ pub(crate) async fn run(
             .flat_map(|(k, ids)| ids.iter().map(move |id| (k, id)))
             .filter(|(_, id)| !final_ids.contains(id))
             .collect();
-        let acked_discarded = discarded.iter().filter(|(_, id)| acked.contains(id)).count();
+        let acked_discarded = discarded
+            .iter()
+            .filter(|(_, id)| acked.contains(id))
+            .count();
         let again = discarded
             .iter()
             .filter(|(k, _)| made.get(*k).is_some_and(|v| !v.is_empty()))
@@ -860,7 +906,9 @@ pub(crate) async fn run(
 pub(crate) async fn control(world: &mut HaWorld, rounds: &[u8]) -> anyhow::Result<Outcome> {
     let mut out = Outcome::new("8b control: asynchronous replication");
     world.ha.set_synchronous(false).await?;
-    out.fact("synchronous_mode: false (PATCH /config); the standby is async in pg_stat_replication");
+    out.fact(
+        "synchronous_mode: false (PATCH /config); the standby is async in pg_stat_replication",
+    );
     let result = run(world, "control", false, rounds).await;
     world.ha.set_synchronous(true).await?;
     world
@@ -989,8 +1037,7 @@ pub(crate) async fn latency(world: &HaWorld) -> anyhow::Result<Outcome> {
         )
         .await?;
         let t = Instant::now();
-        let (eight, x8) =
-            timed_orders(&world.http, &bases, &users[..8], None, many).await?;
+        let (eight, x8) = timed_orders(&world.http, &bases, &users[..8], None, many).await?;
         let secs = t.elapsed().as_secs_f64();
         let mut sorted = one.clone();
         sorted.sort_by(f64::total_cmp);
@@ -1105,7 +1152,10 @@ pub(crate) async fn restore_drill(world: &mut HaWorld) -> anyhow::Result<Outcome
     // A full backup of the leader, under load.
     let leader = world.ha.wait_leader(None, Duration::from_secs(30)).await?;
     let t = Instant::now();
-    let backup = world.ha.pgbackrest(leader, &["--type=full", "backup"]).await?;
+    let backup = world
+        .ha
+        .pgbackrest(leader, &["--type=full", "backup"])
+        .await?;
     if !backup.status.success() {
         stop.store(true, Ordering::Release);
         let _ = load.await;
@@ -1274,7 +1324,9 @@ pub(crate) async fn restore_drill(world: &mut HaWorld) -> anyhow::Result<Outcome
     );
     out.check(
         present == 0 && after > 0,
-        format!("no key first sent after the target has an order in the copy ({present} of {after})"),
+        format!(
+            "no key first sent after the target has an order in the copy ({present} of {after})"
+        ),
     );
     let replayed_wal: i64 = sqlx::query_scalar(
         "select count(*) from paper_orders where user_id = any($1) and created_at > $2::timestamptz",

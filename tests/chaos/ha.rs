@@ -746,11 +746,7 @@ fn stop_data_dir(bindir: &Path, data: &Path) {
         Ok(out) => {
             let text = String::from_utf8_lossy(&out.stderr);
             if !text.contains("not running") && !text.contains("No such file") {
-                eprintln!(
-                    "raptor-chaos: stopping {}: {}",
-                    data.display(),
-                    text.trim()
-                );
+                eprintln!("raptor-chaos: stopping {}: {}", data.display(), text.trim());
             }
         }
         Err(err) => eprintln!("raptor-chaos: stopping {}: {err:#}", data.display()),

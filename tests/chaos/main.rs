@@ -128,12 +128,8 @@ async fn highly_available(
 ) -> anyhow::Result<()> {
     let wanted = |n: u8| args.only.is_empty() || args.only.contains(&n);
     println!("\n== HA cluster: etcd, Patroni x 2, HAProxy, pgBackRest ==");
-    let mut world = failover::HaWorld::start(
-        dir,
-        args.quick,
-        args.thaw_after.map(Duration::from_secs),
-    )
-    .await?;
+    let mut world =
+        failover::HaWorld::start(dir, args.quick, args.thaw_after.map(Duration::from_secs)).await?;
     if wanted(8) {
         let name = "8 failover under keyed load (synchronous replication)";
         println!("\n== {name} ==");
