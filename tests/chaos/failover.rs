@@ -8,6 +8,10 @@
 //!    standby receives nothing, as when a standby lags), then kills the leader's Patroni and
 //!    postmaster, waits out the leader key, inspects the dead node's own history (started
 //!    stand-alone, isolated) and restarts its Patroni, which rewinds it: the failover back.
+//!    Round 3 freezes the leader (`SIGSTOP` to Patroni, postmaster and backends: a hung machine
+//!    whose sockets stay open), waits for the promotion, then fences it (kill -9, what a
+//!    watchdog's reset does) and restarts its Patroni; `--thaw-after SECS` lets it wake up
+//!    instead (a zombie primary: docs/SCALING.md has what Debian's Patroni 3.0.2 then does).
 //!    Checked: every 201 is a committed, audited order on the final primary with its key
 //!    `completed`; no key made two orders, on either node; no acknowledged order exists only in
 //!    the dead node's history; answers only 201, 409 in flight or 503; the replicas serve again
