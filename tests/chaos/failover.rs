@@ -1013,6 +1013,19 @@ async fn timed_orders(
     Ok((ok, other))
 }
 
+/// One replication mode's measurements in 8c.
+#[derive(Default)]
+struct Samples {
+    /// 1-client latencies (ms).
+    one: Vec<f64>,
+    /// 8-client latencies (ms).
+    eight: Vec<f64>,
+    eight_orders: usize,
+    eight_secs: f64,
+    /// Answers other than 201.
+    others: usize,
+}
+
 pub(crate) async fn latency(world: &HaWorld) -> anyhow::Result<Outcome> {
     let mut out = Outcome::new("8c synchronous standby latency");
     let users = scenarios::make_users(&world.db, "latency", 9).await?;
@@ -1027,8 +1040,7 @@ pub(crate) async fn latency(world: &HaWorld) -> anyhow::Result<Outcome> {
     };
     // mode -> each block's 1-client p50
     let mut block_p50: BTreeMap<bool, Vec<f64>> = BTreeMap::new();
-    // mode -> (1-client latencies, 8-client latencies, 8-client orders, 8-client seconds, others)
-    let mut by_mode: BTreeMap<bool, (Vec<f64>, Vec<f64>, usize, f64, usize)> = BTreeMap::new();
+    let mut by_mode: BTreeMap<bool, Samples> = BTreeMap::new();
     for block in 0..blocks {
         let synchronous = block % 2 == 0;
         world.ha.set_synchronous(synchronous).await?;
@@ -1050,11 +1062,11 @@ pub(crate) async fn latency(world: &HaWorld) -> anyhow::Result<Outcome> {
             .or_default()
             .push(pct(&sorted, 0.5));
         let entry = by_mode.entry(synchronous).or_default();
-        entry.2 += eight.len();
-        entry.3 += secs;
-        entry.0.extend(one);
-        entry.1.extend(eight);
-        entry.4 += x1 + x8;
+        entry.eight_orders += eight.len();
+        entry.eight_secs += secs;
+        entry.one.extend(one);
+        entry.eight.extend(eight);
+        entry.others += x1 + x8;
     }
     world.ha.set_synchronous(true).await?;
     world
@@ -1064,7 +1076,14 @@ pub(crate) async fn latency(world: &HaWorld) -> anyhow::Result<Outcome> {
     let mut line = Vec::new();
     let mut p50 = BTreeMap::new();
     let mut others = 0;
-    for (synchronous, (mut one, mut eight, n8, secs, x)) in by_mode {
+    for (synchronous, samples) in by_mode {
+        let Samples {
+            mut one,
+            mut eight,
+            eight_orders: n8,
+            eight_secs: secs,
+            others: x,
+        } = samples;
         one.sort_by(f64::total_cmp);
         eight.sort_by(f64::total_cmp);
         others += x;
