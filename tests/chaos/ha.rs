@@ -5,6 +5,7 @@
 //! (`on-marked-down shutdown-sessions`); pgBackRest archives WAL from whichever node leads into
 //! a repository of its own. Everything lives in `target/chaos/ha`, on free ports, and runs as the
 //! `postgres` user when the driver is root. Every process started here is stopped on drop.
+//! `RAPTOR_CHAOS_PATRONI` names another Patroni executable to run instead of Debian's.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -147,8 +148,11 @@ impl Node {
     }
 
     fn start_patroni(&mut self) -> anyhow::Result<()> {
+        // RAPTOR_CHAOS_PATRONI: another Patroni to run (e.g. a newer one in a virtualenv, to
+        // compare with Debian's); `patroni` from PATH otherwise.
+        let program = std::env::var("RAPTOR_CHAOS_PATRONI").unwrap_or_else(|_| "patroni".into());
         let child = spawn_as_postgres(
-            "patroni",
+            &program,
             &[self.config.to_string_lossy().into_owned()],
             &self.log,
         )?;
@@ -535,8 +539,9 @@ impl Ha {
                 let leader = members.iter().find(|m| m["role"] == "leader");
                 let standby = members.iter().find(|m| m["role"] == want_role);
                 if let (Some(l), Some(s)) = (leader, standby) {
+                    // Patroni 3.0 says "running" of a replica, later versions "streaming".
                     let ok = l["state"] == "running"
-                        && s["state"] == "running"
+                        && (s["state"] == "running" || s["state"] == "streaming")
                         && l["timeline"] == s["timeline"]
                         && s["lag"].as_i64() == Some(0);
                     if ok {
