@@ -26,9 +26,9 @@
 //! 8. failover under keyed load on a cluster of its own (`ha.rs`, in `target/chaos/ha`): etcd,
 //!    two PostgreSQL nodes under Patroni with synchronous replication, HAProxy routing to the
 //!    leader, 3 replicas on it; the leader's postmaster killed (round 1), then after a stalled
-//!    WAL sender its Patroni and postmaster (round 2, the failover back): no acknowledged order
-//!    lost, no key twice, on either node, replicas back without a restart, kill to first 201
-//!    ≤ 15 s; (8b) the control, the same run asynchronous, must lose acknowledged orders;
+//!    WAL sender its Patroni and postmaster (round 2, the failover back), then the leader frozen
+//!    and fenced (round 3): no acknowledged order lost, no key twice, on either node, replicas
+//!    back without a restart, kill to first 201 ≤ 15 s; (8b) the control, the same run asynchronous, must lose acknowledged orders;
 //!    (8c) keyed order latency with and without the synchronous standby (`failover.rs`);
 //! 9. a restore drill on that cluster: pgBackRest full backup under load, WAL archived, a
 //!    point-in-time restore into a new data directory and the service on it: everything
