@@ -76,7 +76,9 @@ quickstart-check:
 
 ## chaos: fault injection against 3 release replicas and a Postgres cluster of its own
 ## (target/chaos): kill -9, Postgres restarts, duplicates, pool exhaustion, PgBouncer, a slow
-## database, the kill switch; installs postgresql/pgbouncer with apt-get when missing.
+## database, the kill switch; then failover on a Patroni + etcd + HAProxy cluster and a
+## pgBackRest restore drill (target/chaos/ha); installs postgresql, pgbouncer, patroni,
+## etcd-server, haproxy and pgbackrest with apt-get when missing.
 ## CHAOS_ARGS passes flags (e.g. CHAOS_ARGS="--only 2,3").
 chaos:
 	scripts/chaos-deps.sh

@@ -26,14 +26,14 @@ pub(crate) const STARTING_CASH: rust_decimal::Decimal =
     rust_decimal::Decimal::from_parts(100_000_000, 0, 0, false, 0);
 const RESPONSE_KEYS: &str = "chaos:Q2hhb3NLZXlDaGFvc0tleUNoYW9zS2V5Q2hhb3NLZXk=";
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     std::fs::metadata("/proc/self")
         .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
         .unwrap_or(false)
 }
 
 /// (uid, gid) of the `postgres` user (when running as root).
-fn postgres_ids() -> anyhow::Result<(u32, u32)> {
+pub(crate) fn postgres_ids() -> anyhow::Result<(u32, u32)> {
     let passwd = std::fs::read_to_string("/etc/passwd")?;
     for line in passwd.lines() {
         let fields: Vec<&str> = line.split(':').collect();
@@ -45,7 +45,11 @@ fn postgres_ids() -> anyhow::Result<(u32, u32)> {
 }
 
 /// Runs a PostgreSQL tool, as `postgres` via runuser when root (initdb and postgres refuse root).
-fn pg_tool(bindir: &Path, tool: &str, args: &[&str]) -> anyhow::Result<std::process::Output> {
+pub(crate) fn pg_tool(
+    bindir: &Path,
+    tool: &str,
+    args: &[&str],
+) -> anyhow::Result<std::process::Output> {
     let program = bindir.join(tool);
     let mut command = if is_root() {
         let mut c = std::process::Command::new("runuser");
@@ -62,7 +66,7 @@ fn pg_tool(bindir: &Path, tool: &str, args: &[&str]) -> anyhow::Result<std::proc
     Ok(output)
 }
 
-fn chown_postgres(path: &Path) -> anyhow::Result<()> {
+pub(crate) fn chown_postgres(path: &Path) -> anyhow::Result<()> {
     if is_root() {
         let status = std::process::Command::new("chown")
             .args(["-R", "postgres"])
@@ -75,6 +79,23 @@ fn chown_postgres(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The newest PostgreSQL's server binaries (`/usr/lib/postgresql/<major>/bin`).
+pub(crate) fn pg_bindir() -> anyhow::Result<PathBuf> {
+    std::fs::read_dir("/usr/lib/postgresql")
+        .context("no /usr/lib/postgresql (apt-get install postgresql)")?
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join("bin/initdb").exists())
+        // The newest major version, compared as a number (as `sort -V` does in db.sh).
+        .max_by_key(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .parse::<f64>()
+                .unwrap_or(0.0) as u64
+        })
+        .map(|e| e.path().join("bin"))
+        .context("no PostgreSQL binaries under /usr/lib/postgresql/*/bin")
+}
+
 /// The driver's own cluster: `initdb` into `target/chaos/pg`, a free port, stopped on drop.
 pub(crate) struct Cluster {
     pub(crate) bindir: PathBuf,
@@ -85,19 +106,7 @@ pub(crate) struct Cluster {
 
 impl Cluster {
     pub(crate) fn start(dir: &Path) -> anyhow::Result<Self> {
-        let bindir = std::fs::read_dir("/usr/lib/postgresql")
-            .context("no /usr/lib/postgresql (apt-get install postgresql)")?
-            .filter_map(Result::ok)
-            .filter(|e| e.path().join("bin/initdb").exists())
-            // The newest major version, compared as a number (as `sort -V` does in db.sh).
-            .max_by_key(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .parse::<f64>()
-                    .unwrap_or(0.0) as u64
-            })
-            .map(|e| e.path().join("bin"))
-            .context("no PostgreSQL binaries under /usr/lib/postgresql/*/bin")?;
+        let bindir = pg_bindir()?;
         let root = dir.join("pg");
         if root.exists() {
             std::fs::remove_dir_all(&root)?;

@@ -24,13 +24,25 @@
 //! 6. a slow database (pg_sleep in a trigger): no request past the request timeout, no key taken
 //!    over while its first attempt runs, the configuration refuses stale < request timeout;
 //! 7. the kill switch flipped off and on under load: every replica sees it within 1 s, orders
-//!    per account equal the 201s.
+//!    per account equal the 201s;
+//! 8. failover under keyed load on a cluster of its own (`ha.rs`, in `target/chaos/ha`): etcd,
+//!    two PostgreSQL nodes under Patroni with synchronous replication, HAProxy routing to the
+//!    leader, 3 replicas on it; the leader's postmaster killed (round 1), then after a stalled
+//!    WAL sender its Patroni and postmaster (round 2, the failover back), then the leader frozen
+//!    and fenced (round 3): no acknowledged order lost, no key twice, on either node, replicas
+//!    back without a restart, kill to first 201 ≤ 15 s; (8b) the control, the same run asynchronous, must lose acknowledged orders;
+//!    (8c) keyed order latency with and without the synchronous standby (`failover.rs`);
+//! 9. a restore drill on that cluster: pgBackRest full backup under load, WAL archived, a
+//!    point-in-time restore into a new data directory and the service on it: everything
+//!    acknowledged before the target there, key rows and orders together, the books reconcile.
 //!
 //! `--quick` shortens every scenario (what `.ci/run` runs); `--only 1,3` picks
 //! scenarios. Exit status: 0 all held, 1 a violation, 2 the run itself failed. Every process it
 //! started is killed on exit, also on error or Ctrl-C.
 
 mod env;
+mod failover;
+mod ha;
 mod scenarios;
 
 use std::process::ExitCode;
@@ -52,9 +64,14 @@ struct Args {
     /// The CI subset: every scenario, shorter.
     #[arg(long)]
     quick: bool,
-    /// Scenarios to run (comma-separated numbers 1-7); all by default.
-    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u8).range(1..=7))]
+    /// Scenarios to run (comma-separated numbers 1-9); all by default.
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u8).range(1..=9))]
     only: Vec<u8>,
+    /// Scenario 8, round 3: instead of fencing the frozen primary after the failover (kill -9,
+    /// as a watchdog would reset its machine), let it wake up this many seconds after the
+    /// promotion: the zombie-primary experiment of docs/SCALING.md.
+    #[arg(long, value_name = "SECS")]
+    thaw_after: Option<u64>,
 }
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(14 * 60);
@@ -92,6 +109,69 @@ async fn run(args: &Args) -> anyhow::Result<bool> {
             std::fs::remove_file(path)?;
         }
     }
+    let mut outcomes: Vec<Outcome> = Vec::new();
+    let mut figures = Vec::new();
+    if (1..=7).any(wanted) {
+        single_server(args, &dir, &mut outcomes, &mut figures).await?;
+    }
+    if wanted(8) || wanted(9) {
+        highly_available(args, &dir, &mut outcomes).await?;
+    }
+    print_summary(&outcomes, &figures, started.elapsed());
+    write_summary(&dir, &outcomes, &figures, started.elapsed())?;
+    Ok(outcomes.iter().all(|o| o.violations.is_empty()))
+}
+
+/// Scenarios 8 and 9 on the highly available cluster (`ha.rs`, `failover.rs`).
+async fn highly_available(
+    args: &Args,
+    dir: &std::path::Path,
+    outcomes: &mut Vec<Outcome>,
+) -> anyhow::Result<()> {
+    let wanted = |n: u8| args.only.is_empty() || args.only.contains(&n);
+    println!("\n== HA cluster: etcd, Patroni x 2, HAProxy, pgBackRest ==");
+    let mut world =
+        failover::HaWorld::start(dir, args.quick, args.thaw_after.map(Duration::from_secs)).await?;
+    if wanted(8) {
+        let name = "8 failover under keyed load (synchronous replication)";
+        println!("\n== {name} ==");
+        let t = Instant::now();
+        let mut o = failover::run(&mut world, name, true, &[1, 2, 3])
+            .await
+            .map(|(o, f)| {
+                println!("  figures: {}", f.summary);
+                o
+            })
+            .unwrap_or_else(|err| could_not_run(name, &err));
+        o.secs = t.elapsed().as_secs_f64();
+        outcomes.push(o);
+        println!("\n== 8b control: the same run with asynchronous replication ==");
+        let rounds: &[u8] = if args.quick { &[2] } else { &[1, 2] };
+        let name = "8b control: asynchronous replication";
+        outcomes.push(timed(name, failover::control(&mut world, rounds)).await);
+        println!("\n== 8c synchronous standby latency ==");
+        let name = "8c synchronous standby latency";
+        outcomes.push(timed(name, failover::latency(&world)).await);
+    }
+    if wanted(9) {
+        let name = "9 restore drill (pgBackRest, point in time)";
+        println!("\n== {name} ==");
+        outcomes.push(timed(name, failover::restore_drill(&mut world)).await);
+    }
+    world.stop().await;
+    Ok(())
+}
+
+/// Scenarios 1-7, on one Postgres of the driver's own (`target/chaos/pg`).
+async fn single_server(
+    args: &Args,
+    dir: &std::path::Path,
+    outcomes: &mut Vec<Outcome>,
+    figures: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let wanted = |n: u8| args.only.is_empty() || args.only.contains(&n);
+    let dir = dir.to_path_buf();
     println!("raptor-chaos: cluster in {}", dir.join("pg").display());
     let cluster = Cluster::start(&dir)?;
     {
@@ -135,8 +215,6 @@ async fn run(args: &Args) -> anyhow::Result<bool> {
         quick: args.quick,
     };
     let quick = world.quick;
-    let mut outcomes: Vec<Outcome> = Vec::new();
-    let mut figures = Vec::new();
 
     macro_rules! scenario {
         ($n:expr, $title:expr, $body:expr) => {
@@ -196,9 +274,7 @@ async fn run(args: &Args) -> anyhow::Result<bool> {
         replica.kill9().await?;
     }
     world.db.close().await;
-    print_summary(&outcomes, &figures, started.elapsed());
-    write_summary(&dir, &outcomes, &figures, started.elapsed())?;
-    Ok(outcomes.iter().all(|o| o.violations.is_empty()))
+    Ok(())
 }
 
 /// Scenario 5: PgBouncer 1.18 in transaction pooling, as Debian ships it (no reset query after

@@ -76,26 +76,7 @@ impl World {
     /// them (the operator is made through the CLI itself, once), with the replicas' starting
     /// cash (`RAPTOR_PAPER_STARTING_CASH`).
     pub(crate) async fn users(&self, prefix: &str, n: usize) -> anyhow::Result<Vec<User>> {
-        let mut out = Vec::with_capacity(n);
-        for i in 0..n {
-            let email = format!("{prefix}-{i}-{}@example.com", uuid::Uuid::new_v4().simple());
-            let mut tx = self.db.begin().await?;
-            let created = raptor_api::accounts::store::create_user(
-                &mut tx,
-                &email,
-                raptor_api::auth::Role::User,
-                env::STARTING_CASH,
-                std::time::Duration::from_secs(24 * 60 * 60),
-            )
-            .await
-            .map_err(|err| anyhow::anyhow!("create_user {email}: {err}"))?;
-            tx.commit().await?;
-            out.push(User {
-                id: created.user_id,
-                token: created.token,
-            });
-        }
-        Ok(out)
+        make_users(&self.db, prefix, n).await
     }
 
     /// Brings every replica back to a healthy state before a scenario: after an earlier
@@ -104,26 +85,61 @@ impl World {
     /// drained (bounded: 200 requests per replica).
     pub(crate) async fn warm(&self, bases: &[String]) -> anyhow::Result<usize> {
         let probe = self.users("warm", 1).await?.remove(0);
-        let mut drained = 0;
-        for base in bases {
-            let mut ok = 0;
-            for _ in 0..200 {
-                let a = self.http.order(base, &probe.token, Some(&new_key())).await;
-                if a.status == 201 {
-                    ok += 1;
-                    if ok == 25 {
-                        break;
-                    }
-                } else {
-                    drained += 1;
+        warm_replicas(&self.http, bases, &probe).await
+    }
+}
+
+/// `n` users with their paper accounts in `db`, made in-process as `raptor users create` makes
+/// them, with the replicas' starting cash (`RAPTOR_PAPER_STARTING_CASH`).
+pub(crate) async fn make_users(db: &PgPool, prefix: &str, n: usize) -> anyhow::Result<Vec<User>> {
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let email = format!("{prefix}-{i}-{}@example.com", uuid::Uuid::new_v4().simple());
+        let mut tx = db.begin().await?;
+        let created = raptor_api::accounts::store::create_user(
+            &mut tx,
+            &email,
+            raptor_api::auth::Role::User,
+            env::STARTING_CASH,
+            std::time::Duration::from_secs(24 * 60 * 60),
+        )
+        .await
+        .map_err(|err| anyhow::anyhow!("create_user {email}: {err}"))?;
+        tx.commit().await?;
+        out.push(User {
+            id: created.user_id,
+            token: created.token,
+        });
+    }
+    Ok(out)
+}
+
+/// Orders from `probe` on every replica until each has answered 25 × 201 (at most 200
+/// requests each); returns the other answers drained on the way ([`World::warm`]).
+pub(crate) async fn warm_replicas(
+    http: &Http,
+    bases: &[String],
+    probe: &User,
+) -> anyhow::Result<usize> {
+    let mut drained = 0;
+    for base in bases {
+        let mut ok = 0;
+        for _ in 0..200 {
+            let a = http.order(base, &probe.token, Some(&new_key())).await;
+            if a.status == 201 {
+                ok += 1;
+                if ok == 25 {
+                    break;
                 }
-            }
-            if ok < 25 {
-                anyhow::bail!("replica {base} did not become healthy");
+            } else {
+                drained += 1;
             }
         }
-        Ok(drained)
+        if ok < 25 {
+            anyhow::bail!("replica {base} did not become healthy");
+        }
     }
+    Ok(drained)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -166,7 +182,7 @@ pub(crate) async fn audited(db: &PgPool, ids: &[String]) -> anyhow::Result<HashS
 /// made by that key, with its audit rows; no key made two orders; every key whose answer was
 /// final made exactly one order if it was a 201 and none otherwise. Returns what each key made
 /// (`orders_by_key`), for the caller's own checks.
-async fn check_ledger(
+pub(crate) async fn check_ledger(
     out: &mut Outcome,
     db: &PgPool,
     finals: &BTreeMap<String, Vec<Answer>>,
@@ -247,7 +263,75 @@ async fn check_ledger(
     Ok(made)
 }
 
-fn label_counts(answers: impl Iterator<Item = Answer>) -> String {
+/// The books of `user_ids` in `db` reconcile with their fills: each account's cash is the
+/// starting cash less what its fills cost and its orders' fees, each position's quantity is the
+/// sum of its fills, and each order's filled quantity is the sum of its own fills.
+pub(crate) async fn check_books(
+    out: &mut Outcome,
+    db: &PgPool,
+    user_ids: &[i32],
+) -> anyhow::Result<()> {
+    let accounts: i64 =
+        sqlx::query_scalar("select count(*) from paper_accounts where user_id = any($1)")
+            .bind(user_ids)
+            .fetch_one(db)
+            .await?;
+    let cash: Vec<(i32, String, String)> = sqlx::query_as(
+        "with spent as (
+           select user_id,
+                  sum(round(qty * price * multiplier * case when side = 'buy' then 1 else -1 end, 2)) as spent
+             from paper_fills where user_id = any($1) group by user_id),
+         fees as (
+           select user_id, sum(fees) as fees from paper_orders where user_id = any($1) group by user_id)
+         select a.user_id, a.cash::text,
+                ($2::numeric - coalesce(s.spent, 0) - coalesce(f.fees, 0))::text
+           from paper_accounts a
+           left join spent s using (user_id)
+           left join fees f using (user_id)
+          where a.user_id = any($1)
+            and a.cash <> $2::numeric - coalesce(s.spent, 0) - coalesce(f.fees, 0)",
+    )
+    .bind(user_ids)
+    .bind(env::STARTING_CASH)
+    .fetch_all(db)
+    .await?;
+    let positions: Vec<(i32, String)> = sqlx::query_as(
+        "with filled as (
+           select user_id, symbol, sum(case when side = 'buy' then qty else -qty end) as qty
+             from paper_fills where user_id = any($1) group by user_id, symbol)
+         select coalesce(p.user_id, f.user_id), coalesce(p.symbol, f.symbol)
+           from (select * from paper_positions where user_id = any($1)) p
+           full join filled f on f.user_id = p.user_id and f.symbol = p.symbol
+          where coalesce(p.qty, 0) <> coalesce(f.qty, 0)",
+    )
+    .bind(user_ids)
+    .fetch_all(db)
+    .await?;
+    let orders: i64 = sqlx::query_scalar(
+        "select count(*) from paper_orders o
+          where o.user_id = any($1)
+            and o.filled_qty <> coalesce((select sum(f.qty) from paper_fills f where f.order_id = o.id), 0)",
+    )
+    .bind(user_ids)
+    .fetch_one(db)
+    .await?;
+    out.check(
+        cash.is_empty() && positions.is_empty() && orders == 0,
+        format!(
+            "the books reconcile for {accounts} accounts: cash = starting cash - fills - fees \
+             ({} accounts differ{}), positions = fills ({} differ), orders' filled qty = their \
+             fills ({orders} differ)",
+            cash.len(),
+            cash.first()
+                .map(|(u, has, want)| format!(", e.g. user {u}: {has} instead of {want}"))
+                .unwrap_or_default(),
+            positions.len()
+        ),
+    );
+    Ok(())
+}
+
+pub(crate) fn label_counts(answers: impl Iterator<Item = Answer>) -> String {
     let tally = Tally::default();
     for a in answers {
         tally.add(a.label());
@@ -575,7 +659,7 @@ pub(crate) async fn keyed_load(
 }
 
 /// Time until every replica answers readyz 200 and takes an order, from now.
-async fn recovery(
+pub(crate) async fn recovery(
     out: &mut Outcome,
     http: &Http,
     bases: &[String],
