@@ -16,12 +16,13 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
 use crate::claim::Claim;
+use crate::claim::ClaimRequest;
 use crate::fingerprint::fingerprint;
 use crate::key::IdempotencyKey;
 use crate::outcome::Outcome;
 use crate::policy::Policy;
 use crate::reply::Refusal;
-use crate::store::{ClaimRequest, Idempotency};
+use crate::service::Idempotency;
 
 /// The idempotency scope of an authenticated principal: `None` user means a service principal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,6 +3,7 @@
 
 mod claim;
 pub mod cleanup;
+mod config;
 mod extract;
 pub mod fingerprint;
 mod flag;
@@ -12,9 +13,10 @@ mod outcome;
 mod policy;
 mod reply;
 pub mod seal;
-mod store;
+mod service;
 
-pub use claim::Claim;
+pub use claim::{Claim, ClaimRequest};
+pub use config::IdempotencyConfig;
 pub use extract::{Authenticated, Idempotent, IdempotentRejection, Scope};
 pub use flag::{FLAG_IDEMPOTENCY_MIDDLEWARE, REFRESH as FLAG_REFRESH};
 pub use key::{IdempotencyKey, KeyError};
@@ -22,6 +24,4 @@ pub use outcome::Outcome;
 pub use policy::{Policy, Replay, RequireKey, Tier, Tier1, Tier2};
 pub use reply::{error_body, ErrorReply, Refusal, Reply, StoredResponse, REPLAYED_HEADER};
 pub use seal::{KeysError, ResponseKeys};
-pub use store::{
-    AuditFuture, ClaimRequest, Idempotency, IdempotencyConfig, ReplayAudit, ReplayEvent,
-};
+pub use service::{AuditFuture, Idempotency, ReplayAudit, ReplayEvent};

@@ -8,7 +8,7 @@
 /// function's bare name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CodeRef {
-    /// The file, relative to `crates/` (`raptor-idempotency/src/store.rs`).
+    /// The file, relative to `crates/` (`raptor-idempotency/src/claim/round.rs`).
     pub file: &'static str,
     /// `Type::function` or `function`.
     pub path: &'static str,
@@ -158,8 +158,11 @@ impl Transition {
     /// The table: (name, kind, statement, functions).
     fn entry(self) -> (&'static str, Kind, &'static str, &'static [CodeRef]) {
         use Kind::{Adversary, Mutant, Protocol};
-        const STORE: &str = "raptor-idempotency/src/store.rs";
-        const CLAIM: &str = "raptor-idempotency/src/claim.rs";
+        const ROUND: &str = "raptor-idempotency/src/claim/round.rs";
+        const JUDGE: &str = "raptor-idempotency/src/claim/judge.rs";
+        const SERVICE: &str = "raptor-idempotency/src/service.rs";
+        const CLAIM: &str = "raptor-idempotency/src/claim/mod.rs";
+        const GUARD: &str = "raptor-idempotency/src/claim/guard.rs";
         const EXTRACT: &str = "raptor-idempotency/src/extract.rs";
         const CLEANUP: &str = "raptor-idempotency/src/cleanup.rs";
         const REACH: &str = "raptor-db/src/reach.rs";
@@ -177,58 +180,58 @@ impl Transition {
                 "insert … on conflict do update … where expired or (released and same request_hash) \
                  returning, union the unexpired row; judged; a replay writes its audit row",
                 &[
-                    at!(STORE, "Idempotency::round"),
-                    at!(STORE, "Idempotency::claim"),
-                    at!(STORE, "Idempotency::judge"),
-                    at!(STORE, "Idempotency::audit_replay"),
-                    at!(STORE, "Idempotency::won"),
+                    at!(ROUND, "Idempotency::round"),
+                    at!(ROUND, "Idempotency::claim"),
+                    at!(JUDGE, "Idempotency::judge"),
+                    at!(JUDGE, "Idempotency::audit_replay"),
+                    at!(ROUND, "Idempotency::won"),
                 ],
             ),
             Transition::ClaimBlocked => (
                 "claim_blocked",
                 Protocol,
                 "the claim's lock wait ends (55P03/57014): the store answered, 409 on every tier",
-                &[at!(STORE, "Idempotency::claim"), at!(DB_ERROR, "classify")],
+                &[at!(ROUND, "Idempotency::claim"), at!(DB_ERROR, "classify")],
             ),
             Transition::ClaimUnreachable => (
                 "claim_unreachable",
                 Protocol,
                 "no connection to the store: 503 (Tier 1) or untracked (Tier 2)",
                 &[
-                    at!(STORE, "Idempotency::no_connection"),
+                    at!(ROUND, "Idempotency::no_connection"),
                     at!(REACH, "Reachability::probe"),
-                    at!(STORE, "Idempotency::untracked"),
+                    at!(SERVICE, "Idempotency::untracked"),
                 ],
             ),
             Transition::ClaimPoolBusy => (
                 "claim_pool_busy",
                 Protocol,
                 "PoolTimedOut with connections open: 503 on every tier",
-                &[at!(STORE, "Idempotency::claim")],
+                &[at!(ROUND, "Idempotency::claim")],
             ),
             Transition::ClaimTimeout => (
                 "claim_timeout",
                 Protocol,
                 "no answer within the store timeout: 503; the round's task goes on",
-                &[at!(STORE, "Idempotency::claim")],
+                &[at!(ROUND, "Idempotency::claim")],
             ),
             Transition::ClaimConnectionLost => (
                 "claim_connection_lost",
                 Protocol,
                 "the claim statement's connection fails after it went out: 503",
-                &[at!(STORE, "Idempotency::claim")],
+                &[at!(ROUND, "Idempotency::claim")],
             ),
             Transition::ReleaseStale => (
                 "release_stale",
                 Protocol,
                 "update … set status = 'released' where id = $1 and attempt = $2 and status = 'in_flight'",
-                &[at!(STORE, "Idempotency::judge")],
+                &[at!(JUDGE, "Idempotency::judge")],
             ),
             Transition::ReleaseStaleFailed => (
                 "release_stale_failed",
                 Protocol,
                 "the stale release errs or times out: 503",
-                &[at!(STORE, "Idempotency::judge")],
+                &[at!(JUDGE, "Idempotency::judge")],
             ),
             Transition::Complete => (
                 "complete",
@@ -266,16 +269,16 @@ impl Transition {
                 "release_retryable",
                 Protocol,
                 "update … set status = 'released' where id = $1 and attempt = $2 and status = 'in_flight'",
-                &[at!(CLAIM, "settle"), at!(CLAIM, "KeyGuard::settle_error")],
+                &[at!(GUARD, "settle"), at!(GUARD, "KeyGuard::settle_error")],
             ),
             Transition::Fail => (
                 "settle_failed",
                 Protocol,
                 "update … set status = 'failed' where id = $1 and attempt = $2 and status = 'in_flight'",
                 &[
-                    at!(CLAIM, "settle"),
-                    at!(CLAIM, "KeyGuard::settle_error"),
-                    at!(CLAIM, "KeyGuard::fail"),
+                    at!(GUARD, "settle"),
+                    at!(GUARD, "KeyGuard::settle_error"),
+                    at!(GUARD, "KeyGuard::fail"),
                 ],
             ),
             Transition::ReleaseCancelled => (
@@ -283,13 +286,13 @@ impl Transition {
                 Protocol,
                 "update … set status = 'released' where id = $1 and attempt = $2 and status = 'in_flight' \
                  (spawned by the dropped guard)",
-                &[at!(CLAIM, "settle"), at!(CLAIM, "KeyGuard::drop")],
+                &[at!(GUARD, "settle"), at!(GUARD, "KeyGuard::drop")],
             ),
             Transition::SettleLost => (
                 "settle_lost",
                 Protocol,
                 "the settle UPDATE errs (logged: the key stays in flight until stale); the answer goes out",
-                &[at!(CLAIM, "settle")],
+                &[at!(GUARD, "settle")],
             ),
             Transition::ReleaseWon => (
                 "release_won",
@@ -297,9 +300,9 @@ impl Transition {
                 "update … set status = 'released' where id = $1 and attempt = $2 and status = 'in_flight' \
                  (a win nobody took)",
                 &[
-                    at!(STORE, "Idempotency::release_won"),
-                    at!(STORE, "UntakenWin::drop"),
-                    at!(CLAIM, "settle"),
+                    at!(ROUND, "Idempotency::release_won"),
+                    at!(ROUND, "UntakenWin::drop"),
+                    at!(GUARD, "settle"),
                 ],
             ),
             Transition::ReleaseAttempt => (
@@ -307,15 +310,15 @@ impl Transition {
                 Protocol,
                 "update … set status = 'released' where idem_key = $1 and … and attempt = $4 and \
                  status = 'in_flight'",
-                &[at!(STORE, "Idempotency::release_attempt")],
+                &[at!(ROUND, "Idempotency::release_attempt")],
             ),
             Transition::FailOpen => (
                 "fail_open",
                 Protocol,
                 "the untracked transaction's COMMIT (no key row)",
                 &[
-                    at!(STORE, "Idempotency::untracked"),
-                    at!(STORE, "Idempotency::no_connection"),
+                    at!(SERVICE, "Idempotency::untracked"),
+                    at!(ROUND, "Idempotency::no_connection"),
                     at!(CLAIM, "Claim::finish"),
                 ],
             ),
@@ -335,7 +338,7 @@ impl Transition {
                 "cancel",
                 Adversary,
                 "the request future is dropped (client gone, request timeout)",
-                &[at!(STORE, "UntakenWin::drop"), at!(CLAIM, "KeyGuard::drop")],
+                &[at!(ROUND, "UntakenWin::drop"), at!(GUARD, "KeyGuard::drop")],
             ),
             Transition::Detach => (
                 "detach",
@@ -347,13 +350,13 @@ impl Transition {
                 "clock_stale",
                 Adversary,
                 "now() - locked_at passes stale_after (read by the claim)",
-                &[at!(STORE, "Idempotency::round")],
+                &[at!(ROUND, "Idempotency::round")],
             ),
             Transition::ClockExpire => (
                 "clock_expire",
                 Adversary,
                 "now() passes expires_at (read by the claim and by cleanup)",
-                &[at!(STORE, "Idempotency::round"), at!(CLEANUP, "delete_expired")],
+                &[at!(ROUND, "Idempotency::round"), at!(CLEANUP, "delete_expired")],
             ),
             Transition::MutantClaimSelect => (
                 "mutant_claim_select",

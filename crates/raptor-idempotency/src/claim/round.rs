@@ -1,100 +1,23 @@
-//! The Postgres store: the one-round-trip claim and the outcomes table of docs/idempotency.md.
+//! Claiming a key: the one-statement claim round (insert-or-read, in a task of its own that
+//! releases what nobody took), the fail-open rule for a round that got no connection, and the
+//! winner's path into its business transaction. The outcomes table for a taken key is
+//! [`super::judge`].
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sqlx::{PgConnection, PgPool};
-use tokio_util::task::TaskTracker;
+use raptor_db::reach::Reach;
+use raptor_db::StoreBudget;
 use uuid::Uuid;
 
 use crate::claim::{Claim, KeyGuard, Tracked};
-use crate::flag::{self, FlagCache};
 use crate::key::IdempotencyKey;
-use crate::keyless::KeylessCounter;
 use crate::outcome::Outcome;
-use crate::policy::{Replay, RequireKey, Tier};
-use crate::reply::{Refusal, StoredResponse};
-use crate::seal::{ResponseKeys, RowIdentity, StoredColumns};
-use raptor_db::reach::{Reach, Reachability};
-use raptor_db::StoreBudget;
+use crate::policy::{Replay, Tier};
+use crate::reply::Refusal;
+use crate::seal::StoredColumns;
 
-/// Settings of the mechanism (the server maps them from the environment).
-#[derive(Debug, Clone)]
-pub struct IdempotencyConfig {
-    /// An `in_flight` row older than this is an abandoned attempt (`IDEMPOTENCY_STALE_AFTER_SECS`).
-    pub stale_after: Duration,
-    /// The claim's deadline before a fail-closed route answers 503 (`IDEMPOTENCY_STORE_TIMEOUT_MS`).
-    pub store_timeout: Duration,
-    /// `FLAG_IDEMPOTENCY_MIDDLEWARE` from the environment: the value when no override is stored.
-    pub flag_default: bool,
-    /// `RAPTOR_RESPONSE_KEYS`: stored response bodies are sealed under the first key and opened
-    /// with any of them; none configured means they are stored as plain JSON.
-    pub response_keys: ResponseKeys,
-    /// `IDEMPOTENCY_REQUIRE_KEY`: which routes answer `400 idempotency_key_required` without a
-    /// key.
-    pub require_key: RequireKey,
-}
-
-impl Default for IdempotencyConfig {
-    fn default() -> Self {
-        Self {
-            stale_after: Duration::from_secs(30),
-            store_timeout: Duration::from_millis(2000),
-            flag_default: true,
-            response_keys: ResponseKeys::none(),
-            require_key: RequireKey::None,
-        }
-    }
-}
-
-/// What a replay tells the audit log.
-#[derive(Debug, Clone)]
-pub struct ReplayEvent {
-    /// The key's scope user (`None` for service principals).
-    pub scope_user_id: Option<i32>,
-    /// `idempotency_keys.id` of the replayed key.
-    pub idempotency_key_id: i64,
-    /// The request fingerprint.
-    pub request_hash: String,
-    /// The replayed status code.
-    pub response_code: i16,
-    /// `METHOD /route/template`.
-    pub endpoint: String,
-}
-
-/// Boxed future returned by [`ReplayAudit::record`].
-pub type AuditFuture<'a> = Pin<Box<dyn Future<Output = Result<(), sqlx::Error>> + Send + 'a>>;
-
-/// Writes the `idempotency_replay` audit row. Implemented by the API crate so that every audit
-/// row goes through its single writer.
-pub trait ReplayAudit: Send + Sync + 'static {
-    /// Records one replay.
-    fn record<'a>(&'a self, pool: &'a PgPool, event: &'a ReplayEvent) -> AuditFuture<'a>;
-}
-
-/// The idempotency service: cheap to clone, one per process.
-#[derive(Clone)]
-pub struct Idempotency {
-    pub(crate) inner: Arc<Inner>,
-}
-
-pub(crate) struct Inner {
-    /// Business transactions (the winner's, and untracked ones).
-    pub(crate) pool: PgPool,
-    /// The store's own statements: claim rounds, settling keys, the flag.
-    pub(crate) store: PgPool,
-    pub(crate) config: IdempotencyConfig,
-    flag: FlagCache,
-    audit: Option<Arc<dyn ReplayAudit>>,
-    pub(crate) keyless: KeylessCounter,
-    /// Whether the store can be connected to, asked when the pool lends no connection.
-    reach: Reachability,
-    /// Work spawned off a request that the process still owes before it exits: claim rounds,
-    /// key releases and settlements (and the API's own, see [`Idempotency::background`]).
-    background: TaskTracker,
-}
+use super::judge::{ExistingRow, Judgement};
+use crate::service::Idempotency;
 
 /// One instrumented request, as the store sees it.
 #[derive(Debug, Clone)]
@@ -126,18 +49,6 @@ struct RoundRow {
     request_hash: Option<String>,
     response_code: Option<i16>,
     #[sqlx(flatten)]
-    stored: StoredColumns,
-    stale: bool,
-    in_flight_ms: i64,
-}
-
-struct ExistingRow {
-    id: i64,
-    lineage: Uuid,
-    status: String,
-    attempt: Uuid,
-    request_hash: String,
-    response_code: Option<i16>,
     stored: StoredColumns,
     stale: bool,
     in_flight_ms: i64,
@@ -196,138 +107,7 @@ enum Found {
     Vanished,
 }
 
-/// What to do about a key someone else holds or held.
-enum Judgement {
-    Answer(Refusal, Outcome),
-    Again,
-}
-
 impl Idempotency {
-    /// A service over `pool`. `audit` receives one call per replay. The store's statements
-    /// get a small pool of their own on the same database, whose sessions carry the claim's
-    /// settings ([`raptor_db::pool::store_for`]), so a claim is one statement: no BEGIN, no
-    /// `set_config`, no COMMIT.
-    pub fn new(
-        pool: PgPool,
-        config: IdempotencyConfig,
-        audit: Option<Arc<dyn ReplayAudit>>,
-    ) -> Self {
-        let store = raptor_db::pool::store_for(&pool, config.store_timeout);
-        Self::with_store_pool(pool, store, config, audit)
-    }
-
-    /// A service whose claim rounds, key settlements and flag reads use `store`, while business
-    /// transactions use `pool` (both on the same database; `store` should be connected with
-    /// [`raptor_db::pool::store_options`]). A store pool that cannot connect is the "store
-    /// unreachable" case: fail-closed routes answer 503, fail-open routes run.
-    pub fn with_store_pool(
-        pool: PgPool,
-        store: PgPool,
-        config: IdempotencyConfig,
-        audit: Option<Arc<dyn ReplayAudit>>,
-    ) -> Self {
-        let flag = FlagCache::new(config.flag_default);
-        let reach = Reachability::new(store.connect_options());
-        Self {
-            inner: Arc::new(Inner {
-                pool,
-                store,
-                config,
-                flag,
-                audit,
-                keyless: KeylessCounter::default(),
-                reach,
-                background: TaskTracker::new(),
-            }),
-        }
-    }
-
-    /// The tracker of work spawned off requests that must finish before the process exits
-    /// (key releases and settlements, claim rounds; the API adds its own, e.g. sign-in links):
-    /// spawn such work with `background().spawn(…)`, and call [`Idempotency::drain`] once the
-    /// server stopped.
-    pub fn background(&self) -> &TaskTracker {
-        &self.inner.background
-    }
-
-    /// Waits up to `bound` for the work of [`Idempotency::background`] (new work is still
-    /// accepted and waited for); returns how many tasks were still running at the bound.
-    pub async fn drain(&self, bound: Duration) -> usize {
-        let tracker = &self.inner.background;
-        tracker.close();
-        if tokio::time::timeout(bound, tracker.wait()).await.is_ok() {
-            return 0;
-        }
-        let left = tracker.len();
-        tracing::warn!(
-            left,
-            "background work still running at shutdown; unfinished key releases stay in flight until stale"
-        );
-        left
-    }
-
-    /// The pool of business transactions.
-    pub fn pool(&self) -> &PgPool {
-        &self.inner.pool
-    }
-
-    /// The pool of the store's own statements.
-    pub fn store_pool(&self) -> &PgPool {
-        &self.inner.store
-    }
-
-    /// The settings.
-    pub fn config(&self) -> &IdempotencyConfig {
-        &self.inner.config
-    }
-
-    /// Whether the middleware is on (`FLAG_IDEMPOTENCY_MIDDLEWARE`, with its run-time override).
-    pub async fn enabled(&self) -> bool {
-        self.inner
-            .flag
-            .get(&self.inner.store, self.inner.config.store_timeout)
-            .await
-    }
-
-    /// Stores the run-time override of the kill switch in the caller's transaction; see
-    /// [`Idempotency::apply_enabled`].
-    pub async fn store_enabled(
-        &self,
-        conn: &mut PgConnection,
-        enabled: bool,
-        updated_by: Option<i32>,
-    ) -> Result<(), sqlx::Error> {
-        flag::store(conn, enabled, updated_by).await
-    }
-
-    /// Applies a stored override to this process at once. Call it only after the transaction
-    /// of [`Idempotency::store_enabled`] committed: a flip that rolled back must not apply.
-    pub fn apply_enabled(&self, enabled: bool) {
-        self.inner.flag.set_local(enabled);
-    }
-
-    /// A claim with no key row: the request runs in one transaction, without dedup.
-    /// `instrumented` adds `Idempotent-Replayed: false` to the response. `key` is the request's
-    /// valid key, if it sent one (kill switch off, fail-open): handlers still derive ids from it.
-    pub async fn untracked(
-        &self,
-        endpoint: String,
-        instrumented: bool,
-        key: Option<IdempotencyKey>,
-    ) -> Result<Claim, Refusal> {
-        let tx = self.inner.pool.begin().await.map_err(|err| {
-            tracing::error!(error = %err, "could not begin a transaction");
-            Refusal::DatabaseUnavailable
-        })?;
-        Ok(Claim::new(
-            tx,
-            KeyGuard::new(self.clone(), None),
-            endpoint,
-            key,
-            instrumented,
-        ))
-    }
-
     /// Claims `request.key`. `Ok` gives the winner its [`Claim`] (or, on a fail-open route whose
     /// store cannot be connected to, an untracked one); `Err` is the answer to send instead: a
     /// replay, 409, 422 or 503.
@@ -653,147 +433,6 @@ impl Idempotency {
                 in_flight_ms: row.in_flight_ms,
             })),
         })
-    }
-
-    /// The outcomes table (docs/idempotency.md) for a key someone else holds or held.
-    async fn judge(&self, request: &ClaimRequest, row: ExistingRow) -> Judgement {
-        let deadline = self.inner.config.store_timeout;
-        // The fingerprint is checked before the status (as the design record orders it).
-        if row.request_hash != request.request_hash {
-            return Judgement::Answer(Refusal::BodyMismatch, Outcome::Mismatch);
-        }
-        match row.status.as_str() {
-            // Stored nothing, re-executes: the round takes a completed row over for the same
-            // request; one that completed after the round began is claimed on the next.
-            "completed" if request.replay == Replay::ReExecute => Judgement::Again,
-            "completed" => {
-                // The row matched the request's scope and endpoint, so they are its identity.
-                let identity = RowIdentity {
-                    id: row.id,
-                    scope_user_id: request.scope_user_id,
-                    endpoint: &request.endpoint,
-                    response_code: row.response_code,
-                    lineage: row.lineage,
-                    attempt: row.attempt,
-                };
-                let kid = row.stored.response_kid.clone();
-                let opened = match self
-                    .inner
-                    .config
-                    .response_keys
-                    .open_response(identity, row.stored)
-                {
-                    Ok(opened) => opened,
-                    Err(reason) => {
-                        // Never executed again and never answered from anything but the
-                        // ciphertext: the key exists, its response is just unreadable here.
-                        tracing::error!(
-                            endpoint = %request.endpoint,
-                            idempotency_key_id = row.id,
-                            kid = kid.as_deref(),
-                            reason = reason.as_str(),
-                            "stored response cannot be decrypted; answering 503 without executing"
-                        );
-                        reason.record(&request.endpoint);
-                        return Judgement::Answer(
-                            Refusal::StoreUnreadable,
-                            Outcome::StoreUnavailable,
-                        );
-                    }
-                };
-                let code = row.response_code.unwrap_or(200);
-                self.audit_replay(ReplayEvent {
-                    scope_user_id: request.scope_user_id,
-                    idempotency_key_id: row.id,
-                    request_hash: row.request_hash,
-                    response_code: code,
-                    endpoint: request.endpoint.clone(),
-                })
-                .await;
-                let stored = StoredResponse {
-                    code,
-                    body: opened.body,
-                    headers: opened.headers,
-                };
-                Judgement::Answer(Refusal::Replay(Box::new(stored)), Outcome::Replay)
-            }
-            "failed" => Judgement::Answer(Refusal::PreviousFailed, Outcome::PreviousFailed),
-            "released" => {
-                // Freed between our upsert and our read: claim again.
-                Judgement::Again
-            }
-            _ if row.stale => {
-                // Fence off the abandoned attempt: releasing its row (only if it is still that
-                // attempt, still in flight) makes its completion update match nothing, so its
-                // transaction rolls back even if it is still alive. The row keeps its lineage.
-                let release = async {
-                    let mut conn = raptor_db::conn(&self.inner.store).await?;
-                    let released = raptor_db::query(
-                        "update idempotency_keys set status = 'released', completed_at = now()
-                          where id = $1 and attempt = $2 and status = 'in_flight'",
-                    )
-                    .bind(row.id)
-                    .bind(row.attempt)
-                    .execute(&mut *conn)
-                    .await?
-                    .rows_affected();
-                    conn.finish().await?;
-                    Ok::<u64, sqlx::Error>(released)
-                };
-                match tokio::time::timeout(deadline, release).await {
-                    Ok(Ok(0)) => Judgement::Again,
-                    Ok(Ok(_)) => {
-                        tracing::warn!(
-                            endpoint = %request.endpoint,
-                            idempotency_key_id = row.id,
-                            in_flight_ms = row.in_flight_ms,
-                            "stale in-flight idempotency key released; the abandoned attempt is fenced off"
-                        );
-                        Judgement::Answer(
-                            Refusal::InFlight {
-                                retry_after_ms: 0,
-                                message: "an abandoned attempt was released; retry now with the \
-                                          same key",
-                            },
-                            Outcome::Stale,
-                        )
-                    }
-                    Ok(Err(_)) | Err(_) => {
-                        // The store answered the read, so this is not a fail-open case.
-                        Judgement::Answer(Refusal::StoreUnavailable, Outcome::StoreUnavailable)
-                    }
-                }
-            }
-            _ => Judgement::Answer(
-                Refusal::InFlight {
-                    retry_after_ms: 5000,
-                    message: "a request with this Idempotency-Key is in progress; retry later",
-                },
-                Outcome::InFlight,
-            ),
-        }
-    }
-
-    /// Writes the replay's audit row, bounded by its own deadline: the replay is answered
-    /// either way (the original execution's rows are the canonical record).
-    async fn audit_replay(&self, event: ReplayEvent) {
-        let Some(audit) = &self.inner.audit else {
-            return;
-        };
-        // On the store pool: its sessions commit without waiting for the WAL flush. A replay is no
-        // state change (the original's rows are the record); a crash may lose its note, never a
-        // business row, and the replay does not wait for the disk.
-        let write = audit.record(&self.inner.store, &event);
-        match tokio::time::timeout(self.inner.config.store_timeout, write).await {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => {
-                tracing::error!(error = %err, idempotency_key_id = event.idempotency_key_id, "could not write the idempotency_replay audit row")
-            }
-            Err(_) => tracing::error!(
-                idempotency_key_id = event.idempotency_key_id,
-                "the idempotency_replay audit row timed out"
-            ),
-        }
     }
 }
 

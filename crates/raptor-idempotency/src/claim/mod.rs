@@ -1,8 +1,14 @@
 //! The [`Claim`]: the winning request's one transaction. Business writes and audit rows go
 //! through [`Claim::conn`]; only [`Claim::finish`] stores the response on the key row and
-//! commits; every other exit rolls back and releases (or fails) the key.
+//! commits; every other exit rolls back and releases (or fails) the key. Getting a claim is
+//! [`round`] (the claim round) and [`judge`] (the answer for a key someone else holds).
 
-use std::time::Instant;
+mod guard;
+mod judge;
+mod round;
+
+pub(crate) use guard::{settle, KeyGuard, Settle, Tracked};
+pub use round::ClaimRequest;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -12,21 +18,6 @@ use uuid::Uuid;
 use crate::key::IdempotencyKey;
 use crate::reply::{self, error_body, error_response, ErrorReply, Refusal, Reply, REPLAYED_HEADER};
 use crate::seal::RowIdentity;
-use crate::store::Idempotency;
-
-/// The key row this attempt owns.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Tracked {
-    pub(crate) id: i64,
-    /// The fencing token: completion and failure only touch the row while it still carries it.
-    pub(crate) attempt: Uuid,
-    /// The key's lineage: stable across released attempts, new for each lifetime of the key.
-    pub(crate) lineage: Uuid,
-    /// The key's scope user: with the id and endpoint, the identity a sealed body is bound to.
-    pub(crate) scope_user_id: Option<i32>,
-    pub(crate) replay: crate::policy::Replay,
-    pub(crate) claimed_at: Instant,
-}
 
 /// Owns the winner's transaction. There is no way to commit it except [`Claim::finish`], and
 /// dropping it rolls back: at-most-once execution is a property of the type.
@@ -368,113 +359,4 @@ fn mark(mut response: Response, replayed: Option<bool>) -> Response {
         );
     }
     response
-}
-
-/// Settles the key row when a claim ends without [`Claim::finish`] committing it: a panic marks
-/// the key failed (docs/idempotency.md); a cancelled request (client gone, timeout, shutdown) releases
-/// the row, because its transaction rolled back and a retry may safely execute. Both updates
-/// are fenced by the attempt token.
-pub(crate) struct KeyGuard {
-    idem: Idempotency,
-    tracked: Option<Tracked>,
-}
-
-impl KeyGuard {
-    pub(crate) fn new(idem: Idempotency, tracked: Option<Tracked>) -> Self {
-        Self { idem, tracked }
-    }
-
-    fn keys(&self) -> &crate::seal::ResponseKeys {
-        &self.idem.config().response_keys
-    }
-
-    fn disarm(&mut self) -> Option<Tracked> {
-        self.tracked.take()
-    }
-
-    /// Marks the key failed now (awaited, so a client's next request sees it).
-    async fn fail(&mut self) {
-        if let Some(tracked) = self.tracked.take() {
-            settle(&self.idem, tracked, Settle::Fail).await;
-        }
-    }
-
-    /// Settles the key of a rolled-back 5xx answer: released when a retry with the same key
-    /// may run ([`ErrorReply::releases_key`]: a `503` that says "retry", an upstream outcome
-    /// that the retry deduplicates upstream), so the retry executes; failed otherwise.
-    async fn settle_error(&mut self, release: bool) {
-        if let Some(tracked) = self.tracked.take() {
-            let how = if release {
-                Settle::Release
-            } else {
-                Settle::Fail
-            };
-            settle(&self.idem, tracked, how).await;
-        }
-    }
-}
-
-impl Drop for KeyGuard {
-    fn drop(&mut self) {
-        let Some(tracked) = self.tracked.take() else {
-            return;
-        };
-        let how = if std::thread::panicking() {
-            Settle::Fail
-        } else {
-            Settle::Release
-        };
-        let idem = self.idem.clone();
-        match tokio::runtime::Handle::try_current() {
-            Ok(_) => {
-                let background = idem.background().clone();
-                background.spawn(async move { settle(&idem, tracked, how).await });
-            }
-            Err(_) => {
-                tracing::error!(
-                    idempotency_key_id = tracked.id,
-                    "claim dropped outside a runtime; the key stays in flight until stale"
-                );
-            }
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Settle {
-    Fail,
-    Release,
-}
-
-pub(crate) async fn settle(idem: &Idempotency, tracked: Tracked, how: Settle) {
-    let sql = match how {
-        Settle::Fail => {
-            "update idempotency_keys set status = 'failed', completed_at = now()
-              where id = $1 and attempt = $2 and status = 'in_flight'"
-        }
-        // The row is kept (with its lineage) and is free for the next claim.
-        Settle::Release => {
-            "update idempotency_keys set status = 'released', completed_at = now()
-              where id = $1 and attempt = $2 and status = 'in_flight'"
-        }
-    };
-    let result = async {
-        let mut conn = raptor_db::conn(idem.store_pool()).await?;
-        raptor_db::query(sql)
-            .bind(tracked.id)
-            .bind(tracked.attempt)
-            .execute(&mut *conn)
-            .await?;
-        conn.finish().await
-    }
-    .await;
-    match result {
-        Ok(_) => tracing::debug!(idempotency_key_id = tracked.id, ?how, "key settled"),
-        Err(err) => tracing::error!(
-            error = %err,
-            idempotency_key_id = tracked.id,
-            ?how,
-            "could not settle the key; it stays in flight until stale"
-        ),
-    }
 }

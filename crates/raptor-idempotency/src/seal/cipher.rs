@@ -1,40 +1,16 @@
-//! Encryption at rest of stored responses (docs/idempotency.md, "Stored responses at rest").
-//!
-//! A completed key's response (its body and its replayed headers, `Location` holding the new
-//! order's id) is sealed with ChaCha20-Poly1305 under the current key of `RAPTOR_RESPONSE_KEYS`
-//! (`kid:base64key,…`; the first encrypts, all decrypt), with a random 96-bit nonce per row and
-//! the row's identity as associated data: its id, scope, endpoint, status code, key id, and the
-//! key's lineage and completing attempt, so a ciphertext copied onto another row, or restored
-//! onto its own row in a later lifetime of the key, does not open. The key id, nonce and
-//! ciphertext are stored beside the row; `response_body` and `response_headers` stay NULL.
-//!
-//! Layouts (`response_seal`): NULL on a row with a ciphertext is the first layout (the body
-//! alone sealed, headers in plain text, no lineage or attempt in the associated data), still
-//! opened for rows written before the second; 2 is the sealed envelope
-//! `{"body", "headers"}`. Rows written without a key keep their plain columns and still
-//! replay; a row that carries a ciphertext is never read any other way.
-//!
-//! [`reencrypt`] moves rows (plain, in the first layout, or sealed under an older key) to the
-//! current key and layout in bounded batches.
+//! Sealing and opening a stored response: ChaCha20-Poly1305 with a random nonce per row and
+//! the row's identity (and, in the second layout, its key's lineage and completing attempt) as
+//! associated data. The layouts are described in the module above.
 
-use std::fmt;
-use std::sync::Arc;
-
-use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
-use base64::engine::DecodePaddingMode;
-use base64::Engine as _;
 use chacha20poly1305::aead::AeadInOut;
-use chacha20poly1305::{ChaCha20Poly1305, KeyInit, Nonce};
+use chacha20poly1305::Nonce;
 use serde_json::Value;
-use sqlx::PgPool;
 use uuid::Uuid;
+
+use super::ResponseKeys;
 
 /// Bytes of a nonce (ChaCha20-Poly1305's 96 bits).
 pub const NONCE_LEN: usize = 12;
-/// Bytes of a key (256 bits).
-pub const KEY_LEN: usize = 32;
-/// Longest key id.
-pub const MAX_KID_LEN: usize = 32;
 
 /// Domain separation of the associated data of the first layout (body only).
 const AD_DOMAIN_V1: &[u8] = b"raptor/idempotency/response/v1";
@@ -42,94 +18,6 @@ const AD_DOMAIN_V1: &[u8] = b"raptor/idempotency/response/v1";
 const AD_DOMAIN_V2: &[u8] = b"raptor/idempotency/response/v2";
 /// `response_seal` of the second layout (NULL with a ciphertext is the first).
 pub(crate) const SEAL_V2: i16 = 2;
-
-/// Standard base64, padding optional (`openssl rand -base64 32` or an unpadded copy of it).
-const BASE64: GeneralPurpose = GeneralPurpose::new(
-    &base64::alphabet::STANDARD,
-    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
-);
-
-struct Entry {
-    kid: String,
-    // Holds the key; the crate's `zeroize` feature wipes it on drop.
-    cipher: ChaCha20Poly1305,
-}
-
-/// The keys of `RAPTOR_RESPONSE_KEYS`: the first seals new responses, every one opens. Empty
-/// means encryption is off (responses are stored as plain JSON). Cheap to clone; `Debug`
-/// shows the key ids only.
-#[derive(Clone)]
-pub struct ResponseKeys {
-    entries: Arc<[Entry]>,
-}
-
-impl Default for ResponseKeys {
-    fn default() -> Self {
-        Self::none()
-    }
-}
-
-impl fmt::Debug for ResponseKeys {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponseKeys")
-            .field("kids", &self.kids().collect::<Vec<_>>())
-            .finish()
-    }
-}
-
-/// A malformed `RAPTOR_RESPONSE_KEYS`. The message names the variable and the entry, never the
-/// key material (nor a key id that failed to parse, which might be a misplaced key).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum KeysError {
-    /// An entry is empty (`a:…,,b:…` or a trailing comma).
-    #[error("RAPTOR_RESPONSE_KEYS entry {position} is empty (expected kid:base64key,…)")]
-    EmptyEntry {
-        /// 1-based position in the list.
-        position: usize,
-    },
-    /// An entry has no `:` between key id and key.
-    #[error("RAPTOR_RESPONSE_KEYS entry {position} is not kid:base64key")]
-    NotAPair {
-        /// 1-based position in the list.
-        position: usize,
-    },
-    /// The key id is empty, too long or has characters outside `A-Z a-z 0-9 . _ -`.
-    #[error(
-        "RAPTOR_RESPONSE_KEYS entry {position}: the key id must be 1 to {MAX_KID_LEN} characters \
-         of A-Z a-z 0-9 . _ -"
-    )]
-    BadKid {
-        /// 1-based position in the list.
-        position: usize,
-    },
-    /// The key is not base64.
-    #[error("RAPTOR_RESPONSE_KEYS entry {position} (key id {kid:?}): the key is not valid base64")]
-    NotBase64 {
-        /// 1-based position in the list.
-        position: usize,
-        /// The entry's key id.
-        kid: String,
-    },
-    /// The key does not decode to 32 bytes.
-    #[error(
-        "RAPTOR_RESPONSE_KEYS entry {position} (key id {kid:?}): the key must decode to \
-         {KEY_LEN} bytes, not {len} (generate one with `openssl rand -base64 32`)"
-    )]
-    WrongLength {
-        /// 1-based position in the list.
-        position: usize,
-        /// The entry's key id.
-        kid: String,
-        /// Decoded length.
-        len: usize,
-    },
-    /// Two entries share a key id.
-    #[error("RAPTOR_RESPONSE_KEYS: key id {kid:?} appears more than once")]
-    DuplicateKid {
-        /// The repeated key id.
-        kid: String,
-    },
-}
 
 /// Why a stored response could not be opened. Every case answers 503; none re-executes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,7 +99,7 @@ impl StoredColumns {
 
     /// Whether the row is stored in plain text, or sealed in the first layout or under a key
     /// other than `current` (what [`reencrypt`] moves).
-    fn needs_reseal(&self, current: &str) -> bool {
+    pub(super) fn needs_reseal(&self, current: &str) -> bool {
         if !self.is_sealed() {
             return self.response_body.is_some() || self.response_headers.is_some();
         }
@@ -234,75 +122,7 @@ struct Envelope {
     headers: Option<Value>,
 }
 
-fn valid_kid(kid: &str) -> bool {
-    !kid.is_empty()
-        && kid.len() <= MAX_KID_LEN
-        && kid
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-}
-
 impl ResponseKeys {
-    /// No keys: encryption off.
-    pub fn none() -> Self {
-        Self {
-            entries: Arc::from(Vec::new()),
-        }
-    }
-
-    /// Parses `kid:base64key,…` (whitespace around entries and parts is ignored). An empty or
-    /// blank text is no keys. Every key must decode to 32 bytes; key ids are unique.
-    pub fn parse(text: &str) -> Result<Self, KeysError> {
-        if text.trim().is_empty() {
-            return Ok(Self::none());
-        }
-        let mut entries: Vec<Entry> = Vec::new();
-        for (index, entry) in text.split(',').enumerate() {
-            let position = index + 1;
-            let entry = entry.trim();
-            if entry.is_empty() {
-                return Err(KeysError::EmptyEntry { position });
-            }
-            let Some((kid, key)) = entry.split_once(':') else {
-                return Err(KeysError::NotAPair { position });
-            };
-            let (kid, key) = (kid.trim(), key.trim());
-            if !valid_kid(kid) {
-                return Err(KeysError::BadKid { position });
-            }
-            let kid = kid.to_owned();
-            let Ok(bytes) = BASE64.decode(key) else {
-                return Err(KeysError::NotBase64 { position, kid });
-            };
-            let Ok(cipher) = ChaCha20Poly1305::new_from_slice(&bytes) else {
-                let len = bytes.len();
-                return Err(KeysError::WrongLength { position, kid, len });
-            };
-            if entries.iter().any(|e| e.kid == kid) {
-                return Err(KeysError::DuplicateKid { kid });
-            }
-            entries.push(Entry { kid, cipher });
-        }
-        Ok(Self {
-            entries: Arc::from(entries),
-        })
-    }
-
-    /// Whether no key is configured (responses are stored in plain text).
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// The key id that seals new responses.
-    pub fn current_kid(&self) -> Option<&str> {
-        self.entries.first().map(|e| e.kid.as_str())
-    }
-
-    /// Every configured key id, the current one first.
-    pub fn kids(&self) -> impl Iterator<Item = &str> {
-        self.entries.iter().map(|e| e.kid.as_str())
-    }
-
     /// Seals `plaintext` for `row` under the current key in the second layout; `Ok(None)` when
     /// no key is configured.
     pub(crate) fn seal(
@@ -468,148 +288,6 @@ fn push_prefixed(ad: &mut Vec<u8>, bytes: &[u8]) {
     ad.extend_from_slice(bytes);
 }
 
-/// What [`reencrypt`] did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Reencrypted {
-    /// Rows now sealed under the current key.
-    pub reencrypted: u64,
-    /// Rows left as they were because they could not be opened (unknown key id, or tampered);
-    /// each is logged at ERROR with its id.
-    pub unreadable: u64,
-}
-
-/// Why [`reencrypt`] could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum ReencryptError {
-    /// No key configured: nothing to encrypt with.
-    #[error("RAPTOR_RESPONSE_KEYS is not set: there is no key to re-encrypt with")]
-    NoKeys,
-    /// Sealing failed (no randomness for a nonce); batches committed before it stay done.
-    #[error("could not encrypt a stored response")]
-    Encrypt,
-    /// A statement failed; batches committed before it stay done.
-    #[error(transparent)]
-    Database(#[from] sqlx::Error),
-}
-
-#[derive(sqlx::FromRow)]
-struct RekeyRow {
-    id: i64,
-    scope_user_id: Option<i32>,
-    scope_endpoint: String,
-    response_code: Option<i16>,
-    lineage: Uuid,
-    attempt: Uuid,
-    #[sqlx(flatten)]
-    stored: StoredColumns,
-}
-
-/// Moves every stored response that is plain, sealed in the first layout, or sealed under a
-/// key other than the current one, to the current key and layout: `batch_size` rows per short
-/// transaction, locked `FOR UPDATE SKIP LOCKED` (a row being claimed or completed right now is
-/// left for the next run), walking the table once by id. Safe while the server runs. Rows that
-/// cannot be opened are left untouched and counted.
-pub async fn reencrypt(
-    pool: &PgPool,
-    keys: &ResponseKeys,
-    batch_size: i64,
-) -> Result<Reencrypted, ReencryptError> {
-    let current = keys.current_kid().ok_or(ReencryptError::NoKeys)?;
-    let batch_size = batch_size.max(1);
-    let mut done = Reencrypted::default();
-    let mut after = 0_i64;
-    loop {
-        let mut tx = pool.begin().await?;
-        let rows: Vec<RekeyRow> = raptor_db::query_as(
-            "select id, scope_user_id, scope_endpoint, response_code, lineage, attempt,
-                    response_body, response_headers, response_kid, response_nonce,
-                    response_ciphertext, response_seal
-               from idempotency_keys
-              where id > $1 and status = 'completed'
-                and (response_body is not null or response_headers is not null
-                     or (response_ciphertext is not null
-                         and (response_kid <> $2 or response_seal is distinct from $4)))
-              order by id
-              limit $3
-              for update skip locked",
-        )
-        .bind(after)
-        .bind(current)
-        .bind(batch_size)
-        .bind(SEAL_V2)
-        .fetch_all(&mut *tx)
-        .await?;
-        let Some(last) = rows.last() else {
-            tx.rollback().await?;
-            break;
-        };
-        after = last.id;
-        let fetched = rows.len();
-
-        let (mut ids, mut nonces, mut ciphertexts) = (Vec::new(), Vec::new(), Vec::new());
-        for row in rows {
-            if !row.stored.needs_reseal(current) {
-                continue;
-            }
-            let identity = RowIdentity {
-                id: row.id,
-                scope_user_id: row.scope_user_id,
-                endpoint: &row.scope_endpoint,
-                response_code: row.response_code,
-                lineage: row.lineage,
-                attempt: row.attempt,
-            };
-            let kid = row.stored.response_kid.clone();
-            let opened = match keys.open_response(identity, row.stored) {
-                Ok(opened) => opened,
-                Err(reason) => {
-                    tracing::error!(
-                        idempotency_key_id = row.id,
-                        kid = kid.as_deref(),
-                        reason = reason.as_str(),
-                        "stored response cannot be decrypted; left as it is"
-                    );
-                    done.unreadable += 1;
-                    continue;
-                }
-            };
-            let headers = opened.headers.unwrap_or(Value::Null);
-            // The batch's transaction rolls back; batches before it stay done.
-            let Ok(Some(sealed)) = keys.seal_response(identity, opened.body.as_ref(), &headers)
-            else {
-                return Err(ReencryptError::Encrypt);
-            };
-            ids.push(row.id);
-            nonces.push(sealed.nonce);
-            ciphertexts.push(sealed.ciphertext);
-        }
-        if !ids.is_empty() {
-            let updated = raptor_db::query(
-                "update idempotency_keys k
-                    set response_body = null, response_headers = null, response_kid = $2,
-                        response_nonce = u.nonce, response_ciphertext = u.ciphertext,
-                        response_seal = $5
-                   from unnest($1::bigint[], $3::bytea[], $4::bytea[]) as u(id, nonce, ciphertext)
-                  where k.id = u.id",
-            )
-            .bind(&ids)
-            .bind(current)
-            .bind(&nonces)
-            .bind(&ciphertexts)
-            .bind(SEAL_V2)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            done.reencrypted += updated;
-        }
-        tx.commit().await?;
-        if fetched < usize::try_from(batch_size).unwrap_or(usize::MAX) {
-            break;
-        }
-    }
-    Ok(done)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -639,72 +317,6 @@ mod tests {
             response_seal: Some(SEAL_V2),
             ..StoredColumns::default()
         }
-    }
-
-    #[test]
-    fn parses_keys_first_is_current() {
-        let keys = ResponseKeys::parse(&format!(" new : {KEY_B} , old:{KEY_A}")).expect("parse");
-        assert_eq!(keys.current_kid(), Some("new"));
-        assert_eq!(keys.kids().collect::<Vec<_>>(), ["new", "old"]);
-        assert!(ResponseKeys::parse("").expect("empty").is_empty());
-        assert!(ResponseKeys::parse("  ").expect("blank").is_empty());
-        // Unpadded base64 is accepted too.
-        let unpadded = KEY_A.trim_end_matches('=');
-        assert!(ResponseKeys::parse(&format!("k:{unpadded}")).is_ok());
-    }
-
-    #[test]
-    fn bad_formats_are_clear_errors_without_the_secret() {
-        let short = "c2hvcnQ="; // "short"
-        let cases = [
-            (KEY_A.to_owned(), KeysError::NotAPair { position: 1 }),
-            (
-                format!("k1:{KEY_A},"),
-                KeysError::EmptyEntry { position: 2 },
-            ),
-            (
-                format!("bad kid:{KEY_A}"),
-                KeysError::BadKid { position: 1 },
-            ),
-            (format!(":{KEY_A}"), KeysError::BadKid { position: 1 }),
-            (
-                format!("k1:{KEY_A},k2:not*base64!"),
-                KeysError::NotBase64 {
-                    position: 2,
-                    kid: "k2".into(),
-                },
-            ),
-            (
-                format!("k1:{short}"),
-                KeysError::WrongLength {
-                    position: 1,
-                    kid: "k1".into(),
-                    len: 5,
-                },
-            ),
-            (
-                format!("k1:{KEY_A},k1:{KEY_B}"),
-                KeysError::DuplicateKid { kid: "k1".into() },
-            ),
-        ];
-        for (text, expected) in cases {
-            let err = ResponseKeys::parse(&text).expect_err(&expected.to_string());
-            assert_eq!(err, expected);
-            let message = err.to_string();
-            assert!(message.contains("RAPTOR_RESPONSE_KEYS"), "{message}");
-            for secret in [KEY_A, KEY_B, short, "not*base64!"] {
-                assert!(!message.contains(secret), "{message} echoes a secret");
-            }
-        }
-    }
-
-    #[test]
-    fn debug_shows_key_ids_only() {
-        let keys = ResponseKeys::parse(&format!("k1:{KEY_A}")).expect("parse");
-        let debug = format!("{keys:?}");
-        assert!(debug.contains("k1"), "{debug}");
-        assert!(!debug.contains(KEY_A), "{debug}");
-        assert!(!debug.contains("[0, 1, 2"), "{debug}");
     }
 
     #[test]
@@ -754,7 +366,6 @@ mod tests {
         let opened = keys.open_response(row(1), plain).expect("plain");
         assert_eq!((opened.body, opened.headers), (Some(body), Some(headers)));
     }
-
     #[test]
     fn a_seal_from_another_lifetime_or_attempt_does_not_open() {
         let keys = ResponseKeys::parse(&format!("k1:{KEY_A}")).expect("parse");
@@ -789,7 +400,6 @@ mod tests {
             Err(OpenError::Authentication)
         );
     }
-
     #[test]
     fn rows_of_the_first_layout_still_open() {
         // Sealed as the first layout did: the body alone, without lineage and attempt.
@@ -821,7 +431,6 @@ mod tests {
         assert_eq!(opened.body, Some(serde_json::json!({ "id": "o1" })));
         assert_eq!(opened.headers, Some(headers));
     }
-
     #[test]
     fn identity_key_and_bytes_are_authenticated() {
         let keys = ResponseKeys::parse(&format!("k1:{KEY_A}")).expect("parse");
@@ -881,7 +490,6 @@ mod tests {
             Err(OpenError::Malformed)
         );
     }
-
     #[test]
     fn rotation_old_key_still_opens() {
         let old = ResponseKeys::parse(&format!("old:{KEY_A}")).expect("parse");
