@@ -6,10 +6,9 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use raptor_idempotency::Scope;
 use sha2::{Digest, Sha256};
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgPool};
 
 use crate::error::{ApiError, ApiResult};
-use crate::state::ApiState;
 
 /// A user's role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,7 +168,7 @@ fn bearer(parts: &Parts) -> Option<&str> {
 impl<S> FromRequestParts<S> for Principal
 where
     S: Send + Sync,
-    ApiState: FromRef<S>,
+    PgPool: FromRef<S>,
 {
     type Rejection = ApiError;
 
@@ -178,9 +177,8 @@ where
             return Ok(principal.clone());
         }
         let token = bearer(parts).ok_or(ApiError::Unauthenticated)?;
-        let state = ApiState::from_ref(state);
         // The account's mode comes along, so the order gates need no query of their own.
-        let mut conn = raptor_db::conn(&state.db).await?;
+        let mut conn = raptor_db::conn(&PgPool::from_ref(state)).await?;
         let row: Option<TokenRow> = raptor_db::query_as(
             "select t.user_id, u.role, t.service_name, a.mode as account_mode
                from api_tokens t
@@ -211,7 +209,7 @@ where
 impl<S> FromRequestParts<S> for AuthUser
 where
     S: Send + Sync,
-    ApiState: FromRef<S>,
+    PgPool: FromRef<S>,
 {
     type Rejection = ApiError;
 
@@ -226,7 +224,7 @@ where
 impl<S> FromRequestParts<S> for Operator
 where
     S: Send + Sync,
-    ApiState: FromRef<S>,
+    PgPool: FromRef<S>,
 {
     type Rejection = ApiError;
 

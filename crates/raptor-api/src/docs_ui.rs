@@ -1,4 +1,5 @@
-//! `GET /docs`: Swagger UI, served from the `swagger-ui-dist` npm package installed in the
+//! The documentation routes: `GET /openapi.json` (the generated document), `GET /docs/errors`
+//! (`docs/errors.md` as HTML) and `GET /docs`: Swagger UI, served from the `swagger-ui-dist` npm package installed in the
 //! checkout (`npm ci --omit=dev`), never from a CDN. The assets directory comes from
 //! `RAPTOR_DOCS_ASSETS` ([`crate::ApiConfig::docs_assets`]); `/docs/assets/*` serves its files.
 //! While it holds no Swagger UI (npm not run), `/docs` answers the built-in route table
@@ -8,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::body::Bytes;
+use axum::http::header;
 use axum::response::Html;
 use axum::routing::get;
 use axum::Router;
@@ -46,7 +48,7 @@ fn fallback_page(spec: &utoipa::openapi::OpenApi, dir: &Path) -> String {
 }
 
 /// `/docs` and `/docs/assets/*`.
-pub(crate) fn router(spec: &utoipa::openapi::OpenApi, assets: PathBuf) -> Router<ApiState> {
+fn swagger(spec: &utoipa::openapi::OpenApi, assets: PathBuf) -> Router<ApiState> {
     // Both pages are built once; a request only clones a reference to one of them.
     let fallback = Bytes::from(fallback_page(spec, &assets));
     let dir: Arc<Path> = assets.clone().into();
@@ -67,4 +69,44 @@ pub(crate) fn router(spec: &utoipa::openapi::OpenApi, assets: PathBuf) -> Router
         )
         // A missing file is a 404, which `json_errors` turns into `not_found` problem details.
         .nest_service("/docs/assets", ServeDir::new(assets))
+}
+
+/// `docs/errors.md`, embedded: the page every error's `type` points into.
+const ERRORS_MD: &str = include_str!("../../../docs/errors.md");
+
+/// `docs/errors.md` as an HTML page (its `<a id="code">` anchors kept).
+fn errors_page() -> String {
+    let mut html = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Raptor errors</title>\
+         </head><body>",
+    );
+    pulldown_cmark::html::push_html(&mut html, pulldown_cmark::Parser::new(ERRORS_MD));
+    html.push_str("</body></html>");
+    html
+}
+
+/// `GET /openapi.json` (the generated document), `GET /docs/errors`, and `GET /docs` with
+/// `/docs/assets/*` (Swagger UI from `assets`, see [`crate::docs_ui`]).
+pub(crate) fn router(
+    spec: &utoipa::openapi::OpenApi,
+    assets: std::path::PathBuf,
+) -> axum::Router<ApiState> {
+    let json = crate::openapi::to_json(spec);
+    let errors = errors_page();
+    axum::Router::new()
+        .route(
+            "/docs/errors",
+            axum::routing::get(move || {
+                let errors = errors.clone();
+                async move { Html(errors) }
+            }),
+        )
+        .route(
+            "/openapi.json",
+            axum::routing::get(move || {
+                let json = json.clone();
+                async move { ([(header::CONTENT_TYPE, "application/json")], json) }
+            }),
+        )
+        .merge(swagger(spec, assets))
 }

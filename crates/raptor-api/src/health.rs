@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -125,47 +125,7 @@ async fn ping(pool: &sqlx::PgPool, what: &'static str) -> bool {
 pub(crate) async fn get_metrics() -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        crate::telemetry::prometheus().render(),
+        crate::metrics::prometheus().render(),
     )
         .into_response()
-}
-
-/// `docs/errors.md`, embedded: the page every error's `type` points into.
-const ERRORS_MD: &str = include_str!("../../../docs/errors.md");
-
-/// `docs/errors.md` as an HTML page (its `<a id="code">` anchors kept).
-fn errors_page() -> String {
-    let mut html = String::from(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Raptor errors</title>\
-         </head><body>",
-    );
-    pulldown_cmark::html::push_html(&mut html, pulldown_cmark::Parser::new(ERRORS_MD));
-    html.push_str("</body></html>");
-    html
-}
-
-/// `GET /openapi.json` (the generated document), `GET /docs/errors`, and `GET /docs` with
-/// `/docs/assets/*` (Swagger UI from `assets`, see [`crate::docs_ui`]).
-pub(crate) fn docs_router(
-    spec: &utoipa::openapi::OpenApi,
-    assets: std::path::PathBuf,
-) -> axum::Router<ApiState> {
-    let json = crate::openapi::to_json(spec);
-    let errors = errors_page();
-    axum::Router::new()
-        .route(
-            "/docs/errors",
-            axum::routing::get(move || {
-                let errors = errors.clone();
-                async move { Html(errors) }
-            }),
-        )
-        .route(
-            "/openapi.json",
-            axum::routing::get(move || {
-                let json = json.clone();
-                async move { ([(header::CONTENT_TYPE, "application/json")], json) }
-            }),
-        )
-        .merge(crate::docs_ui::router(spec, assets))
 }

@@ -10,13 +10,13 @@ mod docs_ui;
 pub mod error;
 pub mod extract;
 mod health;
+pub mod metrics;
 pub mod middleware;
 pub mod openapi;
 pub mod problem;
 pub mod retention;
 pub mod sessions;
 pub mod state;
-pub mod telemetry;
 pub mod trading;
 pub mod waitlist;
 
@@ -56,12 +56,12 @@ pub fn app(state: ApiState) -> Router {
 /// this way).
 pub fn app_with(state: ApiState, extra: Router<ApiState>) -> Router {
     // Install the recorder before the first request, or early metrics go nowhere.
-    telemetry::prometheus();
+    crate::metrics::prometheus();
     let (routes, mut spec) = api_routes().split_for_parts();
     openapi::finish(&mut spec);
     let config = state.config.clone();
     let router = routes
-        .merge(health::docs_router(&spec, config.docs_assets.clone()))
+        .merge(docs_ui::router(&spec, config.docs_assets.clone()))
         .merge(extra)
         .fallback(not_found)
         .with_state(state);

@@ -11,6 +11,8 @@ use rust_decimal::Decimal;
 use sqlx::PgPool;
 
 use crate::audit::ReplayAuditor;
+pub use crate::billing::BillingConfig;
+pub use crate::sessions::AuthLimits;
 
 /// API settings. The server builds them from the environment; libraries never read it.
 #[derive(Debug, Clone)]
@@ -50,69 +52,6 @@ pub struct ApiConfig {
 
 /// Where `npm ci` installs Swagger UI in a checkout, relative to the repository root.
 pub const DEFAULT_DOCS_ASSETS: &str = "node_modules/swagger-ui-dist";
-
-/// Rate limits of `POST /api/auth/register` and `POST /api/auth/login`.
-#[derive(Debug, Clone, Copy)]
-pub struct AuthLimits {
-    /// Requests per hour for one email address (`RAPTOR_AUTH_EMAIL_PER_HOUR`).
-    pub per_email_per_hour: u32,
-    /// Requests per minute from one client IP address (`RAPTOR_AUTH_IP_PER_MINUTE`).
-    pub per_ip_per_minute: u32,
-}
-
-impl Default for AuthLimits {
-    fn default() -> Self {
-        Self {
-            per_email_per_hour: 5,
-            per_ip_per_minute: 30,
-        }
-    }
-}
-
-/// Stripe settings. Without a secret key the billing routes answer
-/// `503 billing_not_configured`; without a webhook secret the webhook route does.
-#[derive(Clone)]
-pub struct BillingConfig {
-    /// `STRIPE_API_BASE`, e.g. `https://api.stripe.com`.
-    pub api_base: String,
-    /// `STRIPE_SECRET_KEY`.
-    pub secret_key: Option<String>,
-    /// `STRIPE_WEBHOOK_SECRET`: the `whsec_…` signing secret of the webhook endpoint.
-    pub webhook_secret: Option<String>,
-    /// `STRIPE_TIMEOUT_MS`: the deadline of one Stripe call (below the request timeout).
-    pub timeout: Duration,
-    /// `RAPTOR_BILLING_CONCURRENCY`: Stripe-calling requests in flight at once in this process
-    /// (each holds a pooled connection while Stripe answers); past it, `503 billing_busy`.
-    pub concurrency: usize,
-}
-
-impl Default for BillingConfig {
-    fn default() -> Self {
-        Self {
-            api_base: "https://api.stripe.com".to_owned(),
-            secret_key: None,
-            webhook_secret: None,
-            timeout: Duration::from_secs(10),
-            concurrency: 4,
-        }
-    }
-}
-
-impl std::fmt::Debug for BillingConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Secrets never reach a log line.
-        f.debug_struct("BillingConfig")
-            .field("api_base", &self.api_base)
-            .field("secret_key", &self.secret_key.as_ref().map(|_| "***"))
-            .field(
-                "webhook_secret",
-                &self.webhook_secret.as_ref().map(|_| "***"),
-            )
-            .field("timeout", &self.timeout)
-            .field("concurrency", &self.concurrency)
-            .finish()
-    }
-}
 
 impl Default for ApiConfig {
     fn default() -> Self {
@@ -182,7 +121,7 @@ pub struct ApiInner {
     /// Sign-up and login rate limiters.
     pub auth_limiter: crate::sessions::AuthLimiter,
     /// Per-account write concurrency.
-    pub account_writes: crate::trading::AccountWrites,
+    pub account_writes: Arc<crate::trading::AccountWrites>,
     /// Permits of the Stripe-calling routes (`BillingConfig::concurrency`).
     pub billing_permits: Arc<tokio::sync::Semaphore>,
     /// Set when shutdown begins: `/readyz` answers 503 from then on.
@@ -232,10 +171,10 @@ impl ApiState {
         let stripe = crate::billing::StripeClient::from_config(&config.billing);
         let auth_limiter = crate::sessions::AuthLimiter::new(config.auth_limits);
         let config_billing_concurrency = config.billing.concurrency.max(1);
-        let account_writes = crate::trading::AccountWrites::new(
+        let account_writes = Arc::new(crate::trading::AccountWrites::new(
             config.account_write_concurrency,
             config.account_write_wait,
-        );
+        ));
         Self(Arc::new(ApiInner {
             db,
             config,
@@ -275,5 +214,37 @@ impl Deref for ApiState {
 impl FromRef<ApiState> for Idempotency {
     fn from_ref(state: &ApiState) -> Self {
         state.idempotency.clone()
+    }
+}
+
+// The sub-states the extractors bind on (axum's `FromRef`), so that authentication, the gates
+// and the permits need only what they use, not the whole state.
+
+impl FromRef<ApiState> for PgPool {
+    fn from_ref(state: &ApiState) -> Self {
+        state.db.clone()
+    }
+}
+
+impl FromRef<ApiState> for Arc<crate::trading::AccountWrites> {
+    fn from_ref(state: &ApiState) -> Self {
+        state.account_writes.clone()
+    }
+}
+
+impl FromRef<ApiState> for crate::trading::OrderGates {
+    fn from_ref(state: &ApiState) -> Self {
+        Self {
+            new_orders_disabled: state.config.new_orders_disabled,
+        }
+    }
+}
+
+impl FromRef<ApiState> for crate::billing::BillingDeps {
+    fn from_ref(state: &ApiState) -> Self {
+        Self {
+            stripe: state.stripe.clone(),
+            permits: state.billing_permits.clone(),
+        }
     }
 }

@@ -229,7 +229,7 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
                     Duration::from_secs(config.order_expiry_interval_secs),
                 )
             });
-            let upkeep = raptor_api::telemetry::spawn_upkeep(Duration::from_secs(5));
+            let upkeep = raptor_api::metrics::spawn_upkeep(Duration::from_secs(5));
             tracing::info!(addr = %listener.local_addr()?, "raptor listening");
             let drain = Duration::from_secs(config.shutdown_drain_secs);
             let signal = drain_on(state.clone(), shutdown_signal(), drain);

@@ -9,7 +9,7 @@ use super::stripe::StripeClient;
 use crate::auth::AuthUser;
 use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult};
-use crate::state::ApiState;
+use sqlx::PgPool;
 
 /// An authenticated user on a deployment where billing is configured.
 #[derive(Debug, Clone)]
@@ -49,24 +49,34 @@ pub(crate) fn not_configured(what: &str) -> ApiError {
     }
 }
 
+/// What the billing gate needs of the API's state: the Stripe client (when configured) and
+/// the permits of Stripe-calling requests.
+#[derive(Debug, Clone)]
+pub struct BillingDeps {
+    /// `None` without `STRIPE_SECRET_KEY`.
+    pub stripe: Option<StripeClient>,
+    /// `BillingConfig::concurrency` permits.
+    pub permits: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
 impl<S> FromRequestParts<S> for BillingUser
 where
     S: Send + Sync,
-    ApiState: FromRef<S>,
+    PgPool: FromRef<S>,
+    BillingDeps: FromRef<S>,
 {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
         let user = AuthUser::from_request_parts(parts, state).await?;
-        let state = ApiState::from_ref(state);
-        let stripe = state
+        let deps = BillingDeps::from_ref(state);
+        let stripe = deps
             .stripe
-            .clone()
             .ok_or_else(|| not_configured("STRIPE_SECRET_KEY"))?;
         Ok(Self {
             user_id: user.id,
             stripe,
-            permits: state.billing_permits.clone(),
+            permits: deps.permits,
         })
     }
 }

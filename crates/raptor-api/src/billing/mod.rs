@@ -17,8 +17,8 @@ use utoipa_axum::routes;
 use crate::codes::{ErrorCode as E, RouteCodes, STRIPE};
 use crate::state::ApiState;
 
-pub use gate::BillingUser;
-pub use stripe::StripeClient;
+pub use gate::{BillingDeps, BillingUser};
+pub use stripe::{BillingConfig, StripeClient};
 pub use webhook::{signature_header, TOLERANCE_SECS};
 
 pub(crate) fn routes() -> OpenApiRouter<ApiState> {

@@ -4,6 +4,7 @@
 //! never reaches a log line or a response.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use raptor_idempotency::IdempotencyKey;
@@ -13,7 +14,51 @@ use uuid::Uuid;
 
 use crate::codes::ErrorCode;
 use crate::error::ApiError;
-use crate::state::BillingConfig;
+
+/// Stripe settings. Without a secret key the billing routes answer
+/// `503 billing_not_configured`; without a webhook secret the webhook route does.
+#[derive(Clone)]
+pub struct BillingConfig {
+    /// `STRIPE_API_BASE`, e.g. `https://api.stripe.com`.
+    pub api_base: String,
+    /// `STRIPE_SECRET_KEY`.
+    pub secret_key: Option<String>,
+    /// `STRIPE_WEBHOOK_SECRET`: the `whsec_…` signing secret of the webhook endpoint.
+    pub webhook_secret: Option<String>,
+    /// `STRIPE_TIMEOUT_MS`: the deadline of one Stripe call (below the request timeout).
+    pub timeout: Duration,
+    /// `RAPTOR_BILLING_CONCURRENCY`: Stripe-calling requests in flight at once in this process
+    /// (each holds a pooled connection while Stripe answers); past it, `503 billing_busy`.
+    pub concurrency: usize,
+}
+
+impl Default for BillingConfig {
+    fn default() -> Self {
+        Self {
+            api_base: "https://api.stripe.com".to_owned(),
+            secret_key: None,
+            webhook_secret: None,
+            timeout: Duration::from_secs(10),
+            concurrency: 4,
+        }
+    }
+}
+
+impl std::fmt::Debug for BillingConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Secrets never reach a log line.
+        f.debug_struct("BillingConfig")
+            .field("api_base", &self.api_base)
+            .field("secret_key", &self.secret_key.as_ref().map(|_| "***"))
+            .field(
+                "webhook_secret",
+                &self.webhook_secret.as_ref().map(|_| "***"),
+            )
+            .field("timeout", &self.timeout)
+            .field("concurrency", &self.concurrency)
+            .finish()
+    }
+}
 
 /// The namespace of forwarded Idempotency-Keys (UUIDv5 over `"{user}:{operation}:{key}"`).
 const FORWARD_NAMESPACE: Uuid = Uuid::from_u128(0x7b1c_52e4_0f3a_4d6e_9a87_b111_0c0d_e5a1);

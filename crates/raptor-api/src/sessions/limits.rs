@@ -9,7 +9,24 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use crate::error::ApiError;
-use crate::state::AuthLimits;
+
+/// Rate limits of `POST /api/auth/register` and `POST /api/auth/login`.
+#[derive(Debug, Clone, Copy)]
+pub struct AuthLimits {
+    /// Requests per hour for one email address (`RAPTOR_AUTH_EMAIL_PER_HOUR`).
+    pub per_email_per_hour: u32,
+    /// Requests per minute from one client IP address (`RAPTOR_AUTH_IP_PER_MINUTE`).
+    pub per_ip_per_minute: u32,
+}
+
+impl Default for AuthLimits {
+    fn default() -> Self {
+        Self {
+            per_email_per_hour: 5,
+            per_ip_per_minute: 30,
+        }
+    }
+}
 
 /// How many checks pass between two sweeps of idle keys.
 const RETAIN_EVERY: u64 = 1024;

@@ -16,7 +16,7 @@ use crate::state::ApiState;
 
 pub use handlers::REVERIFY_GRACE;
 pub use key::{SessionKey, SessionKeyError, SESSION_KEY_LEN};
-pub use limits::AuthLimiter;
+pub use limits::{AuthLimiter, AuthLimits};
 
 pub(crate) fn routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()

@@ -1,17 +1,22 @@
 //! Gates of the order routes, run as extractors before the idempotency claim:
 //! authenticate, then the kill switch, then paper/live. So a replay can never bypass a gate.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use sqlx::PgPool;
 
+use super::account_writes::{AccountWrite, AccountWrites};
 use crate::auth::{AccountMode, AuthUser};
 use crate::error::{ApiError, ApiResult, ResultExt};
-use crate::state::ApiState;
+
+/// What the order gates read of the configuration (a sub-state of the API's).
+#[derive(Debug, Clone, Copy)]
+pub struct OrderGates {
+    /// `MBT_NEW_ORDERS_DISABLED`.
+    pub new_orders_disabled: bool,
+}
 
 /// An authenticated user whose account is a paper account.
 #[derive(Debug, Clone, Copy)]
@@ -28,11 +33,11 @@ pub struct NewOrderGate(pub PaperTrader);
 async fn paper_trader<S>(parts: &mut Parts, state: &S, new_order: bool) -> ApiResult<PaperTrader>
 where
     S: Send + Sync,
-    ApiState: FromRef<S>,
+    PgPool: FromRef<S>,
+    OrderGates: FromRef<S>,
 {
     let user = AuthUser::from_request_parts(parts, state).await?;
-    let state = ApiState::from_ref(state);
-    if new_order && state.config.new_orders_disabled {
+    if new_order && OrderGates::from_ref(state).new_orders_disabled {
         return Err(ApiError::NewOrdersDisabled);
     }
     // Read with the token (one lookup for both); the order transaction re-checks it under the
@@ -40,7 +45,7 @@ where
     let mode = match parts.extensions.get::<AccountMode>() {
         Some(AccountMode(mode)) => mode.clone(),
         None => {
-            let mut conn = raptor_db::conn(&state.db).await?;
+            let mut conn = raptor_db::conn(&PgPool::from_ref(state)).await?;
             let mode =
                 raptor_db::query_scalar("select mode from paper_accounts where user_id = $1")
                     .bind(user.id)
@@ -61,7 +66,8 @@ where
 impl<S> FromRequestParts<S> for PaperTrader
 where
     S: Send + Sync,
-    ApiState: FromRef<S>,
+    PgPool: FromRef<S>,
+    OrderGates: FromRef<S>,
 {
     type Rejection = ApiError;
 
@@ -73,89 +79,13 @@ where
 impl<S> FromRequestParts<S> for NewOrderGate
 where
     S: Send + Sync,
-    ApiState: FromRef<S>,
+    PgPool: FromRef<S>,
+    OrderGates: FromRef<S>,
 {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
         paper_trader(parts, state, true).await.map(Self)
-    }
-}
-
-/// Per-account write concurrency, in this process. Writes on one account serialise on its row
-/// lock anyway; without this, many concurrent writes for one account would each hold a pooled
-/// connection while they wait for that lock, and starve every other user of connections.
-#[derive(Debug)]
-pub struct AccountWrites {
-    permits: usize,
-    wait: Duration,
-    accounts: Mutex<HashMap<i32, Arc<Semaphore>>>,
-}
-
-impl AccountWrites {
-    /// `permits` concurrent writes per account; a write waits at most `wait` for one.
-    pub fn new(permits: usize, wait: Duration) -> Self {
-        Self {
-            permits: permits.max(1),
-            wait,
-            accounts: Mutex::new(HashMap::new()),
-        }
-    }
-
-    fn semaphore(&self, user_id: i32) -> Arc<Semaphore> {
-        let mut accounts = self
-            .accounts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if accounts.len() > 10_000 {
-            // Forget idle accounts (only the map holds their semaphore).
-            accounts.retain(|_, s| Arc::strong_count(s) > 1);
-        }
-        accounts
-            .entry(user_id)
-            .or_insert_with(|| Arc::new(Semaphore::new(self.permits)))
-            .clone()
-    }
-
-    async fn acquire(&self, user_id: i32) -> ApiResult<OwnedSemaphorePermit> {
-        let semaphore = self.semaphore(user_id);
-        match tokio::time::timeout(self.wait, semaphore.acquire_owned()).await {
-            Ok(Ok(permit)) => Ok(permit),
-            Ok(Err(_closed)) => Err(ApiError::Internal(anyhow::anyhow!(
-                "account write semaphore closed"
-            ))),
-            Err(_) => {
-                tracing::info!(
-                    user.id = user_id,
-                    "too many concurrent writes on one account"
-                );
-                Err(ApiError::TooManyRequests {
-                    retry_after_secs: 1,
-                })
-            }
-        }
-    }
-}
-
-/// A permit to write to the caller's account, held until the handler ends. Put it after the
-/// gates and before the idempotency claim, so a waiting request holds no connection.
-#[derive(Debug)]
-pub struct AccountWrite {
-    _permit: OwnedSemaphorePermit,
-}
-
-impl<S> FromRequestParts<S> for AccountWrite
-where
-    S: Send + Sync,
-    ApiState: FromRef<S>,
-{
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
-        let user = AuthUser::from_request_parts(parts, state).await?;
-        let state = ApiState::from_ref(state);
-        let permit = state.account_writes.acquire(user.id).await?;
-        Ok(Self { _permit: permit })
     }
 }
 
@@ -203,7 +133,8 @@ impl From<NewOrderGate> for PaperTrader {
 impl<S, G> FromRequestParts<S> for Writer<G>
 where
     S: Send + Sync,
-    ApiState: FromRef<S>,
+    PgPool: FromRef<S>,
+    Arc<AccountWrites>: FromRef<S>,
     G: FromRequestParts<S, Rejection = ApiError> + Send,
 {
     type Rejection = ApiError;

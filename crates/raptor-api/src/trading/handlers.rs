@@ -8,12 +8,13 @@ use axum::Json;
 use raptor_idempotency::{Claim, Idempotent, Reply, Tier1};
 use uuid::Uuid;
 
+use super::account_writes::AccountWrite;
 use super::book::{self, Intent, Placed};
 use super::dto::{
     AccountResponse, ClosePositionRequest, CreateOrderRequest, ListOrdersQuery, OrderResponse,
     PositionResponse, QuoteResponse, ResetAccountRequest, RollRequest, SetQuoteRequest, LIST_LIMIT,
 };
-use super::gate::{AccountWrite, AccountWriter, OrderWriter, PaperTrader};
+use super::gate::{AccountWriter, OrderWriter, PaperTrader};
 use super::store;
 use crate::auth::{AuthUser, Operator};
 use crate::codes::ErrorCode;

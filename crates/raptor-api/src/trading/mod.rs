@@ -2,6 +2,7 @@
 //! `book` holds the operations, `store` the SQL, `dto` the wire types, `gate` the pre-claim
 //! gates, `handlers` the routes.
 
+mod account_writes;
 mod book;
 pub mod dto;
 mod gate;
@@ -14,10 +15,9 @@ use utoipa_axum::routes;
 use crate::codes::{ErrorCode as E, RouteCodes, TRADE};
 use crate::state::ApiState;
 
+pub use account_writes::{AccountWrite, AccountWrites};
 pub use book::{expire_orders, set_quote};
-pub use gate::{
-    AccountWrite, AccountWriter, AccountWrites, NewOrderGate, OrderWriter, PaperTrader, Writer,
-};
+pub use gate::{AccountWriter, NewOrderGate, OrderGates, OrderWriter, PaperTrader, Writer};
 
 pub(crate) fn routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()

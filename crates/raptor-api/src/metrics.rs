@@ -1,4 +1,5 @@
-//! The Prometheus recorder: installed once per process, rendered by `GET /metrics`.
+//! The Prometheus recorder: installed once per process, rendered by `GET /metrics` (the
+//! service's counters and histograms are recorded with the `metrics` crate where they happen).
 
 use std::sync::OnceLock;
 
@@ -19,7 +20,7 @@ pub fn prometheus() -> PrometheusHandle {
                 .unwrap_or_else(|_| PrometheusBuilder::new());
             let recorder = builder.build_recorder();
             let handle = recorder.handle();
-            if metrics::set_global_recorder(recorder).is_err() {
+            if ::metrics::set_global_recorder(recorder).is_err() {
                 tracing::warn!("a metrics recorder was already installed; /metrics may be empty");
             }
             handle
