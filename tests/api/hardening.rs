@@ -246,7 +246,7 @@ async fn oversized_orders_are_refused_before_any_lock_or_audit(pool: PgPool) {
     let mut conn = app.pool.acquire().await.expect("conn");
     raptor_api::audit::record(
         &mut conn,
-        raptor_api::audit::AuditEvent::new(
+        raptor_api::audit::AuditEvent::named(
             None,
             "probe.big",
             json!({ "blob": "x".repeat(100_000) }),

@@ -149,7 +149,7 @@ async fn work(
     if body.outcome.as_deref() == Some("reject") {
         audit::record(
             conn,
-            AuditEvent::new(user_id, "probe.rejected", json!({ "label": body.label })),
+            AuditEvent::named(user_id, "probe.rejected", json!({ "label": body.label })),
         )
         .await?;
         // A business rejection: committed with its audit row, stored and replayed.
@@ -168,7 +168,7 @@ async fn work(
             .await?;
     audit::record(
         conn,
-        AuditEvent::new(
+        AuditEvent::named(
             user_id,
             "probe.created",
             json!({ "id": id, "label": body.label }),

@@ -11,12 +11,65 @@ tokio::task_local! {
     pub static REQUEST_ID: String;
 }
 
+/// Declares [`AuditAction`]: every action the service writes, and its stored name.
+macro_rules! audit_actions {
+    ($($variant:ident => $name:literal,)*) => {
+        /// What an audit row records: every action the service writes (`audit_log.action`).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum AuditAction {
+            $(
+                #[doc = concat!("`", $name, "`")]
+                $variant,
+            )*
+        }
+
+        impl AuditAction {
+            /// Every action.
+            pub const ALL: &'static [AuditAction] = &[$(AuditAction::$variant),*];
+
+            /// The stored name.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+audit_actions! {
+    AccountReset => "account.reset",
+    BillingCheckoutSessionCreated => "billing.checkout_session.created",
+    BillingCustomerCreated => "billing.customer.created",
+    BillingPortalSessionCreated => "billing.portal_session.created",
+    BillingSubscriptionCancelRequested => "billing.subscription.cancel_requested",
+    BillingSubscriptionSynced => "billing.subscription.synced",
+    BillingWebhookApplied => "billing.webhook.applied",
+    FlagSet => "flag.set",
+    IdempotencyReplay => "idempotency_replay",
+    OrderAccepted => "order.accepted",
+    OrderCanceled => "order.canceled",
+    OrderEvaluationRejected => "order.evaluation_rejected",
+    OrderExpired => "order.expired",
+    OrderFilled => "order.filled",
+    OrderRejected => "order.rejected",
+    ProfileUpdated => "profile.updated",
+    QuoteSet => "quote.set",
+    ServiceTokenCreated => "service_token.created",
+    SessionCreated => "session.created",
+    SessionRevoked => "session.revoked",
+    UserCreated => "user.created",
+    UserErased => "user.erased",
+    UserRegistered => "user.registered",
+    WaitlistJoined => "waitlist.joined",
+}
+
 /// One audit row.
 #[derive(Debug, Clone)]
 pub struct AuditEvent {
     /// The user the change belongs to (`None` for service or system actions).
     pub user_id: Option<i32>,
-    /// Dotted action name, e.g. `order.filled`.
+    /// Dotted action name, e.g. `order.filled` ([`AuditAction::as_str`]).
     pub action: &'static str,
     /// What happened, with enough detail to reconstruct it.
     pub context: Value,
@@ -24,7 +77,13 @@ pub struct AuditEvent {
 
 impl AuditEvent {
     /// An event for `user_id`.
-    pub fn new(user_id: Option<i32>, action: &'static str, context: Value) -> Self {
+    pub fn new(user_id: Option<i32>, action: AuditAction, context: Value) -> Self {
+        Self::named(user_id, action.as_str(), context)
+    }
+
+    /// An event whose action is not one of the service's own (the integration tests' probe
+    /// routes record theirs this way); the service itself uses [`AuditEvent::new`].
+    pub fn named(user_id: Option<i32>, action: &'static str, context: Value) -> Self {
         Self {
             user_id,
             action,
@@ -107,7 +166,7 @@ impl ReplayAudit for ReplayAuditor {
                 &mut conn,
                 AuditEvent::new(
                     event.scope_user_id,
-                    "idempotency_replay",
+                    AuditAction::IdempotencyReplay,
                     json!({
                         "idempotency_key_id": event.idempotency_key_id,
                         "request_hash": event.request_hash,
@@ -119,5 +178,24 @@ impl ReplayAudit for ReplayAuditor {
             .await?;
             conn.finish().await
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn action_names_are_unique_and_lower_case() {
+        let mut names = std::collections::HashSet::new();
+        for action in AuditAction::ALL {
+            let name = action.as_str();
+            assert!(names.insert(name), "{name} twice");
+            assert!(
+                name.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'.' || b == b'_'),
+                "{name}"
+            );
+        }
     }
 }

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use sqlx::PgConnection;
 
 use super::dto::{invalid_time_zone, Email, ProfileChanges};
-use crate::audit::{self, AuditEvent};
+use crate::audit::{self, AuditAction, AuditEvent};
 use crate::auth::{self, Role};
 use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult, ResultExt};
@@ -45,7 +45,7 @@ pub async fn create_user(
         conn,
         AuditEvent::new(
             Some(user_id),
-            "user.created",
+            AuditAction::UserCreated,
             json!({ "role": role.as_str(), "starting_cash": starting_cash.to_string() }),
         ),
     )
@@ -109,7 +109,11 @@ pub async fn create_service_token(conn: &mut PgConnection, name: &str) -> ApiRes
         .context("insert service token")?;
     audit::record(
         conn,
-        AuditEvent::new(None, "service_token.created", json!({ "name": name })),
+        AuditEvent::new(
+            None,
+            AuditAction::ServiceTokenCreated,
+            json!({ "name": name }),
+        ),
     )
     .await
     .context("audit service token")?;
@@ -217,7 +221,7 @@ pub async fn update_profile(
         conn,
         AuditEvent::new(
             Some(user_id),
-            "profile.updated",
+            AuditAction::ProfileUpdated,
             json!({ "fields": changed }),
         ),
     )
@@ -435,7 +439,7 @@ pub async fn erase(conn: &mut PgConnection, user_id: i32) -> ApiResult<Value> {
     // and how much it removed.
     audit::record(
         conn,
-        AuditEvent::new(None, "user.erased", Value::Object(counts.clone())),
+        AuditEvent::new(None, AuditAction::UserErased, Value::Object(counts.clone())),
     )
     .await
     .context("audit erasure")?;

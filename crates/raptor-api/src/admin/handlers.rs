@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
 
-use crate::audit::{self, AuditEvent};
+use crate::audit::{self, AuditAction, AuditEvent};
 use crate::auth::Operator;
 use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::extract::{ApiJson, ApiPath};
@@ -58,7 +58,7 @@ pub(crate) async fn set_flag(
         &mut tx,
         AuditEvent::new(
             Some(operator.id),
-            "flag.set",
+            AuditAction::FlagSet,
             json!({ "name": name, "enabled": request.enabled }),
         ),
     )

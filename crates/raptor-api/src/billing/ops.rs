@@ -10,7 +10,7 @@ use super::dto::{CheckoutParams, CheckoutSessionResponse, PortalSessionResponse,
 use super::store::{self, EventRecord, SubscriptionRow, SubscriptionState};
 use super::stripe::{CheckoutRequest, ForwardKeys, Operation, StripeClient, Subscription};
 use super::webhook::{Change, ParsedEvent};
-use crate::audit::{self, AuditEvent};
+use crate::audit::{self, AuditAction, AuditEvent};
 use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult, ResultExt};
 
@@ -34,7 +34,7 @@ async fn ensure_customer(
         conn,
         AuditEvent::new(
             Some(user_id),
-            "billing.customer.created",
+            AuditAction::BillingCustomerCreated,
             json!({ "stripe_customer_id": customer.id }),
         ),
     )
@@ -84,7 +84,7 @@ pub(crate) async fn create_checkout_session(
         conn,
         AuditEvent::new(
             Some(user_id),
-            "billing.checkout_session.created",
+            AuditAction::BillingCheckoutSessionCreated,
             json!({ "checkout_session_id": session.id, "price_id": params.price_id }),
         ),
     )
@@ -118,7 +118,7 @@ pub(crate) async fn create_portal_session(
         conn,
         AuditEvent::new(
             Some(user_id),
-            "billing.portal_session.created",
+            AuditAction::BillingPortalSessionCreated,
             json!({ "stripe_customer_id": customer }),
         ),
     )
@@ -181,7 +181,7 @@ pub(crate) async fn cancel_subscription(
         conn,
         AuditEvent::new(
             Some(user_id),
-            "billing.subscription.cancel_requested",
+            AuditAction::BillingSubscriptionCancelRequested,
             json!({
                 "stripe_subscription_id": row.stripe_subscription_id,
                 "status": row.status,
@@ -220,7 +220,7 @@ pub(crate) async fn sync_mirror(
         conn,
         AuditEvent::new(
             row.user_id,
-            "billing.subscription.synced",
+            AuditAction::BillingSubscriptionSynced,
             json!({
                 "stripe_subscription_id": row.stripe_subscription_id,
                 "status": row.status,
@@ -299,7 +299,7 @@ pub(crate) async fn apply_event(
                 conn,
                 AuditEvent::new(
                     user_id,
-                    "billing.webhook.applied",
+                    AuditAction::BillingWebhookApplied,
                     json!({
                         "event_id": event.id,
                         "type": event.kind,

@@ -17,7 +17,7 @@ use super::dto::{AcceptedResponse, EmailRequest, SessionResponse, VerifyRequest}
 use super::store::{self, Link, OutboxMessage, Purpose};
 use crate::accounts::dto::Email;
 use crate::accounts::store as accounts;
-use crate::audit::{self, AuditEvent};
+use crate::audit::{self, AuditAction, AuditEvent};
 use crate::auth::{AuthUser, Role};
 use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult, ResultExt};
@@ -267,7 +267,7 @@ async fn audit_session(
         tx,
         AuditEvent::new(
             Some(user_id),
-            "session.created",
+            AuditAction::SessionCreated,
             json!({ "via": link.purpose.as_str(), "link_id": link.id, "repeat": repeat }),
         ),
     )
@@ -300,7 +300,7 @@ async fn first_verification(
             tx,
             AuditEvent::new(
                 Some(user_id),
-                "user.registered",
+                AuditAction::UserRegistered,
                 json!({ "role": Role::User.as_str(), "starting_cash": starting_cash.to_string(), "link_id": link.id }),
             ),
         )
@@ -336,7 +336,7 @@ pub(crate) async fn logout(
     if store::delete_session(&mut tx, user.id, token).await? {
         audit::record(
             &mut tx,
-            AuditEvent::new(Some(user.id), "session.revoked", json!({})),
+            AuditEvent::new(Some(user.id), AuditAction::SessionRevoked, json!({})),
         )
         .await
         .context("audit logout")?;

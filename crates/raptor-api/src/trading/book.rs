@@ -17,7 +17,7 @@ use super::dto::{
     RollDraft,
 };
 use super::store::{self, StoredOrder};
-use crate::audit::{self, AuditEvent};
+use crate::audit::{self, AuditAction, AuditEvent};
 use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::state::ApiState;
@@ -285,7 +285,7 @@ pub(crate) async fn expire_due(
             conn,
             AuditEvent::new(
                 Some(order.user_id),
-                "order.expired",
+                AuditAction::OrderExpired,
                 json!({ "order_id": order.id, "reason": reason,
                         "expires_at": order.expires_at }),
             ),
@@ -418,7 +418,7 @@ pub(crate) async fn place(
                 conn,
                 AuditEvent::new(
                     Some(user_id),
-                    "order.rejected",
+                    AuditAction::OrderRejected,
                     json!({ "code": rejection.code(), "reason": rejection.to_string(),
                             "purpose": purpose, "client_order_id": ids.first,
                             "order": spec_context(&spec) }),
@@ -470,7 +470,7 @@ pub(crate) async fn place(
     }
     let mut events = vec![AuditEvent::new(
         Some(user_id),
-        "order.accepted",
+        AuditAction::OrderAccepted,
         json!({ "order_id": order.id, "purpose": purpose,
                 "client_order_id": order.client_order_id,
                 "reserved_cash": reserved_cash.to_string(), "order": spec_context(&spec) }),
@@ -494,7 +494,7 @@ fn fill_event(
 ) -> AuditEvent {
     AuditEvent::new(
         Some(user_id),
-        "order.filled",
+        AuditAction::OrderFilled,
         json!({
             "order_id": order_id,
             "trigger": trigger,
@@ -529,14 +529,14 @@ pub(crate) async fn cancel(
         .parse()
         .map_err(|_| ApiError::Internal(anyhow::anyhow!("bad stored status {stored}")))?;
     match status.apply(OrderEvent::Cancel) {
-        Ok(Transition::NoOp) => return Ok(order.into()),
+        Ok(Transition::NoOp) => return OrderResponse::try_from(order),
         Ok(Transition::To(_)) => {
             store::end_open_order(conn, order_id, OrderStatus::Canceled, state.clock.now()).await?;
             audit::record(
                 conn,
                 AuditEvent::new(
                     Some(user_id),
-                    "order.canceled",
+                    AuditAction::OrderCanceled,
                     json!({ "order_id": order_id, "reason": "requested" }),
                 ),
             )
@@ -547,8 +547,8 @@ pub(crate) async fn cancel(
     }
     store::find_order(conn, user_id, order_id, false)
         .await?
-        .map(OrderResponse::from)
-        .ok_or(ApiError::NotFound("order"))
+        .map(OrderResponse::try_from)
+        .ok_or(ApiError::NotFound("order"))?
 }
 
 /// The account as the reads show it.
@@ -562,8 +562,8 @@ pub(crate) async fn account(conn: &mut PgConnection, user_id: i32) -> ApiResult<
     .await
     .context("reserved cash")?;
     Ok(AccountResponse {
-        mode: account.mode,
-        currency: "USD",
+        mode: dto::stored(&account.mode, "mode")?,
+        currency: dto::CurrencyDto::Usd,
         cash: dto::money(account.cash),
         buying_power: dto::money(account.cash - reserved),
         reserved_cash: dto::money(reserved),
@@ -586,7 +586,7 @@ pub(crate) async fn reset(
             conn,
             AuditEvent::new(
                 Some(user_id),
-                "order.canceled",
+                AuditAction::OrderCanceled,
                 json!({ "order_id": order.id, "reason": "account_reset" }),
             ),
         )
@@ -599,7 +599,7 @@ pub(crate) async fn reset(
         conn,
         AuditEvent::new(
             Some(user_id),
-            "account.reset",
+            AuditAction::AccountReset,
             json!({
                 "previous_cash": before.cash.to_string(),
                 "previous_realized_pnl": before.realized_pnl.to_string(),
@@ -641,7 +641,7 @@ pub async fn set_quote(
         &mut tx,
         AuditEvent::new(
             updated_by,
-            "quote.set",
+            AuditAction::QuoteSet,
             json!({ "symbol": symbol, "bid": bid.to_string(), "ask": ask.to_string() }),
         ),
     )
@@ -729,7 +729,7 @@ async fn fill_resting_for(
                 if store::end_open_order(conn, order.id, OrderStatus::Expired, now).await? {
                     events.push(AuditEvent::new(
                         Some(user_id),
-                        "order.expired",
+                        AuditAction::OrderExpired,
                         json!({ "order_id": order.id, "reason": "contract_expiry", "symbol": symbol }),
                     ));
                     continue;
@@ -741,7 +741,7 @@ async fn fill_resting_for(
                     store::note_evaluation(conn, order.id, Some(rejection.code())).await?;
                     events.push(AuditEvent::new(
                         Some(user_id),
-                        "order.evaluation_rejected",
+                        AuditAction::OrderEvaluationRejected,
                         json!({ "order_id": order.id, "code": rejection.code(),
                                 "reason": rejection.to_string() }),
                     ));

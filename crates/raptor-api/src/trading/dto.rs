@@ -24,7 +24,20 @@ macro_rules! wire_enum {
                 match value { $($name::$variant => engine::$engine::$variant),+ }
             }
         }
+
+        impl From<engine::$engine> for $name {
+            fn from(value: engine::$engine) -> Self {
+                match value { $(engine::$engine::$variant => $name::$variant),+ }
+            }
+        }
     };
+}
+
+/// A stored column's text as the wire enum `T` (the same snake-case names): a value the
+/// column's CHECK constraint admits but `T` does not know is a bug, never a client's fault.
+pub(crate) fn stored<T: serde::de::DeserializeOwned>(text: &str, column: &str) -> ApiResult<T> {
+    serde_json::from_value(serde_json::Value::String(text.to_owned()))
+        .map_err(|_| ApiError::Internal(anyhow::anyhow!("unexpected stored {column}: {text:?}")))
 }
 
 wire_enum!(
@@ -53,11 +66,22 @@ wire_enum!(
 macro_rules! schema_enum {
     ($(#[$doc:meta])* $name:ident as $schema:ident { $($variant:ident),+ $(,)? }) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
         #[serde(rename_all = "snake_case")]
         #[schema(as = $schema)]
         pub enum $name { $(#[allow(missing_docs)] $variant),+ }
     };
+}
+
+impl From<engine::OrderStatus> for OrderStatusDto {
+    fn from(status: engine::OrderStatus) -> Self {
+        match status {
+            engine::OrderStatus::New => Self::New,
+            engine::OrderStatus::Filled => Self::Filled,
+            engine::OrderStatus::Canceled => Self::Canceled,
+            engine::OrderStatus::Expired => Self::Expired,
+        }
+    }
 }
 
 schema_enum!(
@@ -183,11 +207,9 @@ pub struct LegResponse {
     /// Symbol.
     pub symbol: String,
     /// `buy` or `sell`.
-    #[schema(value_type = SideDto)]
-    pub side: String,
+    pub side: SideDto,
     /// Intent.
-    #[schema(value_type = PositionIntentDto)]
-    pub position_intent: String,
+    pub position_intent: PositionIntentDto,
     /// Ratio.
     pub ratio_qty: i32,
     /// Contracts.
@@ -200,8 +222,7 @@ pub struct LegResponse {
     #[schema(value_type = Option<String>, format = "decimal")]
     pub filled_avg_price: Option<Decimal>,
     /// The parent's status.
-    #[schema(value_type = OrderStatusDto)]
-    pub status: String,
+    pub status: OrderStatusDto,
 }
 
 /// An order.
@@ -212,28 +233,24 @@ pub struct OrderResponse {
     /// Client order id.
     pub client_order_id: String,
     /// `order`, `roll` or `close`.
-    #[schema(value_type = OrderPurposeDto)]
-    pub purpose: String,
+    pub purpose: OrderPurposeDto,
     /// `simple` or `mleg`.
-    #[schema(value_type = OrderClassDto)]
-    pub order_class: String,
+    pub order_class: OrderClassDto,
     /// `market` or `limit`.
     #[serde(rename = "type")]
-    #[schema(value_type = OrderTypeDto)]
-    pub order_type: String,
+    pub order_type: OrderTypeDto,
     /// `day` or `gtc`.
-    #[schema(value_type = TimeInForceDto)]
-    pub time_in_force: String,
+    pub time_in_force: TimeInForceDto,
     /// Simple orders: symbol.
     pub symbol: Option<String>,
     /// Simple orders: side.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = SideDto, required = false)]
-    pub side: Option<String>,
+    pub side: Option<SideDto>,
     /// Simple orders: intent.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = PositionIntentDto, required = false)]
-    pub position_intent: Option<String>,
+    pub position_intent: Option<PositionIntentDto>,
     /// Quantity.
     #[schema(value_type = String, format = "decimal")]
     pub qty: Decimal,
@@ -247,8 +264,7 @@ pub struct OrderResponse {
     #[schema(value_type = Option<String>, format = "decimal")]
     pub limit_price: Option<Decimal>,
     /// `new`, `filled`, `canceled` or `expired`.
-    #[schema(value_type = OrderStatusDto)]
-    pub status: String,
+    pub status: OrderStatusDto,
     /// Fees charged.
     #[schema(value_type = String, format = "decimal")]
     pub fees: Decimal,
@@ -268,11 +284,9 @@ pub struct OrderResponse {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct AccountResponse {
     /// `paper` or `live`.
-    #[schema(value_type = AccountModeDto)]
-    pub mode: String,
+    pub mode: AccountModeDto,
     /// Always `USD`.
-    #[schema(value_type = CurrencyDto)]
-    pub currency: &'static str,
+    pub currency: CurrencyDto,
     /// Settled cash.
     #[schema(value_type = String, format = "decimal", example = "100000.00")]
     pub cash: Decimal,
@@ -302,8 +316,7 @@ pub struct PositionResponse {
     #[schema(value_type = String, format = "decimal")]
     pub realized_pnl: Decimal,
     /// `long` or `short` (flat positions are not listed).
-    #[schema(value_type = PositionSideDto)]
-    pub side: &'static str,
+    pub side: PositionSideDto,
 }
 
 /// `PUT /api/admin/quotes/{symbol}`.
@@ -445,17 +458,21 @@ pub(crate) fn order_response(order: &super::store::NewOrder<'_>) -> OrderRespons
     let execution = order.execution;
     let fill_of =
         |index: usize| execution.and_then(|e| e.fills.iter().find(|f| f.leg_index == index));
-    let status = order.status.as_str().to_owned();
+    let status = OrderStatusDto::from(order.status);
     OrderResponse {
         id: order.id,
         client_order_id: order.client_order_id.clone(),
-        purpose: order.purpose.to_owned(),
-        order_class: spec.class.as_str().to_owned(),
-        order_type: spec.order_type.as_str().to_owned(),
-        time_in_force: spec.time_in_force.as_str().to_owned(),
+        purpose: match order.purpose {
+            "roll" => OrderPurposeDto::Roll,
+            "close" => OrderPurposeDto::Close,
+            _ => OrderPurposeDto::Order,
+        },
+        order_class: spec.class.into(),
+        order_type: spec.order_type.into(),
+        time_in_force: spec.time_in_force.into(),
         symbol: simple.map(|l| l.instrument.symbol().to_owned()),
-        side: simple.map(|l| l.side.as_str().to_owned()),
-        position_intent: simple.map(|l| l.position_intent.as_str().to_owned()),
+        side: simple.map(|l| l.side.into()),
+        position_intent: simple.map(|l| l.position_intent.into()),
         qty: qty(spec.qty),
         filled_qty: qty(if execution.is_some() {
             spec.qty
@@ -471,13 +488,13 @@ pub(crate) fn order_response(order: &super::store::NewOrder<'_>) -> OrderRespons
             .enumerate()
             .map(|(index, leg)| LegResponse {
                 symbol: leg.instrument.symbol().to_owned(),
-                side: leg.side.as_str().to_owned(),
-                position_intent: leg.position_intent.as_str().to_owned(),
+                side: leg.side.into(),
+                position_intent: leg.position_intent.into(),
                 ratio_qty: i32::try_from(leg.ratio_qty).unwrap_or(i32::MAX),
                 qty: qty(leg.fill_qty(spec.qty)),
                 filled_qty: qty(fill_of(index).map_or(Decimal::ZERO, |f| f.qty)),
                 filled_avg_price: fill_of(index).map(|f| price(f.price)),
-                status: status.clone(),
+                status,
             })
             .collect(),
         status,
@@ -488,19 +505,26 @@ pub(crate) fn order_response(order: &super::store::NewOrder<'_>) -> OrderRespons
     }
 }
 
-/// A stored order, rendered.
-impl From<OrderRecord> for OrderResponse {
-    fn from(OrderRecord { row, legs }: OrderRecord) -> Self {
-        OrderResponse {
+/// A stored order, rendered: its columns' texts parsed into the wire enums.
+impl TryFrom<OrderRecord> for OrderResponse {
+    type Error = ApiError;
+
+    fn try_from(OrderRecord { row, legs }: OrderRecord) -> ApiResult<Self> {
+        let status: OrderStatusDto = stored(&row.status, "status")?;
+        Ok(OrderResponse {
             id: row.id,
             client_order_id: row.client_order_id,
-            purpose: row.purpose,
-            order_class: row.order_class,
-            order_type: row.order_type,
-            time_in_force: row.time_in_force,
+            purpose: stored(&row.purpose, "purpose")?,
+            order_class: stored(&row.order_class, "order_class")?,
+            order_type: stored(&row.order_type, "order_type")?,
+            time_in_force: stored(&row.time_in_force, "time_in_force")?,
             symbol: row.symbol,
-            side: row.side,
-            position_intent: row.position_intent,
+            side: row.side.as_deref().map(|s| stored(s, "side")).transpose()?,
+            position_intent: row
+                .position_intent
+                .as_deref()
+                .map(|s| stored(s, "position_intent"))
+                .transpose()?,
             qty: qty(row.qty),
             filled_qty: qty(row.filled_qty),
             filled_avg_price: row.filled_avg_price.map(price),
@@ -508,23 +532,25 @@ impl From<OrderRecord> for OrderResponse {
             fees: money(row.fees),
             legs: legs
                 .iter()
-                .map(|leg| LegResponse {
-                    symbol: leg.symbol.clone(),
-                    side: leg.side.clone(),
-                    position_intent: leg.position_intent.clone(),
-                    ratio_qty: leg.ratio_qty,
-                    qty: qty(leg.qty),
-                    filled_qty: qty(leg.filled_qty),
-                    filled_avg_price: leg.filled_avg_price.map(price),
-                    status: row.status.clone(),
+                .map(|leg| {
+                    Ok(LegResponse {
+                        symbol: leg.symbol.clone(),
+                        side: stored(&leg.side, "side")?,
+                        position_intent: stored(&leg.position_intent, "position_intent")?,
+                        ratio_qty: leg.ratio_qty,
+                        qty: qty(leg.qty),
+                        filled_qty: qty(leg.filled_qty),
+                        filled_avg_price: leg.filled_avg_price.map(price),
+                        status,
+                    })
                 })
-                .collect(),
-            status: row.status,
+                .collect::<ApiResult<_>>()?,
+            status,
             created_at: row.created_at,
             updated_at: row.updated_at,
             filled_at: row.filled_at,
             canceled_at: row.canceled_at,
-        }
+        })
     }
 }
 
@@ -533,9 +559,9 @@ impl From<PositionRow> for PositionResponse {
     fn from(r: PositionRow) -> Self {
         PositionResponse {
             side: if r.qty.is_sign_negative() {
-                "short"
+                PositionSideDto::Short
             } else {
-                "long"
+                PositionSideDto::Long
             },
             symbol: r.symbol,
             qty: qty(r.qty),

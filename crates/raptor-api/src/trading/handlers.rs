@@ -189,7 +189,11 @@ pub(crate) async fn list_orders(
     let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
     let orders = store::list_orders(&mut conn, user.id, statuses, limit).await?;
     conn.finish().await.context("finish")?;
-    Ok(Json(orders.into_iter().map(OrderResponse::from).collect()))
+    let orders = orders
+        .into_iter()
+        .map(OrderResponse::try_from)
+        .collect::<ApiResult<_>>()?;
+    Ok(Json(orders))
 }
 
 /// One order.
@@ -208,9 +212,8 @@ pub(crate) async fn get_order(
     let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
     let order = store::find_order(&mut conn, user.id, id, false).await?;
     conn.finish().await.context("finish")?;
-    order
-        .map(|record| Json(record.into()))
-        .ok_or(ApiError::NotFound("order"))
+    let order = order.ok_or(ApiError::NotFound("order"))?;
+    Ok(Json(OrderResponse::try_from(order)?))
 }
 
 /// Open positions (negative qty when short).

@@ -8,7 +8,7 @@ use serde_json::json;
 use super::dto::{WaitlistSignupRequest, WaitlistSignupResponse};
 use super::store;
 use crate::accounts::dto::Email;
-use crate::audit::{self, AuditEvent};
+use crate::audit::{self, AuditAction, AuditEvent};
 use crate::error::{ApiResult, ResultExt};
 use crate::extract::ApiJson;
 use crate::state::ApiState;
@@ -30,7 +30,11 @@ pub(crate) async fn join_waitlist(
         // waitlist rows (they have no user).
         audit::record(
             &mut tx,
-            AuditEvent::new(None, "waitlist.joined", json!({ "waitlist_signup_id": id })),
+            AuditEvent::new(
+                None,
+                AuditAction::WaitlistJoined,
+                json!({ "waitlist_signup_id": id }),
+            ),
         )
         .await
         .context("audit waitlist")?;
