@@ -114,8 +114,8 @@ pub struct ApiInner {
     pub idempotency: Idempotency,
     /// The clock.
     pub clock: Arc<dyn Clock>,
-    /// The paper fill engine.
-    pub engine: raptor_engine::Engine,
+    /// The book's context (the clock, the paper engine, the account limits).
+    desk: crate::trading::Desk,
     /// The Stripe client (`None` without `STRIPE_SECRET_KEY`).
     pub stripe: Option<crate::billing::StripeClient>,
     /// Sign-up and login rate limiters.
@@ -165,9 +165,16 @@ impl ApiState {
         config: ApiConfig,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let engine = raptor_engine::Engine {
-            fees: config.fees.clone(),
-        };
+        let desk = crate::trading::Desk::new(
+            clock.clone(),
+            raptor_engine::Engine {
+                fees: config.fees.clone(),
+            },
+            crate::trading::TradingLimits {
+                max_open_orders: config.max_open_orders,
+                starting_cash: config.paper_starting_cash,
+            },
+        );
         let stripe = crate::billing::StripeClient::from_config(&config.billing);
         let auth_limiter = crate::sessions::AuthLimiter::new(config.auth_limits);
         let config_billing_concurrency = config.billing.concurrency.max(1);
@@ -180,13 +187,18 @@ impl ApiState {
             config,
             idempotency,
             clock,
-            engine,
+            desk,
             stripe,
             auth_limiter,
             account_writes,
             billing_permits: Arc::new(tokio::sync::Semaphore::new(config_billing_concurrency)),
             draining: std::sync::atomic::AtomicBool::new(false),
         }))
+    }
+
+    /// The book's context: what trading operations use besides a connection.
+    pub fn desk(&self) -> &crate::trading::Desk {
+        &self.0.desk
     }
 
     /// Marks the process as shutting down: `/readyz` answers 503 so load balancers stop
@@ -229,6 +241,12 @@ impl FromRef<ApiState> for PgPool {
 impl FromRef<ApiState> for Arc<crate::trading::AccountWrites> {
     fn from_ref(state: &ApiState) -> Self {
         state.account_writes.clone()
+    }
+}
+
+impl FromRef<ApiState> for crate::trading::Desk {
+    fn from_ref(state: &ApiState) -> Self {
+        state.0.desk.clone()
     }
 }
 

@@ -1,7 +1,8 @@
-//! Trading handlers. Instrumented ones return `Response`, not `Result`: they cannot `?` out of
-//! the claim, every outcome goes through `Claim::finish`, which commits or rolls back.
+//! Trading handlers. The writes under an Idempotency-Key run their book operation inside
+//! `Claim::run` with a [`Desk`] (no pool): the claim's transaction is the only connection
+//! they have.
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Json;
@@ -9,7 +10,7 @@ use raptor_idempotency::{Claim, Idempotent, Reply, Tier1};
 use uuid::Uuid;
 
 use super::account_writes::AccountWrite;
-use super::book::{self, Intent, Placed};
+use super::book::{self, Desk, Intent, Placed};
 use super::dto::{
     AccountResponse, ClosePositionRequest, CreateOrderRequest, ListOrdersQuery, OrderResponse,
     PositionResponse, QuoteResponse, ResetAccountRequest, RollRequest, SetQuoteRequest, LIST_LIMIT,
@@ -19,7 +20,7 @@ use super::store;
 use crate::auth::{AuthUser, Operator};
 use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult, ResultExt};
-use crate::extract::{ApiJson, ApiPath};
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::openapi::IdempotencyKeyHeader;
 use crate::state::ApiState;
 
@@ -32,7 +33,7 @@ fn created(order: OrderResponse) -> Reply {
 /// nothing), place it on the claim's transaction, and answer `201` with `Location`, or the
 /// engine's refusal (committed with its audit row, and replayed).
 async fn place(
-    state: &ApiState,
+    desk: &Desk,
     claim: Claim,
     trader: PaperTrader,
     intent: ApiResult<Intent>,
@@ -40,7 +41,7 @@ async fn place(
     let (key, lineage) = (claim.key(), claim.lineage());
     claim
         .run(async |tx| {
-            let placed = book::place(tx, state, trader.user_id, intent?, key, lineage).await?;
+            let placed = book::place(tx, desk, trader.user_id, intent?, key, lineage).await?;
             Ok::<_, ApiError>(match placed {
                 Placed::Order(order) => created(*order),
                 Placed::Rejected(rejection) => Reply::rejected(&rejection),
@@ -59,13 +60,13 @@ async fn place(
         (status = 201, description = "accepted (filled or resting); Location names it", body = OrderResponse),
     ))]
 pub(crate) async fn create_order(
-    State(state): State<ApiState>,
+    State(desk): State<Desk>,
     Idempotent {
         claim, body, auth, ..
     }: Idempotent<CreateOrderRequest, Tier1, OrderWriter>,
 ) -> Response {
     let intent = body.parse().map(Intent::Order);
-    place(&state, claim, auth.trader(), intent).await
+    place(&desk, claim, auth.trader(), intent).await
 }
 
 /// Roll a short call: buy-to-close `{symbol}` and sell-to-open `to_symbol` as one all-or-none
@@ -78,14 +79,14 @@ pub(crate) async fn create_order(
         (status = 201, description = "the roll order", body = OrderResponse),
     ))]
 pub(crate) async fn roll_position(
-    State(state): State<ApiState>,
+    State(desk): State<Desk>,
     ApiPath(symbol): ApiPath<String>,
     Idempotent {
         claim, body, auth, ..
     }: Idempotent<RollRequest, Tier1, OrderWriter>,
 ) -> Response {
     let intent = body.parse(&symbol).map(Intent::Roll);
-    place(&state, claim, auth.trader(), intent).await
+    place(&desk, claim, auth.trader(), intent).await
 }
 
 /// Close a position at market: all of it (`{}`) or `qty`.
@@ -97,14 +98,14 @@ pub(crate) async fn roll_position(
         (status = 201, description = "the closing order", body = OrderResponse),
     ))]
 pub(crate) async fn close_position(
-    State(state): State<ApiState>,
+    State(desk): State<Desk>,
     ApiPath(symbol): ApiPath<String>,
     Idempotent {
         claim, body, auth, ..
     }: Idempotent<ClosePositionRequest, Tier1, OrderWriter>,
 ) -> Response {
     let intent = body.parse(&symbol).map(Intent::Close);
-    place(&state, claim, auth.trader(), intent).await
+    place(&desk, claim, auth.trader(), intent).await
 }
 
 /// Reset the paper account: starting cash, no positions, open orders canceled.
@@ -116,12 +117,12 @@ pub(crate) async fn close_position(
         (status = 200, description = "the reset account", body = AccountResponse),
     ))]
 pub(crate) async fn reset_account(
-    State(state): State<ApiState>,
+    State(desk): State<Desk>,
     Idempotent { claim, auth, .. }: Idempotent<ResetAccountRequest, Tier1, AccountWriter>,
 ) -> Response {
     claim
         .run(async |tx| {
-            let account = book::reset(tx, &state, auth.trader().user_id).await?;
+            let account = book::reset(tx, &desk, auth.trader().user_id).await?;
             Ok::<_, ApiError>(Reply::json(StatusCode::OK, &account))
         })
         .await
@@ -141,7 +142,7 @@ pub(crate) async fn cancel_order(
     _write: AccountWrite,
 ) -> ApiResult<Json<OrderResponse>> {
     let mut tx = state.db.begin().await.context("begin")?;
-    let order = book::cancel(&mut tx, &state, trader.user_id, id).await?;
+    let order = book::cancel(&mut tx, state.desk(), trader.user_id, id).await?;
     tx.commit().await.context("commit cancel")?;
     Ok(Json(order))
 }
@@ -156,7 +157,7 @@ pub(crate) async fn get_account(
     State(state): State<ApiState>,
     user: AuthUser,
 ) -> ApiResult<Json<AccountResponse>> {
-    book::expire_for_read(&state, user.id).await?;
+    book::expire_for_read(&state.db, state.desk(), user.id).await?;
     let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
     let account = book::account(&mut conn, user.id).await?;
     conn.finish().await.context("finish")?;
@@ -173,11 +174,9 @@ pub(crate) async fn get_account(
 pub(crate) async fn list_orders(
     State(state): State<ApiState>,
     user: AuthUser,
-    query: Result<Query<ListOrdersQuery>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(query): ApiQuery<ListOrdersQuery>,
 ) -> ApiResult<Json<Vec<OrderResponse>>> {
-    let Query(query) =
-        query.map_err(|e| ApiError::bad_request(ErrorCode::InvalidQuery, e.body_text()))?;
-    book::expire_for_read(&state, user.id).await?;
+    book::expire_for_read(&state.db, state.desk(), user.id).await?;
     let statuses = query.status.unwrap_or_default().statuses();
     let limit = query.limit.unwrap_or(100);
     if !LIST_LIMIT.contains(&limit) {
@@ -208,7 +207,7 @@ pub(crate) async fn get_order(
     user: AuthUser,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<OrderResponse>> {
-    book::expire_for_read(&state, user.id).await?;
+    book::expire_for_read(&state.db, state.desk(), user.id).await?;
     let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
     let order = store::find_order(&mut conn, user.id, id, false).await?;
     conn.finish().await.context("finish")?;
@@ -247,7 +246,14 @@ pub(crate) async fn set_quote(
     ApiPath(symbol): ApiPath<String>,
     ApiJson(request): ApiJson<SetQuoteRequest>,
 ) -> ApiResult<Json<QuoteResponse>> {
-    book::set_quote(&state, Some(operator.id), &symbol, request.bid, request.ask)
-        .await
-        .map(Json)
+    book::set_quote(
+        &state.db,
+        state.desk(),
+        Some(operator.id),
+        &symbol,
+        request.bid,
+        request.ask,
+    )
+    .await
+    .map(Json)
 }

@@ -1,12 +1,16 @@
 //! Paper trading: orders, rolls, closes, cancels, account reset, reads and operator quotes.
-//! `book` holds the operations, `store` the SQL, `dto` the wire types, `gate` the pre-claim
-//! gates, `handlers` the routes.
+//! `handlers` are the routes; `gate` the checks before a claim (kill switch, account permit);
+//! `parse` turns a request into what the book takes; `book` holds the operations, which run
+//! with a `desk` (clock, engine, limits: no pool) on the caller's connection; `store` is the
+//! SQL; `dto` the wire types.
 
 mod account_writes;
 mod book;
+mod desk;
 pub mod dto;
 mod gate;
 mod handlers;
+mod parse;
 mod store;
 
 use utoipa_axum::router::OpenApiRouter;
@@ -16,8 +20,28 @@ use crate::codes::{ErrorCode as E, RouteCodes, TRADE};
 use crate::state::ApiState;
 
 pub use account_writes::{AccountWrite, AccountWrites};
-pub use book::{expire_orders, set_quote};
+pub use desk::Desk;
+pub(crate) use desk::TradingLimits;
 pub use gate::{AccountWriter, NewOrderGate, OrderGates, OrderWriter, PaperTrader, Writer};
+
+/// One sweep of every account's due orders (day orders after the session close, orders on
+/// options after their last close), a batch of accounts per transaction: `raptor orders
+/// expire` and the schedule. The number of orders expired.
+pub async fn expire_orders(state: &ApiState) -> crate::ApiResult<usize> {
+    book::expire_orders(&state.db, state.desk()).await
+}
+
+/// Sets a quote (`raptor quotes set`, `PUT /api/admin/quotes/{symbol}`) and, in the same
+/// transaction, fills every resting order it makes marketable.
+pub async fn set_quote(
+    state: &ApiState,
+    updated_by: Option<i32>,
+    symbol: &str,
+    bid: rust_decimal::Decimal,
+    ask: rust_decimal::Decimal,
+) -> crate::ApiResult<dto::QuoteResponse> {
+    book::set_quote(&state.db, state.desk(), updated_by, symbol, bid, ask).await
+}
 
 pub(crate) fn routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()

@@ -1,0 +1,129 @@
+//! The paper book: placing orders, rolls and closes (`place`, with the derived
+//! `client_order_id` in `client_order_id`), cancels and resets (`cancel_reset`), quote-driven
+//! fills (`quotes`) and expiry (`expiry`). Each operation runs on the caller's connection (a
+//! `Claim` transaction or a plain one) with a [`Desk`] (clock, engine, limits: no pool), locks
+//! the account first, asks the pure engine, then writes the result and its audit rows.
+
+mod cancel_reset;
+mod client_order_id;
+mod expiry;
+mod place;
+mod quotes;
+
+use raptor_engine::{AccountState, Instrument};
+use rust_decimal::Decimal;
+use serde_json::json;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::dto::{self, AccountResponse};
+use super::parse::{CloseDraft, OrderDraft, RollDraft};
+use super::store::{self, StoredOrder};
+use crate::audit::{AuditAction, AuditEvent};
+use crate::error::{ApiError, ApiResult};
+
+pub(crate) use super::desk::Desk;
+pub(crate) use cancel_reset::{cancel, reset};
+pub(crate) use expiry::{expire_due, expire_for_read, expire_orders};
+pub(crate) use place::{place, Placed};
+pub(crate) use quotes::set_quote;
+
+/// What the caller asked for, parsed at the boundary (`dto.rs`).
+pub(crate) enum Intent {
+    /// `POST /orders`.
+    Order(OrderDraft),
+    /// `POST /positions/{symbol}/roll`.
+    Roll(RollDraft),
+    /// `POST /positions/{symbol}/close`.
+    Close(CloseDraft),
+}
+
+impl Intent {
+    /// Every instrument the request names, by symbol, sorted and distinct (the quote lock
+    /// order).
+    fn instruments(&self) -> Vec<&Instrument> {
+        let mut instruments: Vec<&Instrument> = match self {
+            Self::Order(order) => order.legs.iter().map(|l| &l.instrument).collect(),
+            Self::Roll(roll) => vec![&roll.from, &roll.to],
+            Self::Close(close) => vec![&close.instrument],
+        };
+        instruments.sort_by(|a, b| a.symbol().cmp(b.symbol()));
+        instruments.dedup_by(|a, b| a.symbol() == b.symbol());
+        instruments
+    }
+
+    fn purpose(&self) -> &'static str {
+        match self {
+            Self::Order(_) => "order",
+            Self::Roll(_) => "roll",
+            Self::Close(_) => "close",
+        }
+    }
+}
+
+async fn account_state(
+    conn: &mut PgConnection,
+    user_id: i32,
+    now: chrono::DateTime<chrono::Utc>,
+    scope: Option<store::Scope<'_>>,
+) -> ApiResult<(store::AccountRow, AccountState, Vec<StoredOrder>)> {
+    let mut account = store::lock_account(conn, user_id).await?;
+    if account.mode != "paper" {
+        return Err(ApiError::LiveTradingUnavailable);
+    }
+    let mut book = store::book(conn, user_id, scope, now).await?;
+    if book.has_due {
+        // Touching an account expires what stopped being good, before its reservations count.
+        expire_due(conn, user_id, now).await?;
+        account = store::read_account(conn, user_id).await?;
+        book = store::book(conn, user_id, scope, now).await?;
+    }
+    let listed: Decimal = book.open.iter().map(|o| o.reserved_cash).sum();
+    let state = AccountState {
+        cash: account.cash,
+        positions: book.positions,
+        open_orders: book.open.iter().map(StoredOrder::open_order).collect(),
+        reserved_elsewhere: account.reserved_cash - listed,
+    };
+    Ok((account, state, book.open))
+}
+
+/// The `order.filled` audit row of an execution.
+fn fill_event(
+    user_id: i32,
+    order_id: Uuid,
+    execution: &raptor_engine::Execution,
+    trigger: &'static str,
+) -> AuditEvent {
+    AuditEvent::new(
+        Some(user_id),
+        AuditAction::OrderFilled,
+        json!({
+            "order_id": order_id,
+            "trigger": trigger,
+            "net_price": execution.net_price.to_string(),
+            "cash_delta": execution.cash_delta.to_string(),
+            "fees": execution.fees.to_string(),
+            "realized_pnl": execution.realized_pnl.to_string(),
+            "fills": execution.fills.iter().map(|f| json!({
+                "leg_index": f.leg_index, "symbol": f.symbol, "side": f.side.as_str(),
+                "qty": f.qty.to_string(), "price": f.price.to_string(),
+                "realized_pnl": f.realized_pnl.to_string(),
+            })).collect::<Vec<_>>(),
+        }),
+    )
+}
+
+/// The account as the reads show it.
+pub(crate) async fn account(conn: &mut PgConnection, user_id: i32) -> ApiResult<AccountResponse> {
+    let account = store::read_account(conn, user_id).await?;
+    let reserved = store::open_reservations(conn, user_id).await?;
+    Ok(AccountResponse {
+        mode: dto::stored(&account.mode, "mode")?,
+        currency: dto::CurrencyDto::Usd,
+        cash: dto::money(account.cash),
+        buying_power: dto::money(account.cash - reserved),
+        reserved_cash: dto::money(reserved),
+        realized_pnl: dto::money(account.realized_pnl),
+    })
+}

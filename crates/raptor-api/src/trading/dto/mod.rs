@@ -1,0 +1,12 @@
+//! Wire types of the trading routes (Alpaca's shapes; decimals as strings): `enums` the
+//! enumerations (shared with the engine, or the values a stored column can hold), `request`
+//! what clients send, `response` what they get back. What a request means to the book is
+//! [`super::parse`].
+
+mod enums;
+mod request;
+mod response;
+
+pub use enums::*;
+pub use request::*;
+pub use response::*;

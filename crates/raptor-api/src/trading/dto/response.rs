@@ -1,0 +1,290 @@
+//! What clients get back: orders, the account, positions and quotes, built from what was
+//! written or read back (money with two decimals, quantities and prices without trailing
+//! zeros).
+
+use chrono::{DateTime, Utc};
+use raptor_engine as engine;
+use rust_decimal::Decimal;
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::enums::*;
+use crate::error::{ApiError, ApiResult};
+use crate::trading::store::{NewOrder, OrderRecord, PositionRow};
+
+/// One leg of an order.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct LegResponse {
+    /// Symbol.
+    pub symbol: String,
+    /// `buy` or `sell`.
+    pub side: SideDto,
+    /// Intent.
+    pub position_intent: PositionIntentDto,
+    /// Ratio.
+    pub ratio_qty: i32,
+    /// Contracts.
+    #[schema(value_type = String, format = "decimal")]
+    pub qty: Decimal,
+    /// Filled contracts.
+    #[schema(value_type = String, format = "decimal")]
+    pub filled_qty: Decimal,
+    /// Fill price.
+    #[schema(value_type = Option<String>, format = "decimal")]
+    pub filled_avg_price: Option<Decimal>,
+    /// The parent's status.
+    pub status: OrderStatusDto,
+}
+
+/// An order.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OrderResponse {
+    /// Order id.
+    pub id: Uuid,
+    /// Client order id.
+    pub client_order_id: String,
+    /// `order`, `roll` or `close`.
+    pub purpose: OrderPurposeDto,
+    /// `simple` or `mleg`.
+    pub order_class: OrderClassDto,
+    /// `market` or `limit`.
+    #[serde(rename = "type")]
+    pub order_type: OrderTypeDto,
+    /// `day` or `gtc`.
+    pub time_in_force: TimeInForceDto,
+    /// Simple orders: symbol.
+    pub symbol: Option<String>,
+    /// Simple orders: side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = SideDto, required = false)]
+    pub side: Option<SideDto>,
+    /// Simple orders: intent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = PositionIntentDto, required = false)]
+    pub position_intent: Option<PositionIntentDto>,
+    /// Quantity.
+    #[schema(value_type = String, format = "decimal")]
+    pub qty: Decimal,
+    /// Filled quantity.
+    #[schema(value_type = String, format = "decimal")]
+    pub filled_qty: Decimal,
+    /// Average fill price (net per unit for mleg).
+    #[schema(value_type = Option<String>, format = "decimal")]
+    pub filled_avg_price: Option<Decimal>,
+    /// Limit.
+    #[schema(value_type = Option<String>, format = "decimal")]
+    pub limit_price: Option<Decimal>,
+    /// `new`, `filled`, `canceled` or `expired`.
+    pub status: OrderStatusDto,
+    /// Fees charged.
+    #[schema(value_type = String, format = "decimal")]
+    pub fees: Decimal,
+    /// Legs (every order has at least one).
+    pub legs: Vec<LegResponse>,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+    /// Updated.
+    pub updated_at: DateTime<Utc>,
+    /// Filled.
+    pub filled_at: Option<DateTime<Utc>>,
+    /// Canceled.
+    pub canceled_at: Option<DateTime<Utc>>,
+}
+
+/// The paper account.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AccountResponse {
+    /// `paper` or `live`.
+    pub mode: AccountModeDto,
+    /// Always `USD`.
+    pub currency: CurrencyDto,
+    /// Settled cash.
+    #[schema(value_type = String, format = "decimal", example = "100000.00")]
+    pub cash: Decimal,
+    /// Cash minus the reservations of open orders.
+    #[schema(value_type = String, format = "decimal")]
+    pub buying_power: Decimal,
+    /// Reserved by open orders.
+    #[schema(value_type = String, format = "decimal")]
+    pub reserved_cash: Decimal,
+    /// Cumulative realized P&L.
+    #[schema(value_type = String, format = "decimal")]
+    pub realized_pnl: Decimal,
+}
+
+/// A position.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PositionResponse {
+    /// Symbol.
+    pub symbol: String,
+    /// Signed quantity (negative when short).
+    #[schema(value_type = String, format = "decimal")]
+    pub qty: Decimal,
+    /// Weighted average entry price.
+    #[schema(value_type = String, format = "decimal")]
+    pub avg_entry_price: Decimal,
+    /// Cumulative realized P&L on this symbol.
+    #[schema(value_type = String, format = "decimal")]
+    pub realized_pnl: Decimal,
+    /// `long` or `short` (flat positions are not listed).
+    pub side: PositionSideDto,
+}
+
+/// A quote and what it filled.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct QuoteResponse {
+    /// Symbol.
+    pub symbol: String,
+    /// Bid.
+    #[schema(value_type = String, format = "decimal")]
+    pub bid: Decimal,
+    /// Ask.
+    #[schema(value_type = String, format = "decimal")]
+    pub ask: Decimal,
+    /// Resting orders this quote filled.
+    pub filled_order_ids: Vec<Uuid>,
+}
+
+/// Money: two decimal places.
+pub(crate) fn money(value: Decimal) -> Decimal {
+    let mut value = engine::round_money(value);
+    value.rescale(2);
+    value
+}
+
+/// Quantities and prices: no trailing zeros beyond what the value needs (prices keep two).
+pub(crate) fn qty(value: Decimal) -> Decimal {
+    value.normalize()
+}
+
+pub(crate) fn price(value: Decimal) -> Decimal {
+    let mut value = value.normalize();
+    if value.scale() < 2 {
+        value.rescale(2);
+    }
+    value
+}
+
+/// The answer to a placed order, built from what was written (the same values a read of the
+/// rows returns: prices at most 6 decimals, times in microseconds, as stored).
+pub(crate) fn order_response(order: &NewOrder<'_>) -> OrderResponse {
+    let spec = order.spec;
+    let simple = (spec.class == engine::OrderClass::Simple)
+        .then(|| spec.legs.first())
+        .flatten();
+    let execution = order.execution;
+    let fill_of =
+        |index: usize| execution.and_then(|e| e.fills.iter().find(|f| f.leg_index == index));
+    let status = OrderStatusDto::from(order.status);
+    OrderResponse {
+        id: order.id,
+        client_order_id: order.client_order_id.clone(),
+        purpose: match order.purpose {
+            "roll" => OrderPurposeDto::Roll,
+            "close" => OrderPurposeDto::Close,
+            _ => OrderPurposeDto::Order,
+        },
+        order_class: spec.class.into(),
+        order_type: spec.order_type.into(),
+        time_in_force: spec.time_in_force.into(),
+        symbol: simple.map(|l| l.instrument.symbol().to_owned()),
+        side: simple.map(|l| l.side.into()),
+        position_intent: simple.map(|l| l.position_intent.into()),
+        qty: qty(spec.qty),
+        filled_qty: qty(if execution.is_some() {
+            spec.qty
+        } else {
+            Decimal::ZERO
+        }),
+        filled_avg_price: execution.map(|e| price(crate::trading::store::filled_price(spec, e))),
+        limit_price: spec.limit_price.map(price),
+        fees: money(execution.map_or(Decimal::ZERO, |e| e.fees)),
+        legs: spec
+            .legs
+            .iter()
+            .enumerate()
+            .map(|(index, leg)| LegResponse {
+                symbol: leg.instrument.symbol().to_owned(),
+                side: leg.side.into(),
+                position_intent: leg.position_intent.into(),
+                ratio_qty: i32::try_from(leg.ratio_qty).unwrap_or(i32::MAX),
+                qty: qty(leg.fill_qty(spec.qty)),
+                filled_qty: qty(fill_of(index).map_or(Decimal::ZERO, |f| f.qty)),
+                filled_avg_price: fill_of(index).map(|f| price(f.price)),
+                status,
+            })
+            .collect(),
+        status,
+        created_at: order.at,
+        updated_at: order.at,
+        filled_at: execution.map(|_| order.at),
+        canceled_at: None,
+    }
+}
+
+/// A stored order, rendered: its columns' texts parsed into the wire enums.
+impl TryFrom<OrderRecord> for OrderResponse {
+    type Error = ApiError;
+
+    fn try_from(OrderRecord { row, legs }: OrderRecord) -> ApiResult<Self> {
+        let status: OrderStatusDto = stored(&row.status, "status")?;
+        Ok(OrderResponse {
+            id: row.id,
+            client_order_id: row.client_order_id,
+            purpose: stored(&row.purpose, "purpose")?,
+            order_class: stored(&row.order_class, "order_class")?,
+            order_type: stored(&row.order_type, "order_type")?,
+            time_in_force: stored(&row.time_in_force, "time_in_force")?,
+            symbol: row.symbol,
+            side: row.side.as_deref().map(|s| stored(s, "side")).transpose()?,
+            position_intent: row
+                .position_intent
+                .as_deref()
+                .map(|s| stored(s, "position_intent"))
+                .transpose()?,
+            qty: qty(row.qty),
+            filled_qty: qty(row.filled_qty),
+            filled_avg_price: row.filled_avg_price.map(price),
+            limit_price: row.limit_price.map(price),
+            fees: money(row.fees),
+            legs: legs
+                .iter()
+                .map(|leg| {
+                    Ok(LegResponse {
+                        symbol: leg.symbol.clone(),
+                        side: stored(&leg.side, "side")?,
+                        position_intent: stored(&leg.position_intent, "position_intent")?,
+                        ratio_qty: leg.ratio_qty,
+                        qty: qty(leg.qty),
+                        filled_qty: qty(leg.filled_qty),
+                        filled_avg_price: leg.filled_avg_price.map(price),
+                        status,
+                    })
+                })
+                .collect::<ApiResult<_>>()?,
+            status,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+            filled_at: row.filled_at,
+            canceled_at: row.canceled_at,
+        })
+    }
+}
+
+/// A stored position, rendered (`side` from the sign of `qty`).
+impl From<PositionRow> for PositionResponse {
+    fn from(r: PositionRow) -> Self {
+        PositionResponse {
+            side: if r.qty.is_sign_negative() {
+                PositionSideDto::Short
+            } else {
+                PositionSideDto::Long
+            },
+            symbol: r.symbol,
+            qty: qty(r.qty),
+            avg_entry_price: price(r.avg_entry_price),
+            realized_pnl: money(r.realized_pnl),
+        }
+    }
+}

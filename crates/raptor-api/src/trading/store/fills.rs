@@ -1,0 +1,231 @@
+//! Executions written: the fills, positions and cash of an execution as `unnest` arrays, and
+//! the one-statement fill of a quote update's resting orders.
+
+use chrono::{DateTime, Utc};
+use raptor_engine::{Execution, OrderClass, OrderSpec, Position};
+use rust_decimal::Decimal;
+use sqlx::{PgConnection, Row};
+use uuid::Uuid;
+
+use crate::error::{ApiResult, ResultExt};
+
+/// The effects of an execution, as parallel arrays for `unnest`: fills, positions, cash.
+pub(super) struct ExecutionArrays {
+    fill_leg: Vec<i16>,
+    fill_symbol: Vec<String>,
+    fill_side: Vec<&'static str>,
+    fill_qty: Vec<Decimal>,
+    fill_price: Vec<Decimal>,
+    fill_multiplier: Vec<i32>,
+    fill_pnl: Vec<Decimal>,
+    position_symbol: Vec<String>,
+    position_qty: Vec<Decimal>,
+    position_avg: Vec<Decimal>,
+    position_pnl: Vec<Decimal>,
+    cash_delta: Decimal,
+    realized_pnl: Decimal,
+}
+
+impl ExecutionArrays {
+    pub(super) fn new(execution: Option<&Execution>) -> Self {
+        let fills = execution.map_or(&[][..], |e| e.fills.as_slice());
+        let positions = execution.map_or(&[][..], |e| e.positions.as_slice());
+        Self {
+            fill_leg: fills.iter().map(|f| leg_index(f.leg_index)).collect(),
+            fill_symbol: fills.iter().map(|f| f.symbol.clone()).collect(),
+            fill_side: fills.iter().map(|f| f.side.as_str()).collect(),
+            fill_qty: fills.iter().map(|f| f.qty).collect(),
+            fill_price: fills.iter().map(|f| f.price).collect(),
+            fill_multiplier: fills
+                .iter()
+                .map(|f| i32::try_from(f.multiplier.mantissa()).unwrap_or(i32::MAX))
+                .collect(),
+            fill_pnl: fills.iter().map(|f| f.realized_pnl).collect(),
+            position_symbol: positions.iter().map(|p| p.symbol.clone()).collect(),
+            position_qty: positions.iter().map(|p| p.qty).collect(),
+            position_avg: positions.iter().map(|p| p.avg_entry_price).collect(),
+            position_pnl: positions.iter().map(|p| p.realized_pnl).collect(),
+            cash_delta: execution.map_or(Decimal::ZERO, |e| e.cash_delta),
+            realized_pnl: execution.map_or(Decimal::ZERO, |e| e.realized_pnl),
+        }
+    }
+
+    /// Binds parameters `$first..$first+12` in the order of [`EFFECTS_SQL`].
+    pub(super) fn bind<'q>(
+        self,
+        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        query
+            .bind(self.fill_leg)
+            .bind(self.fill_symbol)
+            .bind(self.fill_side)
+            .bind(self.fill_qty)
+            .bind(self.fill_price)
+            .bind(self.fill_multiplier)
+            .bind(self.fill_pnl)
+            .bind(self.position_symbol)
+            .bind(self.position_qty)
+            .bind(self.position_avg)
+            .bind(self.position_pnl)
+            .bind(self.cash_delta)
+            .bind(self.realized_pnl)
+    }
+}
+
+pub(super) fn leg_index(index: usize) -> i16 {
+    i16::try_from(index).unwrap_or(i16::MAX)
+}
+
+/// The fills, positions and cash of an execution, as CTEs that run only when the CTE `o`
+/// (the order written or updated) returned its row. `$1` is the order id, `$2` the user, `$3`
+/// the time; the execution's arrays are `$10..$22`.
+pub(super) const EFFECTS_SQL: &str = "
+    fills as (
+        insert into paper_fills
+            (order_id, user_id, leg_index, symbol, side, qty, price, multiplier, realized_pnl,
+             filled_at)
+        select o.id, $2, f.leg_index, f.symbol, f.side, f.qty, f.price, f.multiplier, f.pnl, $3
+          from o, unnest($10::smallint[], $11::text[], $12::text[], $13::numeric[],
+                         $14::numeric[], $15::integer[], $16::numeric[])
+                  as f(leg_index, symbol, side, qty, price, multiplier, pnl)),
+    positions as (
+        insert into paper_positions (user_id, symbol, qty, avg_entry_price, realized_pnl, updated_at)
+        select $2, p.symbol, p.qty, p.avg_entry_price, p.realized_pnl, $3
+          from o, unnest($17::text[], $18::numeric[], $19::numeric[], $20::numeric[])
+                  as p(symbol, qty, avg_entry_price, realized_pnl)
+        on conflict (user_id, symbol) do update
+           set qty = excluded.qty, avg_entry_price = excluded.avg_entry_price,
+               realized_pnl = excluded.realized_pnl, updated_at = excluded.updated_at),
+    cash as (
+        update paper_accounts
+           set cash = cash + $21, realized_pnl = realized_pnl + $22, updated_at = $3
+         where user_id = $2 and exists (select 1 from o) and ($21 <> 0 or $22 <> 0))";
+
+/// The order-level fill price: the leg price for simple orders, the net per unit for mleg.
+pub(crate) fn filled_price(spec: &OrderSpec, execution: &Execution) -> Decimal {
+    match (spec.class, execution.fills.first()) {
+        (OrderClass::Simple, Some(fill)) => fill.price,
+        _ => execution.net_price,
+    }
+}
+
+/// One resting order a quote update fills.
+pub(crate) struct RestingFill<'a> {
+    pub(crate) order_id: Uuid,
+    pub(crate) spec: &'a OrderSpec,
+    pub(crate) execution: Execution,
+}
+
+/// Fills several resting orders of one (locked) account in one statement: the orders and their
+/// legs, every fill, the final state of every touched position, and the summed cash. The
+/// number of orders filled (each guarded on `status = 'new'`).
+pub(crate) async fn fill_resting_many(
+    conn: &mut PgConnection,
+    user_id: i32,
+    fills: &[RestingFill<'_>],
+    positions: &[Position],
+    at: DateTime<Utc>,
+) -> ApiResult<usize> {
+    let mut leg_order = Vec::new();
+    let mut leg_index = Vec::new();
+    let mut leg_symbol = Vec::new();
+    let mut leg_side = Vec::new();
+    let mut leg_qty = Vec::new();
+    let mut leg_price = Vec::new();
+    let mut leg_multiplier = Vec::new();
+    let mut leg_pnl = Vec::new();
+    for fill in fills {
+        for f in &fill.execution.fills {
+            leg_order.push(fill.order_id);
+            leg_index.push(self::leg_index(f.leg_index));
+            leg_symbol.push(f.symbol.clone());
+            leg_side.push(f.side.as_str());
+            leg_qty.push(f.qty);
+            leg_price.push(f.price);
+            leg_multiplier.push(i32::try_from(f.multiplier.mantissa()).unwrap_or(i32::MAX));
+            leg_pnl.push(f.realized_pnl);
+        }
+    }
+    let cash: Decimal = fills.iter().map(|f| f.execution.cash_delta).sum();
+    let realized: Decimal = fills.iter().map(|f| f.execution.realized_pnl).sum();
+    let filled = raptor_db::query(
+        "with o as (
+            update paper_orders p
+               set status = 'filled', filled_qty = p.qty, filled_avg_price = f.avg, fees = f.fees,
+                   reserved_cash = 0, filled_at = $2, updated_at = $2
+              from unnest($3::uuid[], $4::numeric[], $5::numeric[]) as f(id, avg, fees)
+             where p.id = f.id and p.status = 'new'
+            returning p.id),
+        legs as (
+            update paper_order_legs l
+               set filled_qty = f.qty, filled_avg_price = f.price
+              from unnest($6::uuid[], $7::smallint[], $10::numeric[], $11::numeric[])
+                     as f(order_id, leg_index, qty, price)
+             where l.order_id = f.order_id and l.leg_index = f.leg_index
+               and f.order_id in (select id from o)),
+        fills as (
+            insert into paper_fills
+                (order_id, user_id, leg_index, symbol, side, qty, price, multiplier,
+                 realized_pnl, filled_at)
+            select f.order_id, $1, f.leg_index, f.symbol, f.side, f.qty, f.price, f.multiplier,
+                   f.pnl, $2
+              from unnest($6::uuid[], $7::smallint[], $8::text[], $9::text[], $10::numeric[],
+                          $11::numeric[], $12::integer[], $13::numeric[])
+                     as f(order_id, leg_index, symbol, side, qty, price, multiplier, pnl)
+             where f.order_id in (select id from o)),
+        positions as (
+            insert into paper_positions
+                (user_id, symbol, qty, avg_entry_price, realized_pnl, updated_at)
+            select $1, p.symbol, p.qty, p.avg_entry_price, p.realized_pnl, $2
+              from unnest($14::text[], $15::numeric[], $16::numeric[], $17::numeric[])
+                     as p(symbol, qty, avg_entry_price, realized_pnl)
+             where exists (select 1 from o)
+            on conflict (user_id, symbol) do update
+               set qty = excluded.qty, avg_entry_price = excluded.avg_entry_price,
+                   realized_pnl = excluded.realized_pnl, updated_at = excluded.updated_at),
+        cash as (
+            update paper_accounts
+               set cash = cash + $18, realized_pnl = realized_pnl + $19, updated_at = $2
+             where user_id = $1 and exists (select 1 from o))
+        select count(*) from o",
+    )
+    .bind(user_id)
+    .bind(at)
+    .bind(fills.iter().map(|f| f.order_id).collect::<Vec<_>>())
+    .bind(
+        fills
+            .iter()
+            .map(|f| filled_price(f.spec, &f.execution))
+            .collect::<Vec<_>>(),
+    )
+    .bind(fills.iter().map(|f| f.execution.fees).collect::<Vec<_>>())
+    .bind(leg_order)
+    .bind(leg_index)
+    .bind(leg_symbol)
+    .bind(leg_side)
+    .bind(leg_qty)
+    .bind(leg_price)
+    .bind(leg_multiplier)
+    .bind(leg_pnl)
+    .bind(
+        positions
+            .iter()
+            .map(|p| p.symbol.clone())
+            .collect::<Vec<_>>(),
+    )
+    .bind(positions.iter().map(|p| p.qty).collect::<Vec<_>>())
+    .bind(
+        positions
+            .iter()
+            .map(|p| p.avg_entry_price)
+            .collect::<Vec<_>>(),
+    )
+    .bind(positions.iter().map(|p| p.realized_pnl).collect::<Vec<_>>())
+    .bind(cash)
+    .bind(realized)
+    .fetch_one(conn)
+    .await
+    .context("fill resting orders")?;
+    let filled: i64 = filled.try_get(0).context("fill resting orders")?;
+    Ok(usize::try_from(filled).unwrap_or(0))
+}

@@ -1,0 +1,30 @@
+//! SQL of the paper book. Every write takes `&mut PgConnection` (the caller's transaction).
+//! Lock order, everywhere: quote row (quote updates only), then the account row, then its
+//! positions by symbol — so concurrent writers cannot deadlock.
+//!
+//! `account` the account row and positions, `book_read` what a decision reads after the
+//! account lock, `quotes`, `orders` (insert, end, reads), `fills` (an execution's effects),
+//! `expiry`.
+
+mod account;
+mod book_read;
+mod expiry;
+mod fills;
+mod orders;
+mod quotes;
+
+use std::str::FromStr;
+
+use crate::error::{ApiError, ApiResult};
+
+pub(crate) use account::*;
+pub(crate) use book_read::*;
+pub(crate) use expiry::*;
+pub(crate) use fills::*;
+pub(crate) use orders::*;
+pub(crate) use quotes::*;
+
+fn parse<T: FromStr>(text: &str, what: &str) -> ApiResult<T> {
+    text.parse()
+        .map_err(|_| ApiError::Internal(anyhow::anyhow!("stored {what} {text:?} does not parse")))
+}

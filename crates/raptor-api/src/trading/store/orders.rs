@@ -1,0 +1,324 @@
+//! Order rows: the insert (with its execution's effects), evaluation verdicts, ending an
+//! open order, and the reads.
+
+use chrono::{DateTime, Utc};
+use raptor_engine::{Execution, OrderClass, OrderSpec, OrderStatus};
+use rust_decimal::Decimal;
+use sqlx::{PgConnection, Row};
+use uuid::Uuid;
+
+use super::fills::{filled_price, leg_index, ExecutionArrays, EFFECTS_SQL};
+use crate::error::{ApiResult, ResultExt};
+
+/// What a new order row holds.
+pub(crate) struct NewOrder<'a> {
+    pub(crate) id: Uuid,
+    pub(crate) user_id: i32,
+    pub(crate) client_order_id: String,
+    pub(crate) idempotency_key: Option<String>,
+    pub(crate) purpose: &'static str,
+    pub(crate) spec: &'a OrderSpec,
+    pub(crate) status: OrderStatus,
+    pub(crate) reserved_cash: Decimal,
+    pub(crate) execution: Option<&'a Execution>,
+    pub(crate) at: DateTime<Utc>,
+    /// When a resting order stops being good (`None`: until canceled, or not resting).
+    pub(crate) expires_at: Option<DateTime<Utc>>,
+}
+
+/// Whether `client_order_id` is taken on this (locked) account.
+pub(crate) async fn client_order_id_created(
+    conn: &mut PgConnection,
+    user_id: i32,
+    client_order_id: &str,
+) -> ApiResult<Option<chrono::DateTime<chrono::Utc>>> {
+    raptor_db::query_scalar(
+        "select created_at from paper_orders where user_id = $1 and client_order_id = $2",
+    )
+    .bind(user_id)
+    .bind(client_order_id)
+    .fetch_optional(conn)
+    .await
+    .context("check client_order_id")
+}
+
+/// The order insert (`insert_order`), with the execution's effects. Built once.
+fn insert_order_sql() -> &'static str {
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        "with o as (
+            insert into paper_orders
+                (id, user_id, client_order_id, idempotency_key, purpose, order_class, order_type,
+                 time_in_force, symbol, side, position_intent, qty, limit_price, status,
+                 filled_qty, filled_avg_price, reserved_cash, fees, created_at, updated_at,
+                 filled_at, expires_at)
+            values ($1, $2, $4, $5, $6, $7, $8, $9, $23, $24, $25, $26, $27, $28, $29, $30, $31,
+                    $32, $3, $3, $33, $34)
+            on conflict on constraint uq_paper_orders_client_order_id do nothing
+            returning id),
+        legs as (
+            insert into paper_order_legs
+                (order_id, leg_index, symbol, side, position_intent, ratio_qty, qty, filled_qty,
+                 filled_avg_price)
+            select o.id, l.* from o, unnest($35::smallint[], $36::text[], $37::text[],
+                                            $38::text[], $39::integer[], $40::numeric[],
+                                            $41::numeric[], $42::numeric[])
+                                     as l),
+        {EFFECTS_SQL}
+        select count(*) from o"
+            .replace("{EFFECTS_SQL}", EFFECTS_SQL)
+    });
+    &SQL
+}
+
+/// Writes a new order with its legs and, when it filled, its fills, positions and cash, in one
+/// statement. `false` when the account already has an order with this `client_order_id` (the
+/// unique index decides; nothing is written and the transaction stays usable).
+pub(crate) async fn insert_order(conn: &mut PgConnection, order: &NewOrder<'_>) -> ApiResult<bool> {
+    let spec = order.spec;
+    let simple_leg = (spec.class == OrderClass::Simple)
+        .then(|| spec.legs.first())
+        .flatten();
+    let (filled_qty, filled_avg_price, fees, filled_at) = match order.execution {
+        Some(execution) => (
+            spec.qty,
+            Some(filled_price(spec, execution)),
+            execution.fees,
+            Some(order.at),
+        ),
+        None => (Decimal::ZERO, None, Decimal::ZERO, None),
+    };
+    let fill_of = |index: usize| {
+        order
+            .execution
+            .and_then(|e| e.fills.iter().find(|f| f.leg_index == index))
+    };
+
+    let query = raptor_db::query(insert_order_sql())
+        .bind(order.id)
+        .bind(order.user_id)
+        .bind(order.at)
+        .bind(&order.client_order_id)
+        .bind(&order.idempotency_key)
+        .bind(order.purpose)
+        .bind(spec.class.as_str())
+        .bind(spec.order_type.as_str())
+        .bind(spec.time_in_force.as_str());
+    let arrays = ExecutionArrays::new(order.execution);
+    let written = arrays
+        .bind(query)
+        .bind(simple_leg.map(|l| l.instrument.symbol().to_owned()))
+        .bind(simple_leg.map(|l| l.side.as_str()))
+        .bind(simple_leg.map(|l| l.position_intent.as_str()))
+        .bind(spec.qty)
+        .bind(spec.limit_price)
+        .bind(order.status.as_str())
+        .bind(filled_qty)
+        .bind(filled_avg_price)
+        .bind(order.reserved_cash)
+        .bind(fees)
+        .bind(filled_at)
+        .bind(order.expires_at)
+        .bind((0..spec.legs.len()).map(leg_index).collect::<Vec<_>>())
+        .bind(
+            spec.legs
+                .iter()
+                .map(|l| l.instrument.symbol().to_owned())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            spec.legs
+                .iter()
+                .map(|l| l.side.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            spec.legs
+                .iter()
+                .map(|l| l.position_intent.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            spec.legs
+                .iter()
+                .map(|l| i32::try_from(l.ratio_qty).unwrap_or(i32::MAX))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            spec.legs
+                .iter()
+                .map(|l| l.fill_qty(spec.qty))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            (0..spec.legs.len())
+                .map(|i| fill_of(i).map_or(Decimal::ZERO, |f| f.qty))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            (0..spec.legs.len())
+                .map(|i| fill_of(i).map(|f| f.price))
+                .collect::<Vec<_>>(),
+        )
+        .fetch_one(conn)
+        .await
+        .context("insert order")?;
+    Ok(written.try_get::<i64, _>(0).context("insert order")? == 1)
+}
+
+/// Records the verdict of a resting order's last evaluation (`None`: not marketable). True when
+/// it changed, i.e. when it is worth an audit row.
+pub(crate) async fn note_evaluation(
+    conn: &mut PgConnection,
+    order_id: Uuid,
+    code: Option<&str>,
+) -> ApiResult<bool> {
+    let changed = raptor_db::query(
+        "update paper_orders set last_evaluation_code = $2
+          where id = $1 and last_evaluation_code is distinct from $2",
+    )
+    .bind(order_id)
+    .bind(code)
+    .execute(conn)
+    .await
+    .context("note evaluation")?
+    .rows_affected();
+    Ok(changed > 0)
+}
+
+/// Ends an open order as `canceled` or `expired`, releasing its reservation (guarded on
+/// `status = 'new'`); false if it was no longer open.
+pub(crate) async fn end_open_order(
+    conn: &mut PgConnection,
+    order_id: Uuid,
+    status: OrderStatus,
+    at: DateTime<Utc>,
+) -> ApiResult<bool> {
+    Ok(raptor_db::query(
+        "update paper_orders
+            set status = $2, reserved_cash = 0, updated_at = $3,
+                canceled_at = case when $2 = 'canceled' then $3 else canceled_at end
+          where id = $1 and status = 'new'",
+    )
+    .bind(order_id)
+    .bind(status.as_str())
+    .bind(at)
+    .execute(conn)
+    .await
+    .context("end open order")?
+    .rows_affected()
+        == 1)
+}
+
+/// A `paper_orders` row as stored (`dto` renders it).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct OrderRow {
+    pub(crate) id: Uuid,
+    pub(crate) client_order_id: String,
+    pub(crate) purpose: String,
+    pub(crate) order_class: String,
+    pub(crate) order_type: String,
+    pub(crate) time_in_force: String,
+    pub(crate) symbol: Option<String>,
+    pub(crate) side: Option<String>,
+    pub(crate) position_intent: Option<String>,
+    pub(crate) qty: Decimal,
+    pub(crate) limit_price: Option<Decimal>,
+    pub(crate) status: String,
+    pub(crate) filled_qty: Decimal,
+    pub(crate) filled_avg_price: Option<Decimal>,
+    pub(crate) fees: Decimal,
+    pub(crate) created_at: DateTime<Utc>,
+    pub(crate) updated_at: DateTime<Utc>,
+    pub(crate) filled_at: Option<DateTime<Utc>>,
+    pub(crate) canceled_at: Option<DateTime<Utc>>,
+}
+
+/// A `paper_order_legs` row as stored.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct LegRow {
+    pub(crate) order_id: Uuid,
+    pub(crate) symbol: String,
+    pub(crate) side: String,
+    pub(crate) position_intent: String,
+    pub(crate) ratio_qty: i32,
+    pub(crate) qty: Decimal,
+    pub(crate) filled_qty: Decimal,
+    pub(crate) filled_avg_price: Option<Decimal>,
+}
+
+/// An order with its legs, as stored.
+#[derive(Debug, Clone)]
+pub(crate) struct OrderRecord {
+    pub(crate) row: OrderRow,
+    pub(crate) legs: Vec<LegRow>,
+}
+
+const ORDER_COLUMNS: &str = "id, client_order_id, purpose, order_class, order_type, time_in_force,
+    symbol, side, position_intent, qty, limit_price, status, filled_qty, filled_avg_price,
+    fees, created_at, updated_at, filled_at, canceled_at";
+
+async fn load_legs(conn: &mut PgConnection, ids: &[Uuid]) -> ApiResult<Vec<LegRow>> {
+    raptor_db::query_as(
+        "select order_id, symbol, side, position_intent, ratio_qty, qty, filled_qty, filled_avg_price
+           from paper_order_legs where order_id = any($1) order by order_id, leg_index",
+    )
+    .bind(ids)
+    .fetch_all(conn)
+    .await
+    .context("load legs")
+}
+
+/// One order of the account, for the response or for a cancel (`lock` takes its row lock).
+pub(crate) async fn find_order(
+    conn: &mut PgConnection,
+    user_id: i32,
+    id: Uuid,
+    lock: bool,
+) -> ApiResult<Option<OrderRecord>> {
+    let suffix = if lock { " for update" } else { "" };
+    let row: Option<OrderRow> = raptor_db::query_as(&format!(
+        "select {ORDER_COLUMNS} from paper_orders where user_id = $1 and id = $2{suffix}"
+    ))
+    .bind(user_id)
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await
+    .context("find order")?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let legs = load_legs(conn, &[row.id]).await?;
+    Ok(Some(OrderRecord { row, legs }))
+}
+
+/// The account's orders, newest first.
+pub(crate) async fn list_orders(
+    conn: &mut PgConnection,
+    user_id: i32,
+    statuses: &[&str],
+    limit: i64,
+) -> ApiResult<Vec<OrderRecord>> {
+    let rows: Vec<OrderRow> = raptor_db::query_as(&format!(
+        "select {ORDER_COLUMNS} from paper_orders where user_id = $1 and status = any($2)
+          order by created_at desc, id desc limit $3"
+    ))
+    .bind(user_id)
+    .bind(statuses)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await
+    .context("list orders")?;
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+    let legs = load_legs(conn, &ids).await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| {
+            let own: Vec<LegRow> = legs
+                .iter()
+                .filter(|l| l.order_id == row.id)
+                .cloned()
+                .collect();
+            OrderRecord { row, legs: own }
+        })
+        .collect())
+}
