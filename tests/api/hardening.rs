@@ -741,8 +741,11 @@ async fn healthcheck_command_reads_readyz(pool: PgPool) {
 fn schedules_are_on_by_default() {
     use clap::Parser;
     let cli = raptor_server::Cli::try_parse_from(["raptor", "serve"]).expect("parse");
-    assert_eq!(cli.config.idempotency_cleanup_interval_secs, 3600);
-    assert_eq!(cli.config.order_expiry_interval_secs, 60);
+    assert_eq!(
+        cli.config.idempotency.idempotency_cleanup_interval_secs,
+        3600
+    );
+    assert_eq!(cli.config.trading.order_expiry_interval_secs, 60);
 }
 
 /// A request that outlives `RAPTOR_REQUEST_TIMEOUT_SECS` answers `503 request_timeout` with

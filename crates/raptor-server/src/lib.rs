@@ -1,4 +1,4 @@
-//! The `raptor` binary's library: the CLI, start-up, and `serve(listener, app, shutdown)`.
+#![doc = include_str!("../README.md")]
 
 pub mod config;
 pub mod telemetry;
@@ -153,7 +153,7 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
     config.validate()?;
     // Process-wide, and session unless asked: only `transaction` is ever set (before the
     // first statement), so a command run in-process never switches a running server back.
-    if config.db_pool_mode == PoolMode::Transaction {
+    if config.database.db_pool_mode == PoolMode::Transaction {
         raptor_db::set_pool_mode(raptor_db::PoolMode::Transaction);
     }
     match command {
@@ -166,7 +166,7 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             Ok(())
         }
         Command::Healthcheck => {
-            let status = readyz_status(config.addr).await?;
+            let status = readyz_status(config.server.addr).await?;
             writeln!(out, "{}", json!({ "readyz": status }))?;
             if status == 200 {
                 Ok(())
@@ -192,17 +192,17 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             if config.role_settings() {
                 raptor_db::pool::check_role_settings(&settings, &pool, &store).await?;
             }
-            let listener = TcpListener::bind(config.addr)
+            let listener = TcpListener::bind(config.server.addr)
                 .await
-                .with_context(|| format!("could not bind RAPTOR_ADDR {}", config.addr))?;
-            let cleanup = (config.idempotency_cleanup_interval_secs > 0).then(|| {
+                .with_context(|| format!("could not bind RAPTOR_ADDR {}", config.server.addr))?;
+            let cleanup = (config.idempotency.idempotency_cleanup_interval_secs > 0).then(|| {
                 spawn_cleanup(
                     pool.clone(),
-                    Duration::from_secs(config.idempotency_cleanup_interval_secs),
+                    Duration::from_secs(config.idempotency.idempotency_cleanup_interval_secs),
                 )
             });
             let idempotency = config.idempotency()?;
-            if config.session_key.is_none() {
+            if config.sessions.session_key.is_none() {
                 tracing::warn!(
                     "RAPTOR_SESSION_KEY is not set: a random key is used, so a retried sign-in \
                      verification that reaches another replica (or this one after a restart) \
@@ -223,15 +223,15 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
                 idempotency,
                 Arc::new(SystemClock),
             );
-            let expiry = (config.order_expiry_interval_secs > 0).then(|| {
+            let expiry = (config.trading.order_expiry_interval_secs > 0).then(|| {
                 spawn_order_expiry(
                     state.clone(),
-                    Duration::from_secs(config.order_expiry_interval_secs),
+                    Duration::from_secs(config.trading.order_expiry_interval_secs),
                 )
             });
             let upkeep = raptor_api::metrics::spawn_upkeep(Duration::from_secs(5));
             tracing::info!(addr = %listener.local_addr()?, "raptor listening");
-            let drain = Duration::from_secs(config.shutdown_drain_secs);
+            let drain = Duration::from_secs(config.server.shutdown_drain_secs);
             let signal = drain_on(state.clone(), shutdown_signal(), drain);
             serve_state(listener, state, signal).await?;
             upkeep.abort();
@@ -251,13 +251,18 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
         }) => {
             let pool = config.pool().await?;
             let role = Role::parse(&role).context("role must be user or operator")?;
-            let days = ttl_days.unwrap_or(config.session_ttl_days);
+            let days = ttl_days.unwrap_or(config.sessions.session_ttl_days);
             let ttl = Duration::from_secs(days.saturating_mul(24 * 60 * 60));
             let mut tx = pool.begin().await?;
-            let created =
-                accounts::create_user(&mut tx, &email, role, config.paper_starting_cash, ttl)
-                    .await
-                    .map_err(api_error)?;
+            let created = accounts::create_user(
+                &mut tx,
+                &email,
+                role,
+                config.trading.paper_starting_cash,
+                ttl,
+            )
+            .await
+            .map_err(api_error)?;
             tx.commit().await?;
             writeln!(
                 out,

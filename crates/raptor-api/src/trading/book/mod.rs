@@ -28,7 +28,7 @@ pub(crate) use expiry::{expire_due, expire_for_read, expire_orders};
 pub(crate) use place::{place, Placed};
 pub(crate) use quotes::set_quote;
 
-/// What the caller asked for, parsed at the boundary (`dto.rs`).
+/// What the caller asked for, parsed at the boundary (`trading::parse`).
 pub(crate) enum Intent {
     /// `POST /orders`.
     Order(OrderDraft),

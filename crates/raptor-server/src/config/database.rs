@@ -1,0 +1,154 @@
+//! Postgres: the URL and pool of business transactions, the idempotency store's own pool, the
+//! timeouts every session carries and how they reach Postgres (directly or through PgBouncer).
+
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+
+use super::Secret;
+
+/// `RAPTOR_DB_SESSION_SETTINGS`: how the pools' session settings (`lock_timeout`,
+/// `statement_timeout`, and the store pool's `synchronous_commit=off`) reach Postgres.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SessionSettings {
+    /// Sent as the startup `options` parameter of every connection (a direct connection).
+    Connect,
+    /// Nothing is sent: the settings are the roles' own (`ALTER ROLE … SET`), checked against
+    /// the configuration at start-up. For PgBouncer in transaction pooling mode, which does
+    /// not forward startup options (docs/SCALING.md).
+    Role,
+}
+
+/// `RAPTOR_DB_POOL_MODE`: what a pooled connection is on the Postgres side
+/// ([`raptor_db::mode`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PoolMode {
+    /// A server session of its own (Postgres directly, or PgBouncer session pooling): named,
+    /// cached statements, lone statements in autocommit.
+    Session,
+    /// A server session for one transaction at a time (PgBouncer transaction pooling): unnamed
+    /// statements, every one inside a transaction block. Needs `RAPTOR_DB_SESSION_SETTINGS=role`.
+    Transaction,
+}
+
+/// `DATABASE_URL`, `RAPTOR_DB_POOL_SIZE`, `RAPTOR_DB_LOCK_TIMEOUT_MS`,
+/// `RAPTOR_DB_STATEMENT_TIMEOUT_MS`, `RAPTOR_DB_STATEMENT_CACHE`, `RAPTOR_DB_SESSION_SETTINGS`,
+/// `RAPTOR_DB_POOL_MODE`, `IDEMPOTENCY_STORE_DATABASE_URL`.
+#[derive(Debug, Clone, Args)]
+pub struct DatabaseArgs {
+    /// Postgres connection URL (required by every command that touches the database).
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        value_name = "DATABASE_URL",
+        global = true,
+        hide_env_values = true
+    )]
+    pub database_url: Option<Secret>,
+
+    /// Maximum Postgres connections in the pool.
+    #[arg(long, env = "RAPTOR_DB_POOL_SIZE", value_name = "RAPTOR_DB_POOL_SIZE",
+          default_value_t = 20, value_parser = clap::value_parser!(u32).range(2..), global = true)]
+    pub db_pool_size: u32,
+
+    /// Postgres `lock_timeout` of every business transaction, in ms (below the request
+    /// timeout); when it fires the request answers 503 database_busy and rolls back.
+    #[arg(long, env = "RAPTOR_DB_LOCK_TIMEOUT_MS", value_name = "RAPTOR_DB_LOCK_TIMEOUT_MS",
+          default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000), global = true)]
+    pub db_lock_timeout_ms: u64,
+
+    /// Postgres `statement_timeout` of every business statement, in ms (below the request
+    /// timeout); when it fires the request answers 503 database_busy and rolls back.
+    #[arg(long, env = "RAPTOR_DB_STATEMENT_TIMEOUT_MS", value_name = "RAPTOR_DB_STATEMENT_TIMEOUT_MS",
+          default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000), global = true)]
+    pub db_statement_timeout_ms: u64,
+
+    /// Prepared statements cached per connection (sqlx's statement cache), at least 1. No 0:
+    /// with its cache off sqlx still names every statement and never closes it, so each
+    /// execution would leave one more prepared statement on the server session. For PgBouncer
+    /// in transaction pooling use RAPTOR_DB_POOL_MODE=transaction (unnamed statements).
+    #[arg(long, env = "RAPTOR_DB_STATEMENT_CACHE", value_name = "RAPTOR_DB_STATEMENT_CACHE",
+          default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000), global = true)]
+    pub db_statement_cache: u64,
+
+    /// Where the pools' session settings come from: `connect` sends them with every connection
+    /// (startup options); `role` sends nothing and checks at start-up that the roles of
+    /// DATABASE_URL and IDEMPOTENCY_STORE_DATABASE_URL carry them (`ALTER ROLE … SET`), for
+    /// PgBouncer in transaction pooling mode.
+    #[arg(
+        long,
+        env = "RAPTOR_DB_SESSION_SETTINGS",
+        value_name = "RAPTOR_DB_SESSION_SETTINGS",
+        value_enum,
+        default_value = "connect",
+        global = true
+    )]
+    pub db_session_settings: SessionSettings,
+
+    /// `session` when each pooled connection is a Postgres session of its own (direct, or
+    /// PgBouncer session pooling); `transaction` behind PgBouncer in transaction pooling mode:
+    /// statements are unnamed and each runs inside a transaction block, at the cost of more
+    /// round trips (docs/SCALING.md). `transaction` needs RAPTOR_DB_SESSION_SETTINGS=role.
+    #[arg(
+        long,
+        env = "RAPTOR_DB_POOL_MODE",
+        value_name = "RAPTOR_DB_POOL_MODE",
+        value_enum,
+        default_value = "session",
+        global = true
+    )]
+    pub db_pool_mode: PoolMode,
+
+    /// Postgres URL of the idempotency store's own pool (claims, settling keys, the flag): the
+    /// same database as DATABASE_URL, usually another role. Unset: DATABASE_URL. Required with
+    /// RAPTOR_DB_SESSION_SETTINGS=role.
+    #[arg(
+        long,
+        env = "IDEMPOTENCY_STORE_DATABASE_URL",
+        value_name = "IDEMPOTENCY_STORE_DATABASE_URL",
+        global = true,
+        hide_env_values = true
+    )]
+    pub idempotency_store_database_url: Option<Secret>,
+}
+
+impl DatabaseArgs {
+    /// `DATABASE_URL`, required by every command that touches the database.
+    pub fn url(&self) -> anyhow::Result<&str> {
+        self.database_url
+            .as_ref()
+            .map(Secret::expose)
+            .context("DATABASE_URL is required (e.g. postgres://postgres@127.0.0.1:5432/raptor)")
+    }
+
+    /// Whether the pools' session settings come from the roles (PgBouncer).
+    pub fn role_settings(&self) -> bool {
+        self.db_session_settings == SessionSettings::Role
+    }
+
+    /// The pools' settings ([`raptor_db::pool`]); the store pool waits `store_timeout` at most.
+    pub fn pool_settings(
+        &self,
+        store_timeout: Duration,
+    ) -> anyhow::Result<raptor_db::PoolSettings> {
+        Ok(raptor_db::PoolSettings {
+            url: self.url()?.to_owned(),
+            size: self.db_pool_size,
+            lock_timeout: Duration::from_millis(self.db_lock_timeout_ms),
+            statement_timeout: Duration::from_millis(self.db_statement_timeout_ms),
+            statement_cache: usize::try_from(self.db_statement_cache).unwrap_or(usize::MAX),
+            session_settings: match self.db_session_settings {
+                SessionSettings::Connect => raptor_db::SessionSettings::Connect,
+                SessionSettings::Role => raptor_db::SessionSettings::Role,
+            },
+            store: raptor_db::StoreSettings {
+                url: self
+                    .idempotency_store_database_url
+                    .as_ref()
+                    .map(|url| url.expose().to_owned()),
+                timeout: store_timeout,
+            },
+        })
+    }
+}

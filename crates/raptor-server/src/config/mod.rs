@@ -1,0 +1,208 @@
+//! Configuration: environment only (a `.env` file is read in development). Every variable is a
+//! clap argument with `env = "…"`, so `raptor --help` documents them all, grouped under one
+//! heading per concern, and a bad value is a clear start-up error naming the variable.
+//!
+//! Each group is a file: `server` (HTTP), `database` (pools and their session settings),
+//! `idempotency`, `trading` (the paper book), `sessions` (sign-up and sign-in) and `billing`
+//! (Stripe). This module holds what spans groups: the checks between settings and the typed
+//! settings the API and the pools are built from.
+
+mod billing;
+mod database;
+mod idempotency;
+mod server;
+mod sessions;
+mod trading;
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::Args;
+use raptor_api::sessions::SessionKey;
+use raptor_api::ApiConfig;
+use raptor_db::PoolSettings;
+use raptor_idempotency::{IdempotencyConfig, ResponseKeys};
+use sqlx::PgPool;
+
+pub use billing::BillingArgs;
+pub use database::{DatabaseArgs, PoolMode, SessionSettings};
+pub use idempotency::{IdempotencyArgs, RequireKeyLevel};
+pub use server::{LogFormat, ServerArgs};
+pub use sessions::SessionArgs;
+pub use trading::TradingArgs;
+
+/// A secret string: usable, never printed by `Debug`.
+#[derive(Clone)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret itself.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl FromStr for Secret {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self(s.to_owned()))
+    }
+}
+
+/// A boolean flag as the environment writes it: `1`/`0`, `true`/`false`, `on`/`off`.
+fn parse_flag(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Ok(true),
+        "0" | "false" | "off" | "no" => Ok(false),
+        other => Err(format!("expected 1 or 0 (true/false), got {other:?}")),
+    }
+}
+
+/// Every setting, by group (each a `--help` heading).
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    /// The HTTP server.
+    #[command(flatten, next_help_heading = "Server")]
+    pub server: ServerArgs,
+    /// Postgres.
+    #[command(flatten, next_help_heading = "Database")]
+    pub database: DatabaseArgs,
+    /// The Idempotency-Key mechanism.
+    #[command(flatten, next_help_heading = "Idempotency")]
+    pub idempotency: IdempotencyArgs,
+    /// The paper book.
+    #[command(flatten, next_help_heading = "Paper trading")]
+    pub trading: TradingArgs,
+    /// Sign-up and sign-in.
+    #[command(flatten, next_help_heading = "Sessions")]
+    pub sessions: SessionArgs,
+    /// Stripe.
+    #[command(flatten, next_help_heading = "Billing")]
+    pub billing: BillingArgs,
+}
+
+impl Config {
+    /// Checks relations between settings.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let (server, database, keys) = (&self.server, &self.database, &self.idempotency);
+        if database.db_session_settings == SessionSettings::Role
+            && database.idempotency_store_database_url.is_none()
+        {
+            bail!(
+                "RAPTOR_DB_SESSION_SETTINGS=role needs IDEMPOTENCY_STORE_DATABASE_URL: the \
+                 idempotency store's settings (synchronous_commit=off, short timeouts) come from \
+                 a role of its own"
+            );
+        }
+        if database.db_pool_mode == PoolMode::Transaction && !database.role_settings() {
+            bail!(
+                "RAPTOR_DB_POOL_MODE=transaction needs RAPTOR_DB_SESSION_SETTINGS=role: a \
+                 transaction pooler does not forward the startup options that `connect` sends"
+            );
+        }
+        if keys.idempotency_stale_after_secs < server.request_timeout_secs {
+            bail!(
+                "IDEMPOTENCY_STALE_AFTER_SECS ({}) must be >= RAPTOR_REQUEST_TIMEOUT_SECS ({}): \
+                 an attempt must not be declared stale while it may still be running",
+                keys.idempotency_stale_after_secs,
+                server.request_timeout_secs
+            );
+        }
+        let request_ms = server.request_timeout_secs.saturating_mul(1000);
+        if self.billing.stripe_timeout_ms >= request_ms {
+            bail!(
+                "STRIPE_TIMEOUT_MS ({}) must be below RAPTOR_REQUEST_TIMEOUT_SECS ({} s): a Stripe \
+                 call must give up before the request does",
+                self.billing.stripe_timeout_ms,
+                server.request_timeout_secs
+            );
+        }
+        for (name, value) in [
+            ("RAPTOR_DB_LOCK_TIMEOUT_MS", database.db_lock_timeout_ms),
+            (
+                "RAPTOR_DB_STATEMENT_TIMEOUT_MS",
+                database.db_statement_timeout_ms,
+            ),
+        ] {
+            if value >= request_ms {
+                bail!(
+                    "{name} ({value}) must be below RAPTOR_REQUEST_TIMEOUT_SECS ({} s): the \
+                     database must give up before the request does",
+                    server.request_timeout_secs
+                );
+            }
+        }
+        keys.response_keys()?;
+        let base = self.billing.stripe_api_base.trim();
+        if !(base.starts_with("https://") || base.starts_with("http://")) {
+            bail!("STRIPE_API_BASE must be an http(s) URL, got {base:?}");
+        }
+        Ok(())
+    }
+
+    /// The API's settings.
+    pub fn api(&self) -> ApiConfig {
+        let trading = &self.trading;
+        ApiConfig {
+            new_orders_disabled: trading.mbt_new_orders_disabled,
+            paper_starting_cash: trading.paper_starting_cash,
+            request_timeout: Duration::from_secs(self.server.request_timeout_secs),
+            cors_origins: self.server.cors_origins(),
+            fees: trading.fees(),
+            max_open_orders: usize::try_from(trading.max_open_orders).unwrap_or(usize::MAX),
+            account_write_concurrency: usize::try_from(trading.account_write_concurrency)
+                .unwrap_or(usize::MAX),
+            account_write_wait: Duration::from_millis(trading.account_write_wait_ms),
+            session_ttl: self.sessions.ttl(),
+            session_key: self
+                .sessions
+                .session_key
+                .clone()
+                .unwrap_or_else(SessionKey::random),
+            auth_limits: self.sessions.limits(),
+            billing: self.billing.config(),
+            docs_assets: self.server.docs_assets.clone(),
+            ..ApiConfig::default()
+        }
+    }
+
+    /// The keys of `RAPTOR_RESPONSE_KEYS` ([`IdempotencyArgs::response_keys`]).
+    pub fn response_keys(&self) -> anyhow::Result<ResponseKeys> {
+        self.idempotency.response_keys()
+    }
+
+    /// The idempotency settings.
+    pub fn idempotency(&self) -> anyhow::Result<IdempotencyConfig> {
+        self.idempotency.config()
+    }
+
+    /// The pools' settings ([`raptor_db::pool`]).
+    pub fn pool_settings(&self) -> anyhow::Result<PoolSettings> {
+        self.database
+            .pool_settings(self.idempotency.store_timeout())
+    }
+
+    /// Whether the pools' session settings come from the roles (PgBouncer).
+    pub fn role_settings(&self) -> bool {
+        self.database.role_settings()
+    }
+
+    /// Connects the business pool ([`raptor_db::pool::business`]).
+    pub async fn pool(&self) -> anyhow::Result<PgPool> {
+        raptor_db::pool::business(&self.pool_settings()?).await
+    }
+
+    /// The idempotency store's own pool ([`raptor_db::pool::store`]).
+    pub fn store_pool(&self, pool: &PgPool) -> anyhow::Result<PgPool> {
+        raptor_db::pool::store(&self.pool_settings()?, pool)
+    }
+}

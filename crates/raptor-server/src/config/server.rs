@@ -1,0 +1,105 @@
+//! The HTTP server: where it listens, how long a request may take, how it shuts down, who
+//! may call it from a browser, the docs assets and the log format.
+
+use std::net::SocketAddr;
+
+use clap::{Args, ValueEnum};
+
+/// Log output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line (production).
+    Json,
+    /// Human-readable (development).
+    Pretty,
+}
+
+fn parse_origin(text: &str) -> Result<String, String> {
+    let origin = text.trim();
+    if origin.is_empty() {
+        return Ok(String::new());
+    }
+    let well_formed = (origin.starts_with("http://") || origin.starts_with("https://"))
+        && !origin.contains('*')
+        && !origin.ends_with('/')
+        && origin.chars().all(|c| c.is_ascii_graphic());
+    if well_formed {
+        Ok(origin.to_owned())
+    } else {
+        Err(format!(
+            "{origin:?} is not an origin like https://app.example.com (no wildcards)"
+        ))
+    }
+}
+
+/// `RAPTOR_ADDR`, `RAPTOR_REQUEST_TIMEOUT_SECS`, `RAPTOR_SHUTDOWN_DRAIN_SECS`,
+/// `RAPTOR_CORS_ORIGINS`, `RAPTOR_DOCS_ASSETS`, `RAPTOR_LOG_FORMAT`.
+#[derive(Debug, Clone, Args)]
+pub struct ServerArgs {
+    /// Address `raptor serve` listens on.
+    #[arg(
+        long,
+        env = "RAPTOR_ADDR",
+        value_name = "RAPTOR_ADDR",
+        default_value = "127.0.0.1:8080",
+        global = true
+    )]
+    pub addr: SocketAddr,
+
+    /// Request timeout in seconds; a request past it is answered 503 and rolled back.
+    #[arg(long, env = "RAPTOR_REQUEST_TIMEOUT_SECS", value_name = "RAPTOR_REQUEST_TIMEOUT_SECS",
+          default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600), global = true)]
+    pub request_timeout_secs: u64,
+
+    /// On SIGTERM/SIGINT, answer `/readyz` 503 for this many seconds while still serving, so
+    /// load balancers stop routing here; then stop accepting and let requests in flight finish.
+    #[arg(long, env = "RAPTOR_SHUTDOWN_DRAIN_SECS", value_name = "RAPTOR_SHUTDOWN_DRAIN_SECS",
+          default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=300), global = true)]
+    pub shutdown_drain_secs: u64,
+
+    /// Allowed CORS origins for the Antlers web app, comma-separated (none by default); each a
+    /// full origin such as `https://app.example.com` (no `*`).
+    #[arg(
+        long,
+        env = "RAPTOR_CORS_ORIGINS",
+        value_name = "RAPTOR_CORS_ORIGINS",
+        value_delimiter = ',',
+        value_parser = parse_origin,
+        global = true
+    )]
+    pub cors_origins: Vec<String>,
+
+    /// Directory of Swagger UI's files (the `swagger-ui-dist` npm package, installed by
+    /// `npm ci --omit=dev`) served at `/docs/assets/`; relative paths are from the working
+    /// directory. When it holds no Swagger UI, `/docs` answers a plain route list instead.
+    #[arg(
+        long,
+        env = "RAPTOR_DOCS_ASSETS",
+        value_name = "RAPTOR_DOCS_ASSETS",
+        default_value = raptor_api::state::DEFAULT_DOCS_ASSETS,
+        global = true
+    )]
+    pub docs_assets: std::path::PathBuf,
+
+    /// Log format.
+    #[arg(
+        long,
+        env = "RAPTOR_LOG_FORMAT",
+        value_name = "RAPTOR_LOG_FORMAT",
+        value_enum,
+        default_value = "pretty",
+        global = true
+    )]
+    pub log_format: LogFormat,
+}
+
+impl ServerArgs {
+    /// The configured CORS origins, blanks dropped.
+    pub fn cors_origins(&self) -> Vec<String> {
+        self.cors_origins
+            .iter()
+            .map(|o| o.trim().to_owned())
+            .filter(|o| !o.is_empty())
+            .collect()
+    }
+}
