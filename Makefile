@@ -29,10 +29,12 @@ docs-assets:
 test:
 	@$(DB) && cargo test --workspace --locked
 
-## lint: formatting and clippy, warnings are errors
+## lint: formatting, clippy (warnings are errors), spelling, unused dependencies and the crate
+## docs (scripts/lint.sh installs typos and cargo-machete if missing)
 lint:
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
+	scripts/lint.sh
 
 fmt:
 	cargo fmt --all
@@ -106,4 +108,7 @@ db-down:
 	-docker compose down 2>/dev/null
 	-[ -f target/pg/data/PG_VERSION ] && runuser -u postgres -- $$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n1)/pg_ctl -D target/pg/data stop
 
-ci: lint test
+## ci: what CI runs on a clean clone (.ci/run): test, lint, then the checks around the OpenAPI
+## document and the quick chaos subset
+ci:
+	.ci/run

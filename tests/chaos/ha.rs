@@ -787,7 +787,10 @@ impl Drop for Ha {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one node's Patroni settings, each a different kind of value"
+)]
 fn patroni_yml(
     name: &str,
     dir: &Path,

@@ -2,8 +2,10 @@
 //! process, for runs against a real server (`make fuzz-api`). Prints its `STRIPE_API_BASE` on
 //! the first line of stdout, then serves until killed. Its secret key is `sk_test_fake`.
 
-// The tests' inspection helpers (recorded requests, failure modes) are not used here.
-#[allow(dead_code)]
+#[expect(
+    dead_code,
+    reason = "the tests' inspection helpers (recorded requests, failure modes) are not used here"
+)]
 #[path = "../api/fake_stripe.rs"]
 mod fake_stripe;
 

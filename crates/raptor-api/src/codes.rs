@@ -19,7 +19,7 @@
 //!   by operationId (the handler's name): `ROUTE_CODES` in `trading`, `billing`, `accounts`,
 //!   `admin`, `sessions`, `waitlist` and `health`; [`route_codes`] concatenates them.
 //!
-//! Adding a code: a line in [`error_codes!`]'s table below (wire value, statuses, summary), a
+//! Adding a code: a line in `error_codes!`'s table below (wire value, statuses, summary), a
 //! section in `docs/errors.md` (a test checks both list the same codes), and the code in the
 //! `ROUTE_CODES` of the operations that answer it.
 

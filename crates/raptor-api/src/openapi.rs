@@ -138,7 +138,7 @@ fn header(description: &str, schema: utoipa::openapi::schema::Type) -> utoipa::o
 
 /// Final touches the route attributes cannot say, in one pass over the operations and one over
 /// the schemas:
-/// - every operation's error responses, from `crate::codes` ([`error_responses`]);
+/// - every operation's error responses, from `crate::codes` (`error_responses`);
 /// - the response headers: `x-request-id` on every answer; `Idempotent-Replayed` on instrumented
 ///   routes; `WWW-Authenticate` on 401; `Retry-After` where a retry is asked for (409, 429,
 ///   503); `Location` on a created order;

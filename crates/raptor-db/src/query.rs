@@ -12,7 +12,7 @@ fn persistent() -> bool {
     pool_mode() == PoolMode::Session
 }
 
-/// [`sqlx::query`], named and cached in session mode, unnamed in transaction mode.
+/// [`sqlx::query()`], named and cached in session mode, unnamed in transaction mode.
 #[expect(
     clippy::disallowed_methods,
     reason = "the one wrapper the guard points to"
@@ -21,7 +21,7 @@ pub fn query(sql: &str) -> Query<'_, Postgres, PgArguments> {
     sqlx::query(sql).persistent(persistent())
 }
 
-/// [`sqlx::query_as`], named and cached in session mode, unnamed in transaction mode.
+/// [`sqlx::query_as()`], named and cached in session mode, unnamed in transaction mode.
 #[expect(
     clippy::disallowed_methods,
     reason = "the one wrapper the guard points to"
@@ -33,7 +33,7 @@ where
     sqlx::query_as(sql).persistent(persistent())
 }
 
-/// [`sqlx::query_scalar`], named and cached in session mode, unnamed in transaction mode.
+/// [`sqlx::query_scalar()`], named and cached in session mode, unnamed in transaction mode.
 #[expect(
     clippy::disallowed_methods,
     reason = "the one wrapper the guard points to"

@@ -48,7 +48,7 @@ impl FeeSchedule {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[expect(clippy::unwrap_used, reason = "a test reports a failure by panicking")]
 mod tests {
     use super::*;
 

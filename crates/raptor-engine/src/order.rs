@@ -296,7 +296,7 @@ impl OrderSpec {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[expect(clippy::unwrap_used, reason = "a test reports a failure by panicking")]
 mod tests {
     use super::*;
 

@@ -113,7 +113,7 @@ impl Position {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[expect(clippy::unwrap_used, reason = "a test reports a failure by panicking")]
 mod tests {
     use super::*;
 

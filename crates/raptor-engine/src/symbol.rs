@@ -245,7 +245,7 @@ fn parse_option(s: &str) -> Result<Instrument, SymbolError> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[expect(clippy::unwrap_used, reason = "a test reports a failure by panicking")]
 mod tests {
     use super::*;
 

@@ -111,7 +111,7 @@ mod tests {
             first.starts_with("rpt_") && first.len() == 4 + 64,
             "{first}"
         );
-        assert_ne!(first, token(&key, "rpl_abd"));
+        assert_ne!(first, token(&key, "rpl_abx"));
         assert_ne!(first, token(&SessionKey::random(), "rpl_abc"));
     }
 

@@ -1,5 +1,5 @@
 //! Unit tests for the engine: fills, money, risk checks and the LCC worked example.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used, reason = "a test reports a failure by panicking")]
 
 use super::*;
 use crate::account::OpenOrder;

@@ -114,7 +114,7 @@ impl Idempotency {
     ///
     /// The fail-open rule (docs/idempotency.md, "Tiers"): a Tier 2 route runs without dedup
     /// only when **no connection to the store can be made at all**. That is decided in one
-    /// place, [`Idempotency::no_connection`], and only for a round that never got a
+    /// place, `Idempotency::no_connection`, and only for a round that never got a
     /// connection. Everything else (a pool that is merely busy, a locked row, a statement that
     /// timed out or failed, no answer by the deadline) answers 409 or 503 on every tier, so a
     /// key that exists is never executed again by the fail-open path.

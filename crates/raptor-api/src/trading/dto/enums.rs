@@ -13,7 +13,7 @@ macro_rules! wire_enum {
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
         #[serde(rename_all = "snake_case")]
         #[schema(as = $engine)]
-        pub enum $name { $(#[allow(missing_docs)] $variant),+ }
+        pub enum $name { $($variant),+ }
 
         impl From<$name> for engine::$engine {
             fn from(value: $name) -> Self {
@@ -65,7 +65,7 @@ macro_rules! schema_enum {
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
         #[serde(rename_all = "snake_case")]
         #[schema(as = $schema)]
-        pub enum $name { $(#[allow(missing_docs)] $variant),+ }
+        pub enum $name { $($variant),+ }
     };
 }
 

@@ -1,7 +1,7 @@
 //! Wire types of the trading routes (Alpaca's shapes; decimals as strings): `enums` the
 //! enumerations (shared with the engine, or the values a stored column can hold), `request`
 //! what clients send, `response` what they get back. What a request means to the book is
-//! [`super::parse`].
+//! `trading::parse`.
 
 mod enums;
 mod request;
