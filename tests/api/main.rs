@@ -1,17 +1,21 @@
 //! The one integration-test binary: every test gets its own migrated database
 //! (`#[sqlx::test]`), the real router, and real Postgres.
 
+mod auth;
 mod billing;
+mod cli;
 mod conformance;
 mod docs;
 mod encryption;
+mod errors;
 mod fake_stripe;
-mod foundation;
+mod gdpr;
 mod hardening;
 mod helpers;
 mod idempotency;
 mod onboarding;
 mod openapi;
+mod ops;
 mod pool_mode;
 mod probe;
 mod retention;

@@ -39,7 +39,7 @@ use tower::ServiceExt;
 use uuid::Uuid;
 
 pub(crate) use bodies::{label, Order};
-pub(crate) use calls::assert_problem;
+pub(crate) use calls::{assert_problem, IDEMPOTENCY_FLAG, PROBLEM_JSON};
 pub(crate) use cli::cli;
 /// The migrations every `#[sqlx::test]` applies.
 pub(crate) use raptor_db::MIGRATOR;
@@ -494,7 +494,11 @@ pub(crate) async fn post_http_with(
     if let Some(key) = key {
         request = request.header("idempotency-key", key.to_string());
     }
-    let response = request.send().await.expect("send");
+    read_http(described, request.send().await.expect("send")).await
+}
+
+/// A response received over real HTTP, as a [`TestResponse`] (`request` describes the request).
+pub(crate) async fn read_http(request: String, response: reqwest::Response) -> TestResponse {
     let status = StatusCode::from_u16(response.status().as_u16()).expect("status");
     let mut headers = HeaderMap::new();
     for (name, value) in response.headers() {
@@ -507,7 +511,7 @@ pub(crate) async fn post_http_with(
     }
     let text = response.text().await.expect("text");
     TestResponse {
-        request: described,
+        request,
         status,
         headers,
         body: serde_json::from_str(&text).unwrap_or(Value::Null),
