@@ -158,169 +158,166 @@ async fn references_to(app: &TestApp, user_id: i32, email: &str) -> Vec<String> 
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn erasure_leaves_no_trace(pool: PgPool) {
     TestApp::run(&pool, Options::default(), async |app| {
-    app.quote("AAPL", "189.00", "190.00").await;
-    let one_share = Order::market("AAPL")
-        .buy()
-        .qty("1")
-        .day()
-        .position_intent("buy_to_open")
-        .json();
-    let mut users = Vec::new();
-    for email in ["Victim@example.com", "bystander@example.com"] {
-        let waitlist = app.join_waitlist(&json!({ "email": email })).await;
-        assert_eq!(waitlist.status, StatusCode::ACCEPTED);
-        let (user_id, token) = app.sign_up(email).await;
-        // A login link too, and an unused one.
-        app.login(email).await;
-        let order = app.create_order(&token, Uuid::new_v4(), &one_share).await;
-        assert_eq!(order.status, StatusCode::CREATED, "{}", order.text);
-        let patched = app.patch_profile(
+        app.quote("AAPL", "189.00", "190.00").await;
+        let one_share = Order::market("AAPL")
+            .buy()
+            .qty("1")
+            .day()
+            .position_intent("buy_to_open")
+            .json();
+        let mut users = Vec::new();
+        for email in ["Victim@example.com", "bystander@example.com"] {
+            let waitlist = app.join_waitlist(&json!({ "email": email })).await;
+            assert_eq!(waitlist.status, StatusCode::ACCEPTED);
+            let (user_id, token) = app.sign_up(email).await;
+            // A login link too, and an unused one.
+            app.login(email).await;
+            let order = app.create_order(&token, Uuid::new_v4(), &one_share).await;
+            assert_eq!(order.status, StatusCode::CREATED, "{}", order.text);
+            let patched = app.patch_profile(
             &token,
             Uuid::new_v4(),
             &json!({ "display_name": format!("name of {email}"), "time_zone": "Europe/Paris" }),
         )
         .await;
-        assert_eq!(patched.status, StatusCode::OK, "{}", patched.text);
-        app.execute_where(
-            "insert into billing_customers (user_id, stripe_customer_id) values ($1, 'cus_' || $1)",
-            user_id,
-        )
-        .await;
-        app.execute_where(
-            "insert into billing_subscriptions
+            assert_eq!(patched.status, StatusCode::OK, "{}", patched.text);
+            app.execute_where(
+                "insert into billing_customers (user_id, stripe_customer_id) \
+             values ($1, 'cus_' || $1)",
+                user_id,
+            )
+            .await;
+            app.execute_where(
+                "insert into billing_subscriptions
                     (stripe_subscription_id, stripe_customer_id, user_id, status, source_at)
              values ('sub_' || $1, 'cus_' || $1, $1, 'active', now()),
                     ('sub_orphan_' || $1, 'cus_' || $1, null, 'active', now())",
-            user_id,
+                user_id,
+            )
+            .await;
+            users.push((
+                user_id,
+                token,
+                order.body["id"].as_str().expect("id").to_owned(),
+            ));
+        }
+        let (victim, victim_token, victim_order) = users[0].clone();
+        let (bystander, bystander_token, bystander_order) = users[1].clone();
+        // Operator-owned rows that name the victim.
+        app.execute_where(
+            "update quotes set updated_by = $1 where symbol = 'AAPL'",
+            victim,
         )
         .await;
-        users.push((
-            user_id,
-            token,
-            order.body["id"].as_str().expect("id").to_owned(),
-        ));
-    }
-    let (victim, victim_token, victim_order) = users[0].clone();
-    let (bystander, bystander_token, bystander_order) = users[1].clone();
-    // Operator-owned rows that name the victim.
-    app.execute_where(
-        "update quotes set updated_by = $1 where symbol = 'AAPL'",
-        victim,
-    )
-    .await;
-    app.execute_where(
-        "insert into feature_flags (name, enabled, updated_by) values ('SOME_FLAG', true, $1)",
-        victim,
-    )
-    .await;
-    assert!(
-        !references_to(app, victim, "victim@example.com")
-            .await
-            .is_empty(),
-        "the check itself sees the victim"
-    );
-
-    let export = app.export(&victim_token).await;
-    assert_eq!(export.status, StatusCode::OK, "{}", export.text);
-    let data = &export.body;
-    assert_eq!(data["user"]["id"].as_i64(), Some(i64::from(victim)));
-    assert_eq!(
-        data["profile"]["display_name"],
-        "name of Victim@example.com"
-    );
-    assert_eq!(data["orders"].as_array().map(Vec::len), Some(1));
-    assert_eq!(data["orders"][0]["id"], victim_order.as_str());
-    assert_eq!(data["order_legs"].as_array().map(Vec::len), Some(1));
-    assert_eq!(data["order_legs"][0]["order_id"], victim_order.as_str());
-    assert_eq!(data["fills"].as_array().map(Vec::len), Some(1));
-    assert_eq!(data["fills"][0]["order_id"], victim_order.as_str());
-    assert_eq!(data["idempotency_keys"].as_array().map(Vec::len), Some(2));
-    assert_eq!(data["waitlist"].as_array().map(Vec::len), Some(1));
-    assert_eq!(data["email_outbox"].as_array().map(Vec::len), Some(2));
-    assert_eq!(data["sign_in_links"].as_array().map(Vec::len), Some(2));
-    assert_eq!(
-        data["billing_customer"]["stripe_customer_id"],
-        format!("cus_{victim}")
-    );
-    assert_eq!(
-        data["billing_subscriptions"].as_array().map(Vec::len),
-        Some(2)
-    );
-    assert!(!export.text.contains("bystander"), "nobody else's data");
-    assert!(!export.text.contains(&bystander_order));
-    assert!(
-        !export.text.contains("rpl_") && !export.text.contains("rpt_"),
-        "no credentials"
-    );
-
-    // A renewing subscription blocks erasure (billing tests cover that); this one has ended.
-    app.execute_where(
-        "update billing_subscriptions set status = 'canceled' where user_id = $1",
-        victim,
-    )
-    .await;
-    let erased = app
-        .send(Call::new(Method::POST, "/api/account/erasure").token(&victim_token))
-        .await;
-    assert_eq!(erased.status, StatusCode::OK, "{}", erased.text);
-    assert_eq!(
-        references_to(app, victim, "victim@example.com").await,
-        Vec::<String>::new()
-    );
-    let erased_row: Value = app
-        .scalar("select context from audit_log where action = 'user.erased'")
-        .await;
-    let text = erased_row.to_string();
-    assert!(
-        erased_row.get("user_id").is_none() && !text.to_lowercase().contains("victim"),
-        "{text}"
-    );
-    assert_eq!(
-        app.count(
-            "select count(*) from audit_log where action = 'user.erased' and user_id is null"
+        app.execute_where(
+            "insert into feature_flags (name, enabled, updated_by) values ('SOME_FLAG', true, $1)",
+            victim,
         )
-        .await,
-        1
-    );
-    assert_eq!(
-        app.account(&victim_token).await.status,
-        StatusCode::UNAUTHORIZED
-    );
+        .await;
+        assert!(
+            !references_to(app, victim, "victim@example.com")
+                .await
+                .is_empty(),
+            "the check itself sees the victim"
+        );
 
-    // The bystander is untouched, and the operator rows survive without the reference.
-    assert_eq!(
-        app.account(&bystander_token)
-            .await
-            .status,
-        StatusCode::OK
-    );
-    let left = references_to(app, bystander, "bystander@example.com").await;
-    for expected in [
-        "users.email: 1",
-        "waitlist_signups.email: 1",
-        "email_outbox.email: 2",
-        "auth_link_tokens.email: 2",
-        "paper_orders.user_id: 1",
-        "paper_fills.user_id: 1",
-        "idempotency_keys.scope_user_id: 2",
-        "billing_customers.user_id: 1",
-        "billing_subscriptions.user_id: 1",
-    ] {
-        assert!(left.iter().any(|l| l == expected), "{expected} in {left:?}");
-    }
-    assert_eq!(
-        app.count_where("select count(*) from billing_subscriptions where stripe_customer_id = 'cus_' || $1",
+        let export = app.export(&victim_token).await;
+        assert_eq!(export.status, StatusCode::OK, "{}", export.text);
+        let data = &export.body;
+        assert_eq!(data["user"]["id"].as_i64(), Some(i64::from(victim)));
+        assert_eq!(
+            data["profile"]["display_name"],
+            "name of Victim@example.com"
+        );
+        assert_eq!(data["orders"].as_array().map(Vec::len), Some(1));
+        assert_eq!(data["orders"][0]["id"], victim_order.as_str());
+        assert_eq!(data["order_legs"].as_array().map(Vec::len), Some(1));
+        assert_eq!(data["order_legs"][0]["order_id"], victim_order.as_str());
+        assert_eq!(data["fills"].as_array().map(Vec::len), Some(1));
+        assert_eq!(data["fills"][0]["order_id"], victim_order.as_str());
+        assert_eq!(data["idempotency_keys"].as_array().map(Vec::len), Some(2));
+        assert_eq!(data["waitlist"].as_array().map(Vec::len), Some(1));
+        assert_eq!(data["email_outbox"].as_array().map(Vec::len), Some(2));
+        assert_eq!(data["sign_in_links"].as_array().map(Vec::len), Some(2));
+        assert_eq!(
+            data["billing_customer"]["stripe_customer_id"],
+            format!("cus_{victim}")
+        );
+        assert_eq!(
+            data["billing_subscriptions"].as_array().map(Vec::len),
+            Some(2)
+        );
+        assert!(!export.text.contains("bystander"), "nobody else's data");
+        assert!(!export.text.contains(&bystander_order));
+        assert!(
+            !export.text.contains("rpl_") && !export.text.contains("rpt_"),
+            "no credentials"
+        );
+
+        // A renewing subscription blocks erasure (billing tests cover that); this one has ended.
+        app.execute_where(
+            "update billing_subscriptions set status = 'canceled' where user_id = $1",
+            victim,
+        )
+        .await;
+        let erased = app
+            .send(Call::new(Method::POST, "/api/account/erasure").token(&victim_token))
+            .await;
+        assert_eq!(erased.status, StatusCode::OK, "{}", erased.text);
+        assert_eq!(
+            references_to(app, victim, "victim@example.com").await,
+            Vec::<String>::new()
+        );
+        let erased_row: Value = app
+            .scalar("select context from audit_log where action = 'user.erased'")
+            .await;
+        let text = erased_row.to_string();
+        assert!(
+            erased_row.get("user_id").is_none() && !text.to_lowercase().contains("victim"),
+            "{text}"
+        );
+        assert_eq!(
+            app.count(
+                "select count(*) from audit_log where action = 'user.erased' and user_id is null"
+            )
+            .await,
+            1
+        );
+        assert_eq!(
+            app.account(&victim_token).await.status,
+            StatusCode::UNAUTHORIZED
+        );
+
+        // The bystander is untouched, and the operator rows survive without the reference.
+        assert_eq!(app.account(&bystander_token).await.status, StatusCode::OK);
+        let left = references_to(app, bystander, "bystander@example.com").await;
+        for expected in [
+            "users.email: 1",
+            "waitlist_signups.email: 1",
+            "email_outbox.email: 2",
+            "auth_link_tokens.email: 2",
+            "paper_orders.user_id: 1",
+            "paper_fills.user_id: 1",
+            "idempotency_keys.scope_user_id: 2",
+            "billing_customers.user_id: 1",
+            "billing_subscriptions.user_id: 1",
+        ] {
+            assert!(left.iter().any(|l| l == expected), "{expected} in {left:?}");
+        }
+        assert_eq!(
+        app.count_where(
+            "select count(*) from billing_subscriptions where stripe_customer_id = 'cus_' || $1",
             bystander
         )
         .await,
         2
     );
-    assert_eq!(
-        app.count("select count(*) from quotes where symbol = 'AAPL' and updated_by is null")
-            .await,
-        1
-    );
-    assert_eq!(
+        assert_eq!(
+            app.count("select count(*) from quotes where symbol = 'AAPL' and updated_by is null")
+                .await,
+            1
+        );
+        assert_eq!(
         app.count(
             "select count(*) from feature_flags where name = 'SOME_FLAG' and updated_by is null"
         )
