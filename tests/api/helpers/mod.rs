@@ -412,18 +412,19 @@ impl Server {
         format!("http://{}{path}", self.addr)
     }
 
+    /// POSTs `body` as JSON over HTTP, with `key` as its Idempotency-Key when there is one.
     pub(crate) async fn post(
         &self,
         path: &str,
         token: &str,
-        key: Option<Uuid>,
+        key: impl Into<Option<Uuid>>,
         body: &Value,
     ) -> TestResponse {
         post_http(
             self.client.clone(),
             self.url(path),
             token.to_owned(),
-            key,
+            key.into(),
             body.clone(),
         )
         .await
