@@ -4,13 +4,11 @@
 mod auth;
 mod billing;
 mod cli;
-mod conformance;
 mod docs;
 mod encryption;
 mod errors;
 mod fake_stripe;
 mod gdpr;
-mod hardening;
 mod helpers;
 mod idempotency;
 mod openapi;
