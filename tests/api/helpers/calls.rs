@@ -45,8 +45,11 @@ impl TestApp {
         self.send(Call::new(Method::POST, path).json(body)).await
     }
 
-    pub(crate) async fn metrics(&self) -> TestResponse {
-        self.get_public("/metrics").await
+    /// The Prometheus scrape (which must succeed), as text.
+    pub(crate) async fn metrics(&self) -> String {
+        let metrics = self.get_public("/metrics").await;
+        assert_eq!(metrics.status, StatusCode::OK, "{}", metrics.text);
+        metrics.text
     }
 
     // The paper book.
