@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::helpers::{assert_problem, read_http, Call, Options, Order, TestApp};
+use crate::helpers::{assert_problem, read_http, Call, Options, Order, TestApp, PROBLEM_JSON};
 
 /// Malformed JSON, a wrong media type, a wrong shape, a bad path parameter, an unknown route
 /// and a wrong method are each a JSON 4xx with its own code, and nothing is written.
@@ -159,10 +159,7 @@ async fn errors_are_problem_details(pool: PgPool) {
             .await;
         assert_eq!(bad_key.status, StatusCode::BAD_REQUEST);
         assert_eq!(bad_key.body["type"], "/docs/errors#idempotency_key_invalid");
-        assert_eq!(
-            bad_key.header("content-type"),
-            Some("application/problem+json")
-        );
+        assert_eq!(bad_key.header("content-type"), Some(PROBLEM_JSON));
 
         // Health answers are not errors: /readyz keeps its own shape.
         let docs = app.get_public("/docs/errors").await;

@@ -66,7 +66,7 @@ async fn journey(app: &TestApp, email: &str) {
 
 /// Transaction mode leaves no named statement behind; session mode, the control, does (so the
 /// check can tell the two apart). Both serve the same requests.
-#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn transaction_pool_mode_leaves_no_named_statement(pool: PgPool) {
     let options = || Options {
         pool_size: 4,
@@ -75,23 +75,25 @@ async fn transaction_pool_mode_leaves_no_named_statement(pool: PgPool) {
     // The only test that changes the process-wide mode; other tests running meanwhile only
     // see their statements unnamed for a moment, which is correct in either mode.
     db::set_pool_mode(PoolMode::Transaction);
-    let app = TestApp::with(&pool, options()).await;
-    journey(&app, "txn@example.com").await;
-    db::set_pool_mode(PoolMode::Session);
-    let business = named_statements(&app.pool).await;
-    let store = named_statements(app.state.idempotency.store_pool()).await;
-    assert_eq!(
-        (business, store),
-        (0, 0),
-        "named statements left on the business and store pools' sessions in transaction mode"
-    );
+    TestApp::run(&pool, options(), async |app| {
+        journey(app, "txn@example.com").await;
+        db::set_pool_mode(PoolMode::Session);
+        let business = named_statements(&app.pool).await;
+        let store = named_statements(app.state.idempotency.store_pool()).await;
+        assert_eq!(
+            (business, store),
+            (0, 0),
+            "named statements left on the business and store pools' sessions in transaction mode"
+        );
 
-    let control = TestApp::with(&pool, options()).await;
-    journey(&control, "session@example.com").await;
-    let business = named_statements(&control.pool).await;
-    let store = named_statements(control.state.idempotency.store_pool()).await;
-    assert!(
-        business > 0 && store > 0,
-        "session mode caches named statements: {business} business, {store} store"
-    );
+        let control = app.replica(options()).await;
+        journey(&control, "session@example.com").await;
+        let business = named_statements(&control.pool).await;
+        let store = named_statements(control.state.idempotency.store_pool()).await;
+        assert!(
+            business > 0 && store > 0,
+            "session mode caches named statements: {business} business, {store} store"
+        );
+    })
+    .await;
 }

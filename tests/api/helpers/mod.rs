@@ -245,16 +245,6 @@ impl TestApp {
         self.opened.lock().expect("pools").push(pool);
     }
 
-    // Transitional, until every test runs through `TestApp::run`.
-    pub(crate) async fn new(pool: &PgPool) -> Self {
-        Self::open(pool, Options::default(), Arc::default()).await
-    }
-
-    // Transitional, until every test runs through `TestApp::run`.
-    pub(crate) async fn with(pool: &PgPool, options: Options) -> Self {
-        Self::open(pool, options, Arc::default()).await
-    }
-
     async fn open(database: &PgPool, options: Options, opened: Arc<Mutex<Vec<PgPool>>>) -> Self {
         let mut connect = (*database.connect_options()).clone();
         if let Some((lock, statement)) = options.db_timeouts {
@@ -300,7 +290,7 @@ impl TestApp {
 
     /// Closes every pool handed to the harness, the last opened first, so that the test
     /// database can be dropped.
-    pub(crate) async fn close(self) {
+    async fn close(self) {
         let pools = std::mem::take(&mut *self.opened.lock().expect("pools"));
         for pool in pools.into_iter().rev() {
             pool.close().await;
