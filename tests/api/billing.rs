@@ -530,26 +530,13 @@ async fn stripe_errors_map_to_clear_codes(pool: PgPool) {
                 times: 1,
             },
         );
-        let failed = app
-            .post(
-                PORTAL,
-                &token,
-                Uuid::new_v4(),
-                &json!({ "return_url": "https://app.example.com/settings" }),
-            )
-            .await;
+        let settings = json!({ "return_url": "https://app.example.com/settings" });
+        let failed = app.post(PORTAL, &token, Uuid::new_v4(), &settings).await;
         assert_problem(&failed, StatusCode::BAD_GATEWAY, "stripe_unavailable");
         assert!(!failed.text.contains(SECRET_KEY));
 
         // Then the portal works, reusing the customer the rejected checkout recorded.
-        let portal = app
-            .post(
-                PORTAL,
-                &token,
-                Uuid::new_v4(),
-                &json!({ "return_url": "https://app.example.com/settings" }),
-            )
-            .await;
+        let portal = app.post(PORTAL, &token, Uuid::new_v4(), &settings).await;
         assert_eq!(portal.status, StatusCode::CREATED, "{}", portal.text);
         assert!(portal.body["url"]
             .as_str()

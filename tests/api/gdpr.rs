@@ -159,12 +159,7 @@ async fn references_to(app: &TestApp, user_id: i32, email: &str) -> Vec<String> 
 async fn erasure_leaves_no_trace(pool: PgPool) {
     TestApp::run(&pool, Options::default(), async |app| {
         app.quote("AAPL", "189.00", "190.00").await;
-        let one_share = Order::market("AAPL")
-            .buy()
-            .qty("1")
-            .day()
-            .position_intent("buy_to_open")
-            .json();
+        let one_share = Order::market("AAPL").buy_to_open().qty("1").day().json();
         let mut users = Vec::new();
         for email in ["Victim@example.com", "bystander@example.com"] {
             let waitlist = app.join_waitlist(&json!({ "email": email })).await;

@@ -3,7 +3,6 @@
 use std::time::{Duration, Instant};
 
 use axum::http::{Method, StatusCode};
-use raptor_idempotency::IdempotencyConfig;
 use serde_json::{json, Value};
 use sqlx::PgPool;
 use tokio::task::JoinSet;
@@ -17,16 +16,9 @@ use crate::probe::{SLEEP_HEADER, SQLSTATE_HEADER, UNAVAILABLE_HEADER};
 
 const ERR_KEY: &str = "Idempotency-Key must be a UUID string";
 
+/// A stale threshold of one second.
 fn fast_stale() -> Options {
-    Options {
-        idempotency: IdempotencyConfig {
-            stale_after: Duration::from_secs(1),
-            store_timeout: Duration::from_millis(2000),
-            flag_default: true,
-            ..IdempotencyConfig::default()
-        },
-        ..Options::default()
-    }
+    Options::default().stale_after(Duration::from_secs(1))
 }
 
 /// 64 concurrent duplicates against a real server, 20 rounds: each round executes exactly once,
@@ -752,15 +744,7 @@ async fn cleanup_schedule_runs_in_process(pool: PgPool) {
 /// a fail-open route).
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn slow_replay_audit_still_replays(pool: PgPool) {
-    let options = Options {
-        idempotency: IdempotencyConfig {
-            stale_after: Duration::from_secs(30),
-            store_timeout: Duration::from_millis(300),
-            flag_default: true,
-            ..IdempotencyConfig::default()
-        },
-        ..Options::default()
-    };
+    let options = Options::default().store_timeout(Duration::from_millis(300));
     TestApp::run(&pool, options, async |app| {
         let (_, token) = app.user("audit@example.com").await;
         let (closed_key, open_key) = (Uuid::new_v4(), Uuid::new_v4());
@@ -784,16 +768,9 @@ async fn slow_replay_audit_still_replays(pool: PgPool) {
     .await;
 }
 
+/// A store timeout of 400 ms.
 fn short_store_timeout() -> Options {
-    Options {
-        idempotency: IdempotencyConfig {
-            stale_after: Duration::from_secs(30),
-            store_timeout: Duration::from_millis(400),
-            flag_default: true,
-            ..IdempotencyConfig::default()
-        },
-        ..Options::default()
-    }
+    Options::default().store_timeout(Duration::from_millis(400))
 }
 
 /// A key whose row is locked by a slow completing original (held here past the store timeout)

@@ -74,18 +74,8 @@ async fn sign_up_trade_and_log_out(pool: PgPool) {
         );
 
         app.quote("AAPL", "189.00", "190.00").await;
-        let order = app
-            .create_order(
-                &token,
-                Uuid::new_v4(),
-                &Order::market("AAPL")
-                    .buy()
-                    .qty("1")
-                    .day()
-                    .position_intent("buy_to_open")
-                    .json(),
-            )
-            .await;
+        let one_share = Order::market("AAPL").buy_to_open().qty("1").day().json();
+        let order = app.create_order(&token, Uuid::new_v4(), &one_share).await;
         assert_eq!(order.status, StatusCode::CREATED, "{}", order.text);
         let account = app.account(&token).await;
         assert_eq!(account.status, StatusCode::OK, "{}", account.text);
@@ -465,45 +455,25 @@ async fn no_credential_in_idempotency_keys(pool: PgPool) {
                 .json(&body)
                 .key(Uuid::new_v4())
         };
-        app.send(keyed(
-            "/api/auth/register",
-            json!({ "email": "j@example.com" }),
-        ))
-        .await;
-        let link = app.outbox_token("j@example.com", "verify_email").await;
-        let session = app
-            .send(keyed(
-                "/api/auth/register/verify-with-token",
-                json!({ "token": link }),
-            ))
-            .await;
-        assert_eq!(session.status, StatusCode::OK, "{}", session.text);
+        // Asks for a link (keyed), reads it from the outbox and verifies it (keyed).
+        let sign_in = async |path: &str, kind: &str| {
+            app.send(keyed(path, json!({ "email": "j@example.com" })))
+                .await;
+            let link = app.outbox_token("j@example.com", kind).await;
+            let session = app
+                .send(keyed(
+                    "/api/auth/register/verify-with-token",
+                    json!({ "token": link }),
+                ))
+                .await;
+            assert_eq!(session.status, StatusCode::OK, "{}", session.text);
+            session
+        };
+        let session = sign_in("/api/auth/register", "verify_email").await;
         let token = session.body["token"].as_str().expect("token").to_owned();
-        app.send(keyed(
-            "/api/auth/login",
-            json!({ "email": "j@example.com" }),
-        ))
-        .await;
-        let link = app.outbox_token("j@example.com", "login_link").await;
-        let login = app
-            .send(keyed(
-                "/api/auth/register/verify-with-token",
-                json!({ "token": link }),
-            ))
-            .await;
-        assert_eq!(login.status, StatusCode::OK, "{}", login.text);
-        let order = app
-            .create_order(
-                &token,
-                Uuid::new_v4(),
-                &Order::market("AAPL")
-                    .buy()
-                    .qty("1")
-                    .day()
-                    .position_intent("buy_to_open")
-                    .json(),
-            )
-            .await;
+        sign_in("/api/auth/login", "login_link").await;
+        let one_share = Order::market("AAPL").buy_to_open().qty("1").day().json();
+        let order = app.create_order(&token, Uuid::new_v4(), &one_share).await;
         assert_eq!(order.status, StatusCode::CREATED, "{}", order.text);
         let profile = app
             .patch_profile(&token, Uuid::new_v4(), &json!({ "display_name": "J" }))

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use axum::http::{Method, StatusCode};
 use raptor_api::ApiState;
-use raptor_idempotency::IdempotencyConfig;
 use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::PgPool;
@@ -21,13 +20,7 @@ use crate::helpers::{assert_problem, label, send, Call, Options, TestApp, TestRe
 fn small_pool() -> Options {
     Options {
         pool_size: 4,
-        idempotency: IdempotencyConfig {
-            stale_after: Duration::from_secs(30),
-            store_timeout: Duration::from_millis(2000),
-            flag_default: true,
-            ..IdempotencyConfig::default()
-        },
-        ..Options::default()
+        ..Options::default().store_timeout(Duration::from_millis(2000))
     }
 }
 
@@ -198,15 +191,7 @@ async fn saturated_store_pool_refuses_tier2(pool: PgPool) {
 /// both tiers refuse within the store timeout, neither runs.
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn locked_key_table_refuses_on_every_tier(pool: PgPool) {
-    let options = Options {
-        idempotency: IdempotencyConfig {
-            stale_after: Duration::from_secs(30),
-            store_timeout: Duration::from_millis(300),
-            flag_default: true,
-            ..IdempotencyConfig::default()
-        },
-        ..Options::default()
-    };
+    let options = Options::default().store_timeout(Duration::from_millis(300));
     TestApp::run(&pool, options, async |app| {
         let (_, token) = app.user("locked@example.com").await;
         // Warm the flag cache and the pool before taking the lock.

@@ -50,6 +50,21 @@ impl Order {
         self.set("side", "sell")
     }
 
+    /// `side: buy`, `position_intent: buy_to_open`.
+    pub(crate) fn buy_to_open(self) -> Self {
+        self.buy().position_intent("buy_to_open")
+    }
+
+    /// `side: sell`, `position_intent: sell_to_open`.
+    pub(crate) fn sell_to_open(self) -> Self {
+        self.sell().position_intent("sell_to_open")
+    }
+
+    /// `side: sell`, `position_intent: sell_to_close`.
+    pub(crate) fn sell_to_close(self) -> Self {
+        self.sell().position_intent("sell_to_close")
+    }
+
     pub(crate) fn qty(self, qty: &str) -> Self {
         self.set("qty", qty)
     }

@@ -93,6 +93,7 @@ impl TestApp {
         response.body.as_array().cloned().unwrap_or_default()
     }
 
+    /// `POST /api/trading/positions/{symbol}/close`.
     pub(crate) async fn close_position(
         &self,
         token: &str,
@@ -100,10 +101,11 @@ impl TestApp {
         symbol: &str,
         body: &Value,
     ) -> TestResponse {
-        let path = format!("/api/trading/positions/{symbol}/close");
-        self.post(&path, token, key, body).await
+        self.position_action(token, key, symbol, "close", body)
+            .await
     }
 
+    /// `POST /api/trading/positions/{symbol}/roll`.
     pub(crate) async fn roll(
         &self,
         token: &str,
@@ -111,7 +113,19 @@ impl TestApp {
         symbol: &str,
         body: &Value,
     ) -> TestResponse {
-        let path = format!("/api/trading/positions/{symbol}/roll");
+        self.position_action(token, key, symbol, "roll", body).await
+    }
+
+    /// `POST /api/trading/positions/{symbol}/{action}`.
+    async fn position_action(
+        &self,
+        token: &str,
+        key: impl Into<Option<Uuid>>,
+        symbol: &str,
+        action: &str,
+        body: &Value,
+    ) -> TestResponse {
+        let path = format!("/api/trading/positions/{symbol}/{action}");
         self.post(&path, token, key, body).await
     }
 

@@ -86,6 +86,20 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// These options with the idempotency store's timeout at `timeout`.
+    pub(crate) fn store_timeout(mut self, timeout: Duration) -> Self {
+        self.idempotency.store_timeout = timeout;
+        self
+    }
+
+    /// These options with the idempotency stale threshold at `after`.
+    pub(crate) fn stale_after(mut self, after: Duration) -> Self {
+        self.idempotency.stale_after = after;
+        self
+    }
+}
+
 /// One response, body parsed as JSON (`Value::Null` when empty or not JSON).
 #[derive(Debug, Clone)]
 pub(crate) struct TestResponse {

@@ -81,10 +81,9 @@ async fn the_sweep_expires_day_orders_and_dead_options(pool: PgPool) {
         let (_, token) = morning.user("sweep@example.com").await;
         morning.quote(NEAR, "1.20", "1.25").await;
         let option = Order::limit(NEAR, "1.00")
-            .buy()
+            .buy_to_open()
             .qty("1")
             .gtc()
-            .position_intent("buy_to_open")
             .json();
         let resting = morning.create_order(&token, Uuid::new_v4(), &option).await;
         assert_eq!(resting.body["status"], "new", "{}", resting.text);
@@ -141,12 +140,7 @@ async fn an_option_stops_trading_at_its_new_york_close(pool: PgPool) {
                 .create_order(
                     &token,
                     Uuid::new_v4(),
-                    &Order::market(NEAR)
-                        .buy()
-                        .qty("1")
-                        .day()
-                        .position_intent("buy_to_open")
-                        .json(),
+                    &Order::market(NEAR).buy_to_open().qty("1").day().json(),
                 )
                 .await;
             if expired {

@@ -13,22 +13,12 @@ use crate::helpers::{assert_problem, Options, Order, TestApp};
 async fn lcc(app: &TestApp, token: &str) {
     app.quote(LEAPS, "12.30", "12.40").await;
     app.quote(NEAR, "1.20", "1.25").await;
-    let leaps = Order::market(LEAPS)
-        .buy()
-        .qty("1")
-        .day()
-        .position_intent("buy_to_open")
-        .json();
+    let leaps = Order::market(LEAPS).buy_to_open().qty("1").day().json();
     let leaps = app.create_order(token, Uuid::new_v4(), &leaps).await;
     assert_eq!(leaps.status, StatusCode::CREATED, "{}", leaps.text);
     assert_eq!(leaps.body["status"], "filled");
     assert_eq!(leaps.body["filled_avg_price"], "12.40");
-    let short = Order::market(NEAR)
-        .sell()
-        .qty("1")
-        .day()
-        .position_intent("sell_to_open")
-        .json();
+    let short = Order::market(NEAR).sell_to_open().qty("1").day().json();
     let short = app.create_order(token, Uuid::new_v4(), &short).await;
     assert_eq!(short.status, StatusCode::CREATED, "{}", short.text);
     assert_eq!(short.body["filled_avg_price"], "1.20");
@@ -108,10 +98,9 @@ async fn lcc_worked_example(pool: PgPool) {
                 &token,
                 Uuid::new_v4(),
                 &Order::market("XYZ261120C00065000")
-                    .buy()
+                    .buy_to_open()
                     .qty("1")
                     .day()
-                    .position_intent("buy_to_open")
                     .json(),
             )
             .await;
@@ -173,10 +162,9 @@ async fn invalid_rolls_are_rejected_whole(pool: PgPool) {
                 &token,
                 Uuid::new_v4(),
                 &Order::market("XYZ270115C00080000")
-                    .sell()
+                    .sell_to_open()
                     .qty("5")
                     .day()
-                    .position_intent("sell_to_open")
                     .json(),
             )
             .await;

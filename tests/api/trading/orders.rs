@@ -30,12 +30,7 @@ async fn concurrent_orders_respect_buying_power(pool: PgPool) {
                 server.url("/api/trading/orders"),
                 token.clone(),
                 Some(Uuid::new_v4()),
-                Order::market("BIG")
-                    .buy()
-                    .qty("1")
-                    .day()
-                    .position_intent("buy_to_open")
-                    .json(),
+                Order::market("BIG").buy_to_open().qty("1").day().json(),
             ));
         }
         let (mut accepted, mut refused) = (0, 0);
@@ -98,12 +93,7 @@ async fn cancel_is_naturally_idempotent(pool: PgPool) {
             .create_order(
                 &token,
                 Uuid::new_v4(),
-                &Order::market("AAPL")
-                    .buy()
-                    .qty("1")
-                    .day()
-                    .position_intent("buy_to_open")
-                    .json(),
+                &Order::market("AAPL").buy_to_open().qty("1").day().json(),
             )
             .await;
         let refused = app.cancel_order(&token, filled.id()).await;
@@ -135,12 +125,7 @@ async fn gates_come_before_replays(pool: PgPool) {
         let (user_id, token) = app.user("gate@example.com").await;
         app.quote("AAPL", "101.00", "102.00").await;
         let key = Uuid::new_v4();
-        let body = Order::market("AAPL")
-            .buy()
-            .qty("1")
-            .day()
-            .position_intent("buy_to_open")
-            .json();
+        let body = Order::market("AAPL").buy_to_open().qty("1").day().json();
         assert_eq!(
             app.create_order(&token, key, &body).await.status,
             StatusCode::CREATED
@@ -303,12 +288,7 @@ async fn mleg_orders_rejections_and_client_order_ids(pool: PgPool) {
 
         // No quote: 422, stored and replayed like any business answer.
         let key = Uuid::new_v4();
-        let unquoted = Order::market("QQQ")
-            .buy()
-            .qty("1")
-            .day()
-            .position_intent("buy_to_open")
-            .json();
+        let unquoted = Order::market("QQQ").buy_to_open().qty("1").day().json();
         let first = app.create_order(&token, key, &unquoted).await;
         assert_problem(
             &first,
@@ -319,12 +299,7 @@ async fn mleg_orders_rejections_and_client_order_ids(pool: PgPool) {
         assert_eq!(again.header("idempotent-replayed"), Some("true"));
         assert_eq!(again.status, StatusCode::UNPROCESSABLE_ENTITY);
 
-        let bad_symbol = Order::market("aapl")
-            .buy()
-            .qty("1")
-            .day()
-            .position_intent("buy_to_open")
-            .json();
+        let bad_symbol = Order::market("aapl").buy_to_open().qty("1").day().json();
         let bad_symbol = app.create_order(&token, Uuid::new_v4(), &bad_symbol).await;
         assert_problem(
             &bad_symbol,
@@ -378,12 +353,7 @@ async fn fees_follow_the_configured_schedule(pool: PgPool) {
             .create_order(
                 &token,
                 Uuid::new_v4(),
-                &Order::market(LEAPS)
-                    .buy()
-                    .qty("1")
-                    .day()
-                    .position_intent("buy_to_open")
-                    .json(),
+                &Order::market(LEAPS).buy_to_open().qty("1").day().json(),
             )
             .await;
         assert_eq!(one.body["fees"], "1.00", "the per-order minimum");
@@ -391,12 +361,7 @@ async fn fees_follow_the_configured_schedule(pool: PgPool) {
             .create_order(
                 &token,
                 Uuid::new_v4(),
-                &Order::market(LEAPS)
-                    .buy()
-                    .qty("2")
-                    .day()
-                    .position_intent("buy_to_open")
-                    .json(),
+                &Order::market(LEAPS).buy_to_open().qty("2").day().json(),
             )
             .await;
         assert_eq!(two.body["fees"], "1.30");

@@ -215,10 +215,9 @@ async fn evaluation_rejections_are_audited_once_per_change(pool: PgPool) {
             StatusCode::CREATED
         );
         let sell = Order::limit("AAPL", "200.00")
-            .sell()
+            .sell_to_close()
             .qty("1")
             .gtc()
-            .position_intent("sell_to_close")
             .json();
         let resting = app.create_order(&token, Uuid::new_v4(), &sell).await;
         assert_eq!(resting.body["status"], "new", "{}", resting.text);
