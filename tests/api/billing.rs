@@ -398,7 +398,7 @@ async fn portal_urls_are_not_stored(pool: PgPool) {
         let stored = app
             .count(
                 "select count(*) from idempotency_keys \
-             where response_body::text like '%billing.stripe.com%'",
+                 where response_body::text like '%billing.stripe.com%'",
             )
             .await;
         assert_eq!(stored, 0, "no portal URL in idempotency_keys");
@@ -412,8 +412,8 @@ async fn portal_urls_are_not_stored(pool: PgPool) {
 }
 
 /// The portal keeps no success body (the URL is a credential), but a refusal holds none: it is
-/// stored and replayed in full, as a problem, not as the bare "not stored" marker the fuzzer
-/// found (which had no `error` and the wrong media type).
+/// stored and replayed in full, as a problem (with its `error` and media type), not as the bare
+/// "not stored" marker.
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn portal_refusals_replay_in_full(pool: PgPool) {
     run_with_fake(&pool, async |app, fake| {
@@ -629,7 +629,7 @@ async fn webhook_concurrent_deliveries_apply_once(pool: PgPool) {
         assert_eq!(app.audit_count("billing.webhook.applied").await, 1);
         let (owner, status, price): (Option<i32>, String, Option<String>) = sqlx::query_as(
             "select user_id, status, price_id from billing_subscriptions \
-          where stripe_subscription_id = 'sub_hook1'",
+             where stripe_subscription_id = 'sub_hook1'",
         )
         .fetch_one(&app.pool)
         .await
@@ -848,7 +848,7 @@ async fn cancel_subscription_at_period_end(pool: PgPool) {
         let stored: bool = app
             .scalar(
                 "select cancel_at_period_end from billing_subscriptions \
-              where stripe_subscription_id = 'sub_leave'",
+                 where stripe_subscription_id = 'sub_leave'",
             )
             .await;
         assert!(stored);

@@ -281,7 +281,7 @@ async fn rotation_and_reencrypt_keep_replays_working(pool: PgPool) {
         assert_eq!(wrong.probe_items("new").await, 1);
         assert!(wrong.metrics().await.contains(
             "raptor_idempotency_decrypt_failures_total\
-         {endpoint=\"POST /probe/items\",reason=\"unknown_kid\"}"
+             {endpoint=\"POST /probe/items\",reason=\"unknown_kid\"}"
         ));
         // Keys removed altogether: still 503 (no plaintext fallback, no re-execution).
         let keyless = plain_app.replica(Options::default()).await;
@@ -343,7 +343,7 @@ async fn tampered_ciphertext_answers_503_and_never_executes(pool: PgPool) {
             (
                 "nonce",
                 "set response_nonce = \
-             set_byte(response_nonce, 0, get_byte(response_nonce, 0) # 128)",
+                 set_byte(response_nonce, 0, get_byte(response_nonce, 0) # 128)",
             ),
             ("kid", "set response_kid = 'k0'"),
             ("code", "set response_code = 200"),
@@ -366,13 +366,13 @@ async fn tampered_ciphertext_answers_503_and_never_executes(pool: PgPool) {
         assert!(
             text.contains(
                 "raptor_idempotency_decrypt_failures_total\
-             {endpoint=\"POST /api/trading/orders\",reason=\"authentication\"}"
+                 {endpoint=\"POST /api/trading/orders\",reason=\"authentication\"}"
             ),
             "{text}"
         );
         assert!(text.contains(
             "raptor_idempotency_requests_total\
-         {endpoint=\"POST /api/trading/orders\",outcome=\"store_unavailable\"}"
+             {endpoint=\"POST /api/trading/orders\",outcome=\"store_unavailable\"}"
         ));
     })
     .await;
@@ -560,7 +560,7 @@ async fn tier1_requires_keys_and_keyless_requests_are_counted(pool: PgPool) {
         ] {
             let needle = format!(
                 "raptor_idempotency_keyless_requests_total\
-             {{endpoint=\"{endpoint}\",client=\"enc-tier1-client\"}}"
+                 {{endpoint=\"{endpoint}\",client=\"enc-tier1-client\"}}"
             );
             assert!(text.contains(&needle), "{needle} missing from:\n{text}");
         }
@@ -587,7 +587,7 @@ async fn all_requires_keys_on_both_tiers(pool: PgPool) {
         let text = app.metrics().await;
         assert!(text.contains(
             "raptor_idempotency_keyless_requests_total\
-         {endpoint=\"POST /probe/open\",client=\"unknown\"}"
+             {endpoint=\"POST /probe/open\",client=\"unknown\"}"
         ));
 
         let default = app.replica(Options::default()).await;

@@ -178,7 +178,7 @@ async fn erasure_leaves_no_trace(pool: PgPool) {
             assert_eq!(patched.status, StatusCode::OK, "{}", patched.text);
             app.execute_where(
                 "insert into billing_customers (user_id, stripe_customer_id) \
-             values ($1, 'cus_' || $1)",
+                 values ($1, 'cus_' || $1)",
                 user_id,
             )
             .await;

@@ -75,7 +75,7 @@ async fn concurrent_duplicates_execute_exactly_once(pool: PgPool) {
             let audited = app
                 .count_where(
                     "select count(*) from audit_log \
-                 where action = 'probe.created' and context->>'label' = $1",
+                     where action = 'probe.created' and context->>'label' = $1",
                     &label,
                 )
                 .await;
@@ -723,7 +723,7 @@ async fn cleanup_schedule_runs_in_process(pool: PgPool) {
             .await;
         app.execute(
             "update idempotency_keys set expires_at = now() - interval '1 second' \
-         where id = (select min(id) from idempotency_keys)",
+             where id = (select min(id) from idempotency_keys)",
         )
         .await;
         let task = raptor_server::spawn_cleanup(app.pool.clone(), Duration::from_millis(50));

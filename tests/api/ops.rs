@@ -95,11 +95,14 @@ async fn readiness_follows_the_database(pool: PgPool) {
             .execute(&admin)
             .await
             .expect("disallow");
-        sqlx::query("select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()")
-            .bind(&db)
-            .execute(&admin)
-            .await
-            .expect("terminate");
+        sqlx::query(
+            "select pg_terminate_backend(pid) from pg_stat_activity \
+             where datname = $1 and pid <> pg_backend_pid()",
+        )
+        .bind(&db)
+        .execute(&admin)
+        .await
+        .expect("terminate");
         let down = app.get_public("/readyz").await;
         assert_eq!(
             down.status,

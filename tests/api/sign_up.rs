@@ -65,8 +65,8 @@ async fn sign_up_trade_and_log_out(pool: PgPool) {
         assert!(token.starts_with("rpt_"));
         assert_eq!(
             app.count(
-                "select count(*) from api_tokens where kind = 'session' and expires_at \
-            > now() + interval '29 days'"
+                "select count(*) from api_tokens \
+                 where kind = 'session' and expires_at > now() + interval '29 days'"
             )
             .await,
             1,
@@ -209,8 +209,8 @@ async fn expired_and_spent_links_are_refused(pool: PgPool) {
         let link = app.outbox_token("spent@example.com", "verify_email").await;
         assert_eq!(app.verify(&link).await.status, StatusCode::OK);
         app.execute(
-            "update auth_link_tokens set used_at = now() - interval '16 minutes' where \
-            used_at is not null",
+            "update auth_link_tokens set used_at = now() - interval '16 minutes' \
+             where used_at is not null",
         )
         .await;
         let spent = app.verify(&link).await;
@@ -281,8 +281,7 @@ async fn login_links_only_for_known_addresses(pool: PgPool) {
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         assert_eq!(
             app.count_where(
-                "select count(*) from email_outbox where kind = 'login_link' and user_id \
-                    = $1",
+                "select count(*) from email_outbox where kind = 'login_link' and user_id = $1",
                 user_id
             )
             .await,
@@ -292,10 +291,7 @@ async fn login_links_only_for_known_addresses(pool: PgPool) {
             app.count("select count(*) from email_outbox where email ilike 'nobody@%'")
                 .await
                 + app
-                    .count(
-                        "select count(*) from auth_link_tokens where email ilike \
-                        'nobody@%'"
-                    )
+                    .count("select count(*) from auth_link_tokens where email ilike 'nobody@%'")
                     .await,
             0,
             "nothing written for an unknown address"
@@ -501,8 +497,7 @@ async fn no_credential_in_idempotency_keys(pool: PgPool) {
         );
         assert_eq!(
             app.count(
-                "select count(*) from idempotency_keys where scope_endpoint like \
-                    '%/api/auth/%'"
+                "select count(*) from idempotency_keys where scope_endpoint like '%/api/auth/%'"
             )
             .await,
             0

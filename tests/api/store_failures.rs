@@ -15,8 +15,8 @@ use uuid::Uuid;
 
 use crate::helpers::{assert_problem, label, send, Call, Options, TestApp, TestResponse};
 
-/// The reproduction: a business pool of 4 (so a store pool of 2) and the default
-/// 2-second store timeout.
+/// A business pool of 4 (so a store pool of 2) and the default 2-second store timeout: small
+/// enough for a dozen waiting claims to saturate the store pool.
 fn small_pool() -> Options {
     Options {
         pool_size: 4,

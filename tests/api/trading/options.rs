@@ -24,7 +24,8 @@ async fn lcc(app: &TestApp, token: &str) {
     assert_eq!(short.body["filled_avg_price"], "1.20");
 }
 
-/// The worked LCC example of the issue, clock fixed at 2026-12-01.
+/// The worked long-call-calendar example: open the calendar, roll the short leg for a net
+/// credit, replay the roll, and refuse an expired contract (clock fixed at 2026-12-01).
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn lcc_worked_example(pool: PgPool) {
     TestApp::run(&pool, Options::default(), async |app| {

@@ -56,7 +56,7 @@ async fn resting_limit_fills_once_on_racing_quotes(pool: PgPool) {
         let quote_fills = app
             .count(
                 "select count(*) from audit_log \
-             where action = 'order.filled' and context->>'trigger' = 'quote'",
+                 where action = 'order.filled' and context->>'trigger' = 'quote'",
             )
             .await;
         assert_eq!(quote_fills, 1);
