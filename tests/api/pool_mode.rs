@@ -7,11 +7,10 @@
 
 use axum::http::StatusCode;
 use raptor_db::{self as db, PoolMode};
-use serde_json::json;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use crate::helpers::{Options, TestApp};
+use crate::helpers::{Options, Order, TestApp};
 
 /// Named statements on every session of `pool` (the probe table and function set-up excepted, which the
 /// test harness prepares itself), read in the simple query protocol so that reading them
@@ -38,15 +37,10 @@ async fn journey(app: &TestApp, email: &str) {
     let (_, token) = app.user(email).await;
     app.quote("AAPL", "189.90", "190.10").await;
     let key = Uuid::new_v4();
-    let body = json!({ "symbol": "AAPL", "qty": "1", "side": "buy", "type": "market",
-                       "time_in_force": "day" });
-    let first = app
-        .post("/api/trading/orders", &token, Some(key), &body)
-        .await;
+    let body = Order::market("AAPL").buy().qty("1").day().json();
+    let first = app.create_order(&token, key, &body).await;
     assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
-    let replay = app
-        .post("/api/trading/orders", &token, Some(key), &body)
-        .await;
+    let replay = app.create_order(&token, key, &body).await;
     assert_eq!(replay.status, StatusCode::CREATED, "{}", replay.text);
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
     let id = first.body["id"].as_str().expect("order id");

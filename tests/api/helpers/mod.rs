@@ -227,6 +227,8 @@ impl Call {
     }
 }
 
+/// The real router and its state on the test's database. Only [`TestApp::run`] and
+/// [`TestApp::replica`] make one, so every pool a test opens is one the harness closes.
 pub(crate) struct TestApp {
     /// The app's own pool (sized for concurrency tests).
     pub(crate) pool: PgPool,
@@ -241,7 +243,9 @@ pub(crate) struct TestApp {
 
 impl TestApp {
     /// Opens an app with `options` on `pool`'s database, runs `body` with it, then closes the
-    /// app's pools and every pool its replicas opened or the body handed over.
+    /// app's pools and every pool its replicas opened or the body handed over. A body that
+    /// panics fails the test with nothing closed; `#[sqlx::test]` keeps a failed test's database
+    /// for inspection anyway.
     pub(crate) async fn run(pool: &PgPool, options: Options, body: impl AsyncFnOnce(&TestApp)) {
         let app = Self::open(pool, options, Arc::default()).await;
         body(&app).await;
