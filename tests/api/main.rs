@@ -1,19 +1,25 @@
 //! The one integration-test binary: every test gets its own migrated database
-//! (`#[sqlx::test]`), the real router, and real Postgres.
+//! (`#[sqlx::test]`), the real router, and real Postgres, through `helpers::TestApp::run`.
 
+// What the tests stand on: the harness, the probe routes, a fake Stripe.
+mod fake_stripe;
+mod helpers;
+mod probe;
+
+// The behaviours.
+mod auth;
 mod billing;
-mod conformance;
+mod cli;
 mod docs;
 mod encryption;
-mod fake_stripe;
-mod foundation;
-mod hardening;
-mod helpers;
+mod errors;
+mod gdpr;
 mod idempotency;
-mod onboarding;
 mod openapi;
+mod ops;
 mod pool_mode;
-mod probe;
+mod profile;
 mod retention;
+mod sign_up;
 mod store_failures;
 mod trading;

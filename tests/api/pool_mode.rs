@@ -7,11 +7,10 @@
 
 use axum::http::StatusCode;
 use raptor_db::{self as db, PoolMode};
-use serde_json::json;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use crate::helpers::{Options, TestApp};
+use crate::helpers::{Options, Order, TestApp};
 
 /// Named statements on every session of `pool` (the probe table and function set-up excepted, which the
 /// test harness prepares itself), read in the simple query protocol so that reading them
@@ -38,15 +37,10 @@ async fn journey(app: &TestApp, email: &str) {
     let (_, token) = app.user(email).await;
     app.quote("AAPL", "189.90", "190.10").await;
     let key = Uuid::new_v4();
-    let body = json!({ "symbol": "AAPL", "qty": "1", "side": "buy", "type": "market",
-                       "time_in_force": "day" });
-    let first = app
-        .post("/api/trading/orders", &token, Some(key), &body)
-        .await;
+    let body = Order::market("AAPL").buy().qty("1").day().json();
+    let first = app.create_order(&token, key, &body).await;
     assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
-    let replay = app
-        .post("/api/trading/orders", &token, Some(key), &body)
-        .await;
+    let replay = app.create_order(&token, key, &body).await;
     assert_eq!(replay.status, StatusCode::CREATED, "{}", replay.text);
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
     let id = first.body["id"].as_str().expect("order id");
@@ -66,7 +60,7 @@ async fn journey(app: &TestApp, email: &str) {
 
 /// Transaction mode leaves no named statement behind; session mode, the control, does (so the
 /// check can tell the two apart). Both serve the same requests.
-#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn transaction_pool_mode_leaves_no_named_statement(pool: PgPool) {
     let options = || Options {
         pool_size: 4,
@@ -75,23 +69,25 @@ async fn transaction_pool_mode_leaves_no_named_statement(pool: PgPool) {
     // The only test that changes the process-wide mode; other tests running meanwhile only
     // see their statements unnamed for a moment, which is correct in either mode.
     db::set_pool_mode(PoolMode::Transaction);
-    let app = TestApp::with(&pool, options()).await;
-    journey(&app, "txn@example.com").await;
-    db::set_pool_mode(PoolMode::Session);
-    let business = named_statements(&app.pool).await;
-    let store = named_statements(app.state.idempotency.store_pool()).await;
-    assert_eq!(
-        (business, store),
-        (0, 0),
-        "named statements left on the business and store pools' sessions in transaction mode"
-    );
+    TestApp::run(&pool, options(), async |app| {
+        journey(app, "txn@example.com").await;
+        db::set_pool_mode(PoolMode::Session);
+        let business = named_statements(&app.pool).await;
+        let store = named_statements(app.state.idempotency.store_pool()).await;
+        assert_eq!(
+            (business, store),
+            (0, 0),
+            "named statements left on the business and store pools' sessions in transaction mode"
+        );
 
-    let control = TestApp::with(&pool, options()).await;
-    journey(&control, "session@example.com").await;
-    let business = named_statements(&control.pool).await;
-    let store = named_statements(control.state.idempotency.store_pool()).await;
-    assert!(
-        business > 0 && store > 0,
-        "session mode caches named statements: {business} business, {store} store"
-    );
+        let control = app.replica(options()).await;
+        journey(&control, "session@example.com").await;
+        let business = named_statements(&control.pool).await;
+        let store = named_statements(control.state.idempotency.store_pool()).await;
+        assert!(
+            business > 0 && store > 0,
+            "session mode caches named statements: {business} business, {store} store"
+        );
+    })
+    .await;
 }

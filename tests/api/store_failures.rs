@@ -7,35 +7,20 @@ use std::time::{Duration, Instant};
 
 use axum::http::{Method, StatusCode};
 use raptor_api::ApiState;
-use raptor_idempotency::IdempotencyConfig;
 use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::PgPool;
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
-use crate::helpers::{send, Call, Options, TestApp, TestResponse};
+use crate::helpers::{assert_problem, label, send, Call, Options, TestApp, TestResponse};
 
-async fn items(app: &TestApp, label: &str) -> i64 {
-    sqlx::query_scalar("select count(*) from probe_items where label = $1")
-        .bind(label)
-        .fetch_one(&app.pool)
-        .await
-        .expect("count")
-}
-
-/// The reproduction: a business pool of 4 (so a store pool of 2) and the default
-/// 2-second store timeout.
+/// A business pool of 4 (so a store pool of 2) and the default 2-second store timeout: small
+/// enough for a dozen waiting claims to saturate the store pool.
 fn small_pool() -> Options {
     Options {
         pool_size: 4,
-        idempotency: IdempotencyConfig {
-            stale_after: Duration::from_secs(30),
-            store_timeout: Duration::from_millis(2000),
-            flag_default: true,
-            ..IdempotencyConfig::default()
-        },
-        ..Options::default()
+        ..Options::default().store_timeout(Duration::from_millis(2000))
     }
 }
 
@@ -78,239 +63,212 @@ fn assert_all_refused(answers: &[TestResponse], what: &str) {
 /// A completed Tier 2 key whose row a slow transaction holds, retried by 12 clients twice
 /// each while the store pool (2 connections) is saturated by the waiting claims: every answer
 /// is 409 or 503, none a fresh execution; once the lock is gone the key replays.
-#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn busy_store_never_reruns_a_completed_tier2_key(pool: PgPool) {
-    let app = TestApp::with(&pool, small_pool()).await;
-    let (_, token) = app.user("busy@example.com").await;
-    let key = Uuid::new_v4();
-    let body = json!({ "label": "busy-once" });
-    let call = || {
-        Call::new(Method::POST, "/probe/open")
-            .token(&token)
-            .key(key)
-            .json(&body)
-    };
-    let first = app.send(call()).await;
-    assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
+    TestApp::run(&pool, small_pool(), async |app| {
+        let (_, token) = app.user("busy@example.com").await;
+        let key = Uuid::new_v4();
+        let body = label("busy-once");
+        let call = || {
+            Call::new(Method::POST, "/probe/open")
+                .token(&token)
+                .key(key)
+                .json(&body)
+        };
+        let first = app.send(call()).await;
+        assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
 
-    let mut holder = pool.begin().await.expect("begin");
-    sqlx::query("select 1 from idempotency_keys where idem_key = $1 for update")
-        .bind(key.to_string())
-        .execute(&mut *holder)
-        .await
-        .expect("lock the key row");
-    let started = Instant::now();
-    let mut answers = at_once(&app, 12, call).await;
-    answers.extend(at_once(&app, 12, call).await);
-    let took = started.elapsed();
-    holder.rollback().await.expect("unlock");
+        let holder = app.lock_key_row(key).await;
+        let started = Instant::now();
+        let mut answers = at_once(app, 12, call).await;
+        answers.extend(at_once(app, 12, call).await);
+        let took = started.elapsed();
+        holder.rollback().await.expect("unlock");
 
-    assert_all_refused(&answers, "locked row, busy pool");
-    assert!(took < Duration::from_secs(6), "answered after {took:?}");
-    assert_eq!(items(&app, "busy-once").await, 1, "the handler ran once");
+        assert_all_refused(&answers, "locked row, busy pool");
+        assert!(took < Duration::from_secs(6), "answered after {took:?}");
+        assert_eq!(
+            app.probe_items("busy-once").await,
+            1,
+            "the handler ran once"
+        );
 
-    let replay = app.send(call()).await;
-    assert_eq!(replay.status, StatusCode::CREATED, "{}", replay.text);
-    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
-    assert_eq!(items(&app, "busy-once").await, 1);
-    app.close().await;
+        let replay = app.send(call()).await;
+        assert_eq!(replay.status, StatusCode::CREATED, "{}", replay.text);
+        assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+        assert_eq!(app.probe_items("busy-once").await, 1);
+    })
+    .await;
 }
 
 /// The same reproduction on `PATCH /api/account/profile`: while the row is locked no retry
 /// runs the patch (409 or 503); the profile's audit row stays the one of the first execution.
-#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn busy_store_never_reruns_a_profile_patch(pool: PgPool) {
-    let app = TestApp::with(&pool, small_pool()).await;
-    let (user_id, token) = app.user("busy-profile@example.com").await;
-    let key = Uuid::new_v4();
-    let body = json!({ "display_name": "Busy" });
-    let call = || {
-        Call::new(Method::PATCH, "/api/account/profile")
-            .token(&token)
-            .key(key)
-            .json(&body)
-    };
-    let first = app.send(call()).await;
-    assert_eq!(first.status, StatusCode::OK, "{}", first.text);
-    let updated_at = |app: &TestApp| {
-        let pool = app.pool.clone();
-        async move {
-            sqlx::query_scalar::<_, chrono::DateTime<chrono::Utc>>(
-                "select updated_at from users where id = $1",
-            )
-            .bind(user_id)
-            .fetch_one(&pool)
-            .await
-            .expect("updated_at")
-        }
-    };
-    let before = updated_at(&app).await;
+    TestApp::run(&pool, small_pool(), async |app| {
+        let (user_id, token) = app.user("busy-profile@example.com").await;
+        let key = Uuid::new_v4();
+        let body = json!({ "display_name": "Busy" });
+        let call = || {
+            Call::new(Method::PATCH, "/api/account/profile")
+                .token(&token)
+                .key(key)
+                .json(&body)
+        };
+        let first = app.send(call()).await;
+        assert_eq!(first.status, StatusCode::OK, "{}", first.text);
+        let updated_at = |app: &TestApp| {
+            let pool = app.pool.clone();
+            async move {
+                sqlx::query_scalar::<_, chrono::DateTime<chrono::Utc>>(
+                    "select updated_at from users where id = $1",
+                )
+                .bind(user_id)
+                .fetch_one(&pool)
+                .await
+                .expect("updated_at")
+            }
+        };
+        let before = updated_at(app).await;
 
-    let mut holder = pool.begin().await.expect("begin");
-    sqlx::query("select 1 from idempotency_keys where idem_key = $1 for update")
-        .bind(key.to_string())
-        .execute(&mut *holder)
-        .await
-        .expect("lock the key row");
-    let mut answers = at_once(&app, 12, call).await;
-    answers.extend(at_once(&app, 12, call).await);
-    holder.rollback().await.expect("unlock");
+        let holder = app.lock_key_row(key).await;
+        let mut answers = at_once(app, 12, call).await;
+        answers.extend(at_once(app, 12, call).await);
+        holder.rollback().await.expect("unlock");
 
-    assert_all_refused(&answers, "profile, locked row, busy pool");
-    assert_eq!(
-        updated_at(&app).await,
-        before,
-        "the profile was not written again"
-    );
-    assert_eq!(
-        app.count("select count(*) from audit_log where action = 'profile.updated'")
-            .await,
-        1
-    );
-    app.close().await;
+        assert_all_refused(&answers, "profile, locked row, busy pool");
+        assert_eq!(
+            updated_at(app).await,
+            before,
+            "the profile was not written again"
+        );
+        assert_eq!(app.audit_count("profile.updated").await, 1);
+    })
+    .await;
 }
 
 /// Every connection of the store pool in use, and no lock anywhere: a new Tier 2 key is
 /// refused with 503 within the store timeout (the store is up, only busy), not run untracked;
 /// once a connection is free the same key runs, tracked.
-#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn saturated_store_pool_refuses_tier2(pool: PgPool) {
-    let app = TestApp::with(&pool, small_pool()).await;
-    let (_, token) = app.user("saturated@example.com").await;
-    let store = app.state.idempotency.store_pool().clone();
-    let size = store.options().get_max_connections();
-    let mut held = Vec::new();
-    for _ in 0..size {
-        held.push(store.acquire().await.expect("a store connection"));
-    }
+    TestApp::run(&pool, small_pool(), async |app| {
+        let (_, token) = app.user("saturated@example.com").await;
+        let store = app.state.idempotency.store_pool().clone();
+        let size = store.options().get_max_connections();
+        let mut held = Vec::new();
+        for _ in 0..size {
+            held.push(store.acquire().await.expect("a store connection"));
+        }
 
-    let key = Uuid::new_v4();
-    let body = json!({ "label": "saturated" });
-    let started = Instant::now();
-    let refused = app.post("/probe/open", &token, Some(key), &body).await;
-    let took = started.elapsed();
-    assert_eq!(
-        refused.status,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "{}",
-        refused.text
-    );
-    assert_eq!(refused.body["error"], "idempotency_store_unavailable");
-    assert!(refused.header("retry-after").is_some());
-    assert!(
-        took < Duration::from_millis(2000),
-        "answered after {took:?}"
-    );
-    assert_eq!(items(&app, "saturated").await, 0, "not run untracked");
+        let key = Uuid::new_v4();
+        let body = label("saturated");
+        let started = Instant::now();
+        let refused = app.post("/probe/open", &token, key, &body).await;
+        let took = started.elapsed();
+        assert_problem(
+            &refused,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "idempotency_store_unavailable",
+        );
+        assert!(refused.header("retry-after").is_some());
+        assert!(
+            took < Duration::from_millis(2000),
+            "answered after {took:?}"
+        );
+        assert_eq!(app.probe_items("saturated").await, 0, "not run untracked");
 
-    drop(held);
-    let ran = app.post("/probe/open", &token, Some(key), &body).await;
-    assert_eq!(ran.status, StatusCode::CREATED, "{}", ran.text);
-    assert_ne!(ran.body["lineage"], serde_json::Value::Null, "tracked");
-    assert_eq!(items(&app, "saturated").await, 1);
-    app.close().await;
+        drop(held);
+        let ran = app.post("/probe/open", &token, key, &body).await;
+        assert_eq!(ran.status, StatusCode::CREATED, "{}", ran.text);
+        assert_ne!(ran.body["lineage"], serde_json::Value::Null, "tracked");
+        assert_eq!(app.probe_items("saturated").await, 1);
+    })
+    .await;
 }
 
 /// A table lock on `idempotency_keys` (the store answers nothing in time, but it was reached):
 /// both tiers refuse within the store timeout, neither runs.
-#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn locked_key_table_refuses_on_every_tier(pool: PgPool) {
-    let options = Options {
-        idempotency: IdempotencyConfig {
-            stale_after: Duration::from_secs(30),
-            store_timeout: Duration::from_millis(300),
-            flag_default: true,
-            ..IdempotencyConfig::default()
-        },
-        ..Options::default()
-    };
-    let app = TestApp::with(&pool, options).await;
-    let (_, token) = app.user("locked@example.com").await;
-    // Warm the flag cache and the pool before taking the lock.
-    let warm = app
-        .post(
-            "/probe/items",
-            &token,
-            Some(Uuid::new_v4()),
-            &json!({ "label": "warm" }),
-        )
-        .await;
-    assert_eq!(warm.status, StatusCode::CREATED);
-
-    let mut locker = pool.begin().await.expect("begin");
-    sqlx::query("lock table idempotency_keys in access exclusive mode")
-        .execute(&mut *locker)
-        .await
-        .expect("lock");
-    let mut answers = Vec::new();
-    for (path, label) in [("/probe/items", "closed"), ("/probe/open", "open")] {
-        let started = Instant::now();
-        let answer = app
-            .post(
-                path,
-                &token,
-                Some(Uuid::new_v4()),
-                &json!({ "label": label }),
-            )
+    let options = Options::default().store_timeout(Duration::from_millis(300));
+    TestApp::run(&pool, options, async |app| {
+        let (_, token) = app.user("locked@example.com").await;
+        // Warm the flag cache and the pool before taking the lock.
+        let warm = app
+            .post("/probe/items", &token, Uuid::new_v4(), &label("warm"))
             .await;
-        let took = started.elapsed();
-        assert!(took < Duration::from_millis(1300), "{path} after {took:?}");
-        answers.push(answer);
-    }
-    locker.rollback().await.expect("unlock");
-    assert_all_refused(&answers, "table lock");
-    assert_eq!(items(&app, "closed").await, 0);
-    assert_eq!(
-        items(&app, "open").await,
-        0,
-        "the fail-open tier did not run"
-    );
-    app.close().await;
+        assert_eq!(warm.status, StatusCode::CREATED);
+
+        let locker = app
+            .lock("lock table idempotency_keys in access exclusive mode")
+            .await;
+        let mut answers = Vec::new();
+        for (path, label) in [("/probe/items", "closed"), ("/probe/open", "open")] {
+            let started = Instant::now();
+            let answer = app
+                .post(path, &token, Uuid::new_v4(), &json!({ "label": label }))
+                .await;
+            let took = started.elapsed();
+            assert!(took < Duration::from_millis(1300), "{path} after {took:?}");
+            answers.push(answer);
+        }
+        locker.rollback().await.expect("unlock");
+        assert_all_refused(&answers, "table lock");
+        assert_eq!(app.probe_items("closed").await, 0);
+        assert_eq!(
+            app.probe_items("open").await,
+            0,
+            "the fail-open tier did not run"
+        );
+    })
+    .await;
 }
 
 /// A store whose role cannot log in (authentication fails at once): no connection can be made,
 /// so the fail-open tier runs untracked and the fail-closed tier refuses.
-#[sqlx::test(migrator = "raptor_db::MIGRATOR")]
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn store_that_refuses_the_login_fails_open(pool: PgPool) {
-    let app = TestApp::new(&pool).await;
-    let nobody = (*pool.connect_options())
-        .clone()
-        .username("raptor_no_such_role");
-    let store = PgPoolOptions::new()
-        .max_connections(2)
-        .connect_lazy_with(nobody);
-    let state = ApiState::with_store_pool(
-        app.pool.clone(),
-        store,
-        app.state.config.clone(),
-        Options::default().idempotency,
-        app.state.clock.clone(),
-    );
-    let router = raptor_api::app_with(state.clone(), crate::probe::routes());
-    let (_, token) = app.user("no-login@example.com").await;
-    let post = |path: &str, label: &str| {
-        send(
-            router.clone(),
-            Call::new(Method::POST, path)
-                .token(&token)
-                .key(Uuid::new_v4())
-                .json(&json!({ "label": label })),
-        )
-    };
-    let started = Instant::now();
-    let open = post("/probe/open", "no-login-open").await;
-    let closed = post("/probe/items", "no-login-closed").await;
-    assert!(started.elapsed() < Duration::from_secs(2));
-    assert_eq!(open.status, StatusCode::CREATED, "{}", open.text);
-    assert_eq!(open.body["lineage"], serde_json::Value::Null, "untracked");
-    assert_eq!(
-        closed.status,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "{}",
-        closed.text
-    );
-    assert_eq!(items(&app, "no-login-open").await, 1);
-    assert_eq!(items(&app, "no-login-closed").await, 0);
-    state.idempotency.store_pool().close().await;
-    app.close().await;
+    TestApp::run(&pool, Options::default(), async |app| {
+        let nobody = (*pool.connect_options())
+            .clone()
+            .username("raptor_no_such_role");
+        let store = PgPoolOptions::new()
+            .max_connections(2)
+            .connect_lazy_with(nobody);
+        app.close_after(store.clone());
+        let state = ApiState::with_store_pool(
+            app.pool.clone(),
+            store,
+            app.state.config.clone(),
+            Options::default().idempotency,
+            app.state.clock.clone(),
+        );
+        let router = raptor_api::app_with(state.clone(), crate::probe::routes());
+        let (_, token) = app.user("no-login@example.com").await;
+        let post = |path: &str, label: &str| {
+            send(
+                router.clone(),
+                Call::new(Method::POST, path)
+                    .token(&token)
+                    .key(Uuid::new_v4())
+                    .json(&json!({ "label": label })),
+            )
+        };
+        let started = Instant::now();
+        let open = post("/probe/open", "no-login-open").await;
+        let closed = post("/probe/items", "no-login-closed").await;
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert_eq!(open.status, StatusCode::CREATED, "{}", open.text);
+        assert_eq!(open.body["lineage"], serde_json::Value::Null, "untracked");
+        assert_eq!(
+            closed.status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "{}",
+            closed.text
+        );
+        assert_eq!(app.probe_items("no-login-open").await, 1);
+        assert_eq!(app.probe_items("no-login-closed").await, 0);
+    })
+    .await;
 }

@@ -1,8 +1,24 @@
-//! `TestApp`: the real router on a fresh, migrated database, driven in-process (`oneshot`) or
-//! through a real server on port 0.
+//! The harness of every test. [`TestApp::run`] opens the real router on the test's fresh,
+//! migrated database, runs the test's body with it and then closes every pool the test opened,
+//! so that `#[sqlx::test]` can drop the database. Requests go in-process (`oneshot`) or through
+//! a real server on port 0.
+//!
+//! - [`db`]: probes of the database (counts, a key's status, the outbox), as methods of `TestApp`;
+//! - [`bodies`]: request bodies ([`Order`], [`label`]);
+//! - [`calls`]: typed calls of the routes, and [`assert_problem`], the one matcher of error
+//!   answers;
+//! - [`cli`]: the `raptor` command line against the test's database.
+//!
+//! The tests reach the service's crates through here where they can, so that a change of those
+//! APIs lands in one place.
+
+mod bodies;
+mod calls;
+mod cli;
+mod db;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -21,6 +37,12 @@ use sqlx::PgPool;
 use tokio::sync::oneshot;
 use tower::ServiceExt;
 use uuid::Uuid;
+
+pub(crate) use bodies::{label, Order};
+pub(crate) use calls::{assert_problem, IDEMPOTENCY_FLAG, PROBLEM_JSON};
+pub(crate) use cli::cli;
+/// The migrations every `#[sqlx::test]` applies.
+pub(crate) use raptor_db::MIGRATOR;
 
 /// 2026-12-01 15:00 UTC: the clock of every test app.
 pub(crate) fn test_now() -> DateTime<Utc> {
@@ -64,9 +86,25 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// These options with the idempotency store's timeout at `timeout`.
+    pub(crate) fn store_timeout(mut self, timeout: Duration) -> Self {
+        self.idempotency.store_timeout = timeout;
+        self
+    }
+
+    /// These options with the idempotency stale threshold at `after`.
+    pub(crate) fn stale_after(mut self, after: Duration) -> Self {
+        self.idempotency.stale_after = after;
+        self
+    }
+}
+
 /// One response, body parsed as JSON (`Value::Null` when empty or not JSON).
 #[derive(Debug, Clone)]
 pub(crate) struct TestResponse {
+    /// The request's method and path, for failure messages.
+    pub(crate) request: String,
     pub(crate) status: StatusCode,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Value,
@@ -76,6 +114,14 @@ pub(crate) struct TestResponse {
 impl TestResponse {
     pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The `id` member of the body (an order's, a probe item's).
+    pub(crate) fn id(&self) -> String {
+        self.body["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{}: no id in {}", self.request, self.text))
+            .to_owned()
     }
 
     /// The body without the replay marker and, on an error, without its `instance` (the
@@ -122,6 +168,14 @@ impl Call {
     pub(crate) fn key(mut self, key: impl ToString) -> Self {
         self.keys.push(key.to_string());
         self
+    }
+
+    /// [`Call::key`] when there is a key.
+    pub(crate) fn maybe_key(self, key: impl Into<Option<Uuid>>) -> Self {
+        match key.into() {
+            Some(key) => self.key(key),
+            None => self,
+        }
     }
 
     pub(crate) fn json(mut self, body: &Value) -> Self {
@@ -173,20 +227,44 @@ impl Call {
     }
 }
 
+/// The real router and its state on the test's database. Only [`TestApp::run`] and
+/// [`TestApp::replica`] make one, so every pool a test opens is one the harness closes.
 pub(crate) struct TestApp {
     /// The app's own pool (sized for concurrency tests).
     pub(crate) pool: PgPool,
     pub(crate) state: ApiState,
     pub(crate) router: Router,
+    /// The pool `#[sqlx::test]` gave the test: replicas connect with its options.
+    database: PgPool,
+    /// What the harness closes after the body: the pools of this app, of its replicas, and those
+    /// the body handed over.
+    opened: Arc<Mutex<Vec<PgPool>>>,
 }
 
 impl TestApp {
-    pub(crate) async fn new(pool: &PgPool) -> Self {
-        Self::with(pool, Options::default()).await
+    /// Opens an app with `options` on `pool`'s database, runs `body` with it, then closes the
+    /// app's pools and every pool its replicas opened or the body handed over. A body that
+    /// panics fails the test with nothing closed; `#[sqlx::test]` keeps a failed test's database
+    /// for inspection anyway.
+    pub(crate) async fn run(pool: &PgPool, options: Options, body: impl AsyncFnOnce(&TestApp)) {
+        let app = Self::open(pool, options, Arc::default()).await;
+        body(&app).await;
+        app.close().await;
     }
 
-    pub(crate) async fn with(pool: &PgPool, options: Options) -> Self {
-        let mut connect = (*pool.connect_options()).clone();
+    /// Another process of the service on the same database, with its own pools, clock and
+    /// settings; the harness closes it with the app.
+    pub(crate) async fn replica(&self, options: Options) -> TestApp {
+        Self::open(&self.database, options, self.opened.clone()).await
+    }
+
+    /// Hands `pool` to the harness, which closes it after the body, before the app's own.
+    pub(crate) fn close_after(&self, pool: PgPool) {
+        self.opened.lock().expect("pools").push(pool);
+    }
+
+    async fn open(database: &PgPool, options: Options, opened: Arc<Mutex<Vec<PgPool>>>) -> Self {
+        let mut connect = (*database.connect_options()).clone();
         if let Some((lock, statement)) = options.db_timeouts {
             connect = connect.options([
                 ("lock_timeout", format!("{}ms", lock.as_millis())),
@@ -214,10 +292,26 @@ impl TestApp {
             ApiState::new(pool.clone(), options.api, options.idempotency, clock)
         };
         let router = raptor_api::app_with(state.clone(), options.extra);
+        {
+            let mut opened = opened.lock().expect("pools");
+            opened.push(pool.clone());
+            opened.push(state.idempotency.store_pool().clone());
+        }
         Self {
             pool,
             state,
             router,
+            database: database.clone(),
+            opened,
+        }
+    }
+
+    /// Closes every pool handed to the harness, the last opened first, so that the test
+    /// database can be dropped.
+    async fn close(self) {
+        let pools = std::mem::take(&mut *self.opened.lock().expect("pools"));
+        for pool in pools.into_iter().rev() {
+            pool.close().await;
         }
     }
 
@@ -230,23 +324,31 @@ impl TestApp {
         self.send(Call::new(Method::GET, path).token(token)).await
     }
 
+    /// POSTs `body` as JSON, with `key` as its Idempotency-Key when there is one.
     pub(crate) async fn post(
         &self,
         path: &str,
         token: &str,
-        key: Option<Uuid>,
+        key: impl Into<Option<Uuid>>,
         body: &Value,
     ) -> TestResponse {
-        let mut call = Call::new(Method::POST, path).token(token).json(body);
-        if let Some(key) = key {
-            call = call.key(key);
-        }
-        self.send(call).await
+        self.send(
+            Call::new(Method::POST, path)
+                .token(token)
+                .maybe_key(key)
+                .json(body),
+        )
+        .await
     }
 
     /// A user (with its paper account) and its token.
     pub(crate) async fn user(&self, email: &str) -> (i32, String) {
         self.user_with_role(email, Role::User).await
+    }
+
+    /// An operator (with its paper account) and its token.
+    pub(crate) async fn operator(&self, email: &str) -> (i32, String) {
+        self.user_with_role(email, Role::Operator).await
     }
 
     pub(crate) async fn user_with_role(&self, email: &str, role: Role) -> (i32, String) {
@@ -280,13 +382,6 @@ impl TestApp {
         serde_json::to_value(quote).expect("json")
     }
 
-    pub(crate) async fn count(&self, sql: &str) -> i64 {
-        sqlx::query_scalar(sql)
-            .fetch_one(&self.pool)
-            .await
-            .expect("count query")
-    }
-
     /// Binds 127.0.0.1:0 first, then serves: no sleeping for readiness.
     pub(crate) async fn spawn(&self) -> Server {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -311,12 +406,6 @@ impl TestApp {
                 .expect("client"),
         }
     }
-
-    /// Closes the app's pool so the test database can be dropped.
-    pub(crate) async fn close(self) {
-        self.state.idempotency.store_pool().close().await;
-        self.pool.close().await;
-    }
 }
 
 pub(crate) struct Server {
@@ -331,18 +420,19 @@ impl Server {
         format!("http://{}{path}", self.addr)
     }
 
+    /// POSTs `body` as JSON over HTTP, with `key` as its Idempotency-Key when there is one.
     pub(crate) async fn post(
         &self,
         path: &str,
         token: &str,
-        key: Option<Uuid>,
+        key: impl Into<Option<Uuid>>,
         body: &Value,
     ) -> TestResponse {
         post_http(
             self.client.clone(),
             self.url(path),
             token.to_owned(),
-            key,
+            key.into(),
             body.clone(),
         )
         .await
@@ -365,6 +455,7 @@ impl Server {
 
 /// Sends one request through `router` in-process (usable from spawned tasks).
 pub(crate) async fn send(router: Router, call: Call) -> TestResponse {
+    let request = format!("{} {}", call.method, call.path);
     let response = router.oneshot(call.request()).await.expect("infallible");
     let status = response.status();
     let headers = response.headers().clone();
@@ -376,6 +467,7 @@ pub(crate) async fn send(router: Router, call: Call) -> TestResponse {
         .to_bytes();
     let text = String::from_utf8_lossy(&bytes).into_owned();
     TestResponse {
+        request,
         status,
         headers,
         body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
@@ -403,6 +495,7 @@ pub(crate) async fn post_http_with(
     body: Value,
     headers: Vec<(&'static str, String)>,
 ) -> TestResponse {
+    let described = format!("POST {url}");
     let mut request = client.post(url).bearer_auth(token).json(&body);
     for (name, value) in headers {
         request = request.header(name, value);
@@ -410,7 +503,11 @@ pub(crate) async fn post_http_with(
     if let Some(key) = key {
         request = request.header("idempotency-key", key.to_string());
     }
-    let response = request.send().await.expect("send");
+    read_http(described, request.send().await.expect("send")).await
+}
+
+/// A response received over real HTTP, as a [`TestResponse`] (`request` describes the request).
+pub(crate) async fn read_http(request: String, response: reqwest::Response) -> TestResponse {
     let status = StatusCode::from_u16(response.status().as_u16()).expect("status");
     let mut headers = HeaderMap::new();
     for (name, value) in response.headers() {
@@ -423,6 +520,7 @@ pub(crate) async fn post_http_with(
     }
     let text = response.text().await.expect("text");
     TestResponse {
+        request,
         status,
         headers,
         body: serde_json::from_str(&text).unwrap_or(Value::Null),
