@@ -10,7 +10,7 @@ use raptor_idempotency::{Claim, Idempotent, Reply, Tier1};
 use uuid::Uuid;
 
 use super::account_writes::AccountWrite;
-use super::book::{self, Desk, Intent, Placed};
+use super::ops::{self, Desk, Intent, Placed};
 use super::dto::{
     AccountResponse, ClosePositionRequest, CreateOrderRequest, ListOrdersQuery, OrderResponse,
     PositionResponse, QuoteResponse, ResetAccountRequest, RollRequest, SetQuoteRequest, LIST_LIMIT,
@@ -41,7 +41,7 @@ async fn place(
     let (key, lineage) = (claim.key(), claim.lineage());
     claim
         .run(async |tx| {
-            let placed = book::place(tx, desk, trader.user_id, intent?, key, lineage).await?;
+            let placed = ops::place(tx, desk, trader.user_id, intent?, key, lineage).await?;
             Ok::<_, ApiError>(match placed {
                 Placed::Order(order) => created(*order),
                 Placed::Rejected(rejection) => Reply::rejected(&rejection),
@@ -122,7 +122,7 @@ pub(crate) async fn reset_account(
 ) -> Response {
     claim
         .run(async |tx| {
-            let account = book::reset(tx, &desk, auth.trader().user_id).await?;
+            let account = ops::reset(tx, &desk, auth.trader().user_id).await?;
             Ok::<_, ApiError>(Reply::json(StatusCode::OK, &account))
         })
         .await
@@ -142,7 +142,7 @@ pub(crate) async fn cancel_order(
     _write: AccountWrite,
 ) -> ApiResult<Json<OrderResponse>> {
     let mut tx = state.db.begin().await.context("begin")?;
-    let order = book::cancel(&mut tx, state.desk(), trader.user_id, id).await?;
+    let order = ops::cancel(&mut tx, state.desk(), trader.user_id, id).await?;
     tx.commit().await.context("commit cancel")?;
     Ok(Json(order))
 }
@@ -157,9 +157,9 @@ pub(crate) async fn get_account(
     State(state): State<ApiState>,
     user: AuthUser,
 ) -> ApiResult<Json<AccountResponse>> {
-    book::expire_for_read(&state.db, state.desk(), user.id).await?;
+    ops::expire_for_read(&state.db, state.desk(), user.id).await?;
     let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
-    let account = book::account(&mut conn, user.id).await?;
+    let account = ops::account(&mut conn, user.id).await?;
     conn.finish().await.context("finish")?;
     Ok(Json(account))
 }
@@ -176,7 +176,7 @@ pub(crate) async fn list_orders(
     user: AuthUser,
     ApiQuery(query): ApiQuery<ListOrdersQuery>,
 ) -> ApiResult<Json<Vec<OrderResponse>>> {
-    book::expire_for_read(&state.db, state.desk(), user.id).await?;
+    ops::expire_for_read(&state.db, state.desk(), user.id).await?;
     let statuses = query.status.unwrap_or_default().statuses();
     let limit = query.limit.unwrap_or(100);
     if !LIST_LIMIT.contains(&limit) {
@@ -207,7 +207,7 @@ pub(crate) async fn get_order(
     user: AuthUser,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<OrderResponse>> {
-    book::expire_for_read(&state.db, state.desk(), user.id).await?;
+    ops::expire_for_read(&state.db, state.desk(), user.id).await?;
     let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
     let order = store::find_order(&mut conn, user.id, id, false).await?;
     conn.finish().await.context("finish")?;
@@ -246,7 +246,7 @@ pub(crate) async fn set_quote(
     ApiPath(symbol): ApiPath<String>,
     ApiJson(request): ApiJson<SetQuoteRequest>,
 ) -> ApiResult<Json<QuoteResponse>> {
-    book::set_quote(
+    ops::set_quote(
         &state.db,
         state.desk(),
         Some(operator.id),

@@ -1,15 +1,15 @@
 //! Paper trading: orders, rolls, closes, cancels, account reset, reads and operator quotes.
 //! `handlers` are the routes; `gate` the checks before a claim (kill switch, account permit);
-//! `parse` turns a request into what the book takes; `book` holds the operations, which run
-//! with a `desk` (clock, engine, limits: no pool) on the caller's connection; `store` is the
-//! SQL; `dto` the wire types.
+//! `parse` turns a request into what the book takes; `ops` holds the book's operations (the
+//! service layer, named `ops` in every resource), which run with a `desk` (clock, engine,
+//! limits: no pool) on the caller's connection; `store` is the SQL; `dto` the wire types.
 
 mod account_writes;
-mod book;
 mod desk;
 pub mod dto;
 mod gate;
 mod handlers;
+mod ops;
 mod parse;
 mod store;
 
@@ -28,7 +28,7 @@ pub use gate::{AccountWriter, NewOrderGate, OrderGates, OrderWriter, PaperTrader
 /// options after their last close), a batch of accounts per transaction: `raptor orders
 /// expire` and the schedule. The number of orders expired.
 pub async fn expire_orders(state: &ApiState) -> crate::ApiResult<usize> {
-    book::expire_orders(&state.db, state.desk()).await
+    ops::expire_orders(&state.db, state.desk()).await
 }
 
 /// Sets a quote (`raptor quotes set`, `PUT /api/admin/quotes/{symbol}`) and, in the same
@@ -40,7 +40,7 @@ pub async fn set_quote(
     bid: rust_decimal::Decimal,
     ask: rust_decimal::Decimal,
 ) -> crate::ApiResult<dto::QuoteResponse> {
-    book::set_quote(&state.db, state.desk(), updated_by, symbol, bid, ask).await
+    ops::set_quote(&state.db, state.desk(), updated_by, symbol, bid, ask).await
 }
 
 pub(crate) fn routes() -> OpenApiRouter<ApiState> {

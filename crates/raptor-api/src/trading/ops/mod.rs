@@ -1,4 +1,4 @@
-//! The paper book: placing orders, rolls and closes (`place`, with the derived
+//! The paper book's operations: placing orders, rolls and closes (`place`, with the derived
 //! `client_order_id` in `client_order_id`), cancels and resets (`cancel_reset`), quote-driven
 //! fills (`quotes`) and expiry (`expiry`). Each operation runs on the caller's connection (a
 //! `Claim` transaction or a plain one) with a [`Desk`] (clock, engine, limits: no pool), locks
