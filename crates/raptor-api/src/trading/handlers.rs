@@ -10,12 +10,12 @@ use raptor_idempotency::{Claim, Idempotent, Reply, Tier1};
 use uuid::Uuid;
 
 use super::account_writes::AccountWrite;
-use super::ops::{self, Desk, Intent, Placed};
 use super::dto::{
     AccountResponse, ClosePositionRequest, CreateOrderRequest, ListOrdersQuery, OrderResponse,
     PositionResponse, QuoteResponse, ResetAccountRequest, RollRequest, SetQuoteRequest, LIST_LIMIT,
 };
 use super::gate::{AccountWriter, OrderWriter, PaperTrader};
+use super::ops::{self, Desk, Intent, Placed};
 use super::store;
 use crate::auth::{AuthUser, Operator};
 use crate::codes::ErrorCode;
