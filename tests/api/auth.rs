@@ -1,6 +1,7 @@
 //! Principals: bearer tokens (stored as hashes, expiring), and what each role may do.
 
 use axum::http::{Method, StatusCode};
+use raptor_api::codes::ErrorCode;
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -14,10 +15,18 @@ async fn authentication(pool: PgPool) {
         let (user_id, token) = app.user("auth@example.com").await;
 
         let missing = app.get_public("/api/trading/account").await;
-        assert_problem(&missing, StatusCode::UNAUTHORIZED, "unauthenticated");
+        assert_problem(
+            &missing,
+            StatusCode::UNAUTHORIZED,
+            ErrorCode::Unauthenticated,
+        );
 
         let unknown = app.account("rpt_0000").await;
-        assert_problem(&unknown, StatusCode::UNAUTHORIZED, "unauthenticated");
+        assert_problem(
+            &unknown,
+            StatusCode::UNAUTHORIZED,
+            ErrorCode::Unauthenticated,
+        );
 
         let wrong_scheme = app
             .send(
@@ -65,7 +74,7 @@ async fn roles(pool: PgPool) {
         let quote = json!({ "bid": "1.00", "ask": "1.10" });
 
         let by_user = app.put_quote(&user, "AAPL", &quote).await;
-        assert_problem(&by_user, StatusCode::FORBIDDEN, "forbidden");
+        assert_problem(&by_user, StatusCode::FORBIDDEN, ErrorCode::Forbidden);
         let by_service = app.put_quote(&service, "AAPL", &quote).await;
         assert_eq!(by_service.status, StatusCode::FORBIDDEN);
         let by_operator = app.put_quote(&operator, "AAPL", &quote).await;

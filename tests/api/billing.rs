@@ -2,6 +2,7 @@
 //! Stripe-calling routes, the forwarded Idempotency-Key, error mapping, the webhook's signature
 //! and dedup, cancellation and mirror-sync.
 
+use raptor_api::codes::ErrorCode;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
@@ -140,7 +141,11 @@ async fn concurrent_checkouts_execute_once_and_replay(pool: PgPool) {
                     sessions.insert(response.body["id"].as_str().expect("id").to_owned());
                 }
                 StatusCode::CONFLICT => {
-                    assert_problem(&response, StatusCode::CONFLICT, "idempotency_in_flight");
+                    assert_problem(
+                        &response,
+                        StatusCode::CONFLICT,
+                        ErrorCode::IdempotencyInFlight,
+                    );
                 }
                 other => panic!("unexpected {other}: {}", response.text),
             }
@@ -227,7 +232,7 @@ async fn retry_after_release_forwards_the_same_keys(pool: PgPool) {
         assert_problem(
             &limited,
             StatusCode::SERVICE_UNAVAILABLE,
-            "stripe_unavailable",
+            ErrorCode::StripeUnavailable,
         );
         assert_eq!(limited.header("retry-after"), Some("2"));
         assert_eq!(app.count("select count(*) from billing_customers").await, 0);
@@ -313,7 +318,11 @@ async fn stripe_timeout_is_504_and_the_retry_is_deduplicated_at_stripe(pool: PgP
         let started = Instant::now();
         let response = app.post(CHECKOUT, &token, key, &checkout_body()).await;
         let took = started.elapsed();
-        assert_problem(&response, StatusCode::GATEWAY_TIMEOUT, "stripe_timeout");
+        assert_problem(
+            &response,
+            StatusCode::GATEWAY_TIMEOUT,
+            ErrorCode::StripeTimeout,
+        );
         assert!(took < Duration::from_secs(2), "answered after {took:?}");
         // The customer was created at Stripe and inserted in our transaction: rolled back.
         assert_eq!(fake.requests_to("/v1/customers").len(), 1);
@@ -424,13 +433,13 @@ async fn portal_refusals_replay_in_full(pool: PgPool) {
         assert_problem(
             &first,
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_billing_request",
+            ErrorCode::InvalidBillingRequest,
         );
         let replay = app.post(PORTAL, &token, key, &body).await;
         assert_problem(
             &replay,
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_billing_request",
+            ErrorCode::InvalidBillingRequest,
         );
         assert_eq!(replay.header("idempotent-replayed"), Some("true"));
         assert_eq!(replay.body["idempotency_replayed"], true);
@@ -448,7 +457,7 @@ async fn checkout_refuses_a_second_subscription(pool: PgPool) {
         let second = app
             .post(CHECKOUT, &token, Uuid::new_v4(), &checkout_body())
             .await;
-        assert_problem(&second, StatusCode::CONFLICT, "subscription_active");
+        assert_problem(&second, StatusCode::CONFLICT, ErrorCode::SubscriptionActive);
     })
     .await;
 }
@@ -471,7 +480,7 @@ async fn stripe_errors_map_to_clear_codes(pool: PgPool) {
         assert_problem(
             &invalid,
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_billing_request",
+            ErrorCode::InvalidBillingRequest,
         );
         let bad_url = app
             .post(
@@ -515,7 +524,7 @@ async fn stripe_errors_map_to_clear_codes(pool: PgPool) {
         assert_problem(
             &rejected,
             StatusCode::UNPROCESSABLE_ENTITY,
-            "billing_request_rejected",
+            ErrorCode::BillingRequestRejected,
         );
         let message = rejected.body["message"].as_str().expect("message");
         assert!(message.contains("No such price"), "{message}");
@@ -532,7 +541,11 @@ async fn stripe_errors_map_to_clear_codes(pool: PgPool) {
         );
         let settings = json!({ "return_url": "https://app.example.com/settings" });
         let failed = app.post(PORTAL, &token, Uuid::new_v4(), &settings).await;
-        assert_problem(&failed, StatusCode::BAD_GATEWAY, "stripe_unavailable");
+        assert_problem(
+            &failed,
+            StatusCode::BAD_GATEWAY,
+            ErrorCode::StripeUnavailable,
+        );
         assert!(!failed.text.contains(SECRET_KEY));
 
         // Then the portal works, reusing the customer the rejected checkout recorded.
@@ -561,7 +574,7 @@ async fn without_secret_key_billing_is_not_configured(pool: PgPool) {
             assert_problem(
                 &response,
                 StatusCode::SERVICE_UNAVAILABLE,
-                "billing_not_configured",
+                ErrorCode::BillingNotConfigured,
             );
         }
         let webhook = app
@@ -574,7 +587,7 @@ async fn without_secret_key_billing_is_not_configured(pool: PgPool) {
         assert_problem(
             &webhook,
             StatusCode::SERVICE_UNAVAILABLE,
-            "billing_not_configured",
+            ErrorCode::BillingNotConfigured,
         );
         assert_eq!(app.count("select count(*) from idempotency_keys").await, 0);
 
@@ -678,7 +691,11 @@ async fn webhook_refuses_unsigned_stale_and_malformed(pool: PgPool) {
                 call = call.header("stripe-signature", signature);
             }
             let response = app.send(call).await;
-            assert_problem(&response, StatusCode::BAD_REQUEST, "invalid_signature");
+            assert_problem(
+                &response,
+                StatusCode::BAD_REQUEST,
+                ErrorCode::InvalidSignature,
+            );
         }
         // Correctly signed, but not an event.
         let garbage = b"not json".to_vec();
@@ -690,7 +707,11 @@ async fn webhook_refuses_unsigned_stale_and_malformed(pool: PgPool) {
                     .raw(garbage, Some("application/json")),
             )
             .await;
-        assert_problem(&response, StatusCode::BAD_REQUEST, "invalid_payload");
+        assert_problem(
+            &response,
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidPayload,
+        );
 
         assert_eq!(
             app.count("select count(*) from processed_stripe_events")
@@ -908,7 +929,7 @@ async fn mirror_sync_upserts_for_operators_and_services(pool: PgPool) {
         assert_problem(
             &invalid,
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_subscription",
+            ErrorCode::InvalidSubscription,
         );
         let mut orphan = body("active", false);
         orphan["user_id"] = json!(999_999);
@@ -947,7 +968,11 @@ async fn billing_concurrency_is_bounded(pool: PgPool) {
         tokio::time::sleep(Duration::from_millis(200)).await;
         let busy_key = Uuid::new_v4();
         let busy = app.post(CHECKOUT, &token, busy_key, &checkout_body()).await;
-        assert_problem(&busy, StatusCode::SERVICE_UNAVAILABLE, "billing_busy");
+        assert_problem(
+            &busy,
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::BillingBusy,
+        );
         assert!(busy.header("retry-after").is_some());
         assert_eq!(
             app.key_status(busy_key).await.as_deref(),
@@ -977,7 +1002,11 @@ async fn erasure_waits_for_a_renewing_subscription(pool: PgPool) {
         let (user_id, token) = app.user("renewing@example.com").await;
         active_subscription(app, user_id, "sub_renewing", "cus_renewing").await;
         let refused = app.erase(&token).await;
-        assert_problem(&refused, StatusCode::CONFLICT, "subscription_active");
+        assert_problem(
+            &refused,
+            StatusCode::CONFLICT,
+            ErrorCode::SubscriptionActive,
+        );
         assert_eq!(app.count("select count(*) from users").await, 1);
         app.execute("update billing_subscriptions set cancel_at_period_end = true")
             .await;

@@ -2,6 +2,7 @@
 //! list when they are not; either way a 200 HTML page. `/openapi.json` and `/docs/errors` are
 //! unaffected.
 
+use raptor_api::codes::ErrorCode;
 use std::path::PathBuf;
 
 use axum::http::StatusCode;
@@ -60,7 +61,7 @@ async fn docs_serve_swagger_ui_from_the_assets_directory(pool: PgPool) {
         // A missing asset, or a path leaving the directory, is an ordinary 404 problem.
         for path in ["/docs/assets/nope.js", "/docs/assets/../Cargo.toml"] {
             let missing = app.get_public(path).await;
-            assert_problem(&missing, StatusCode::NOT_FOUND, "not_found");
+            assert_problem(&missing, StatusCode::NOT_FOUND, ErrorCode::NotFound);
         }
 
         std::fs::remove_dir_all(&dir).ok();

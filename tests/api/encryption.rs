@@ -4,6 +4,7 @@
 
 use axum::http::{Method, StatusCode};
 use clap::Parser;
+use raptor_api::codes::ErrorCode;
 use raptor_idempotency::{IdempotencyConfig, RequireKey, ResponseKeys};
 use raptor_server::Cli;
 use serde_json::{json, Value};
@@ -70,7 +71,7 @@ fn assert_unreadable(response: &TestResponse) {
     assert_problem(
         response,
         StatusCode::SERVICE_UNAVAILABLE,
-        "idempotency_store_unavailable",
+        ErrorCode::IdempotencyStoreUnavailable,
     );
     assert!(response.header("retry-after").is_some());
     assert_ne!(response.header("idempotent-replayed"), Some("true"));
@@ -521,7 +522,11 @@ async fn tier1_requires_keys_and_keyless_requests_are_counted(pool: PgPool) {
         };
 
         let probe = app.send(keyless("/probe/items", &label("t1"))).await;
-        assert_problem(&probe, StatusCode::BAD_REQUEST, "idempotency_key_required");
+        assert_problem(
+            &probe,
+            StatusCode::BAD_REQUEST,
+            ErrorCode::IdempotencyKeyRequired,
+        );
         assert_eq!(app.probe_items("t1").await, 0);
 
         let order = app
@@ -530,7 +535,11 @@ async fn tier1_requires_keys_and_keyless_requests_are_counted(pool: PgPool) {
                 &resting_limit().client_order_id("keyless-1").json(),
             ))
             .await;
-        assert_problem(&order, StatusCode::BAD_REQUEST, "idempotency_key_required");
+        assert_problem(
+            &order,
+            StatusCode::BAD_REQUEST,
+            ErrorCode::IdempotencyKeyRequired,
+        );
         assert_eq!(app.order_count().await, 0);
 
         let open = app.send(keyless("/probe/open", &label("t2"))).await;
@@ -578,7 +587,7 @@ async fn all_requires_keys_on_both_tiers(pool: PgPool) {
             assert_problem(
                 &refused,
                 StatusCode::BAD_REQUEST,
-                "idempotency_key_required",
+                ErrorCode::IdempotencyKeyRequired,
             );
             let keyed = app.post(path, &token, Uuid::new_v4(), &label("all")).await;
             assert_eq!(keyed.status, StatusCode::CREATED, "{path}");

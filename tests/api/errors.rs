@@ -3,6 +3,7 @@
 //! every operation documents the codes it can answer.
 
 use axum::http::{Method, StatusCode};
+use raptor_api::codes::ErrorCode;
 use serde_json::{json, Value};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -24,7 +25,7 @@ async fn bad_input_gets_json_4xx(pool: PgPool) {
                     .raw(b"{\"symbol\": ".to_vec(), Some("application/json")),
             )
             .await;
-        assert_problem(&malformed, StatusCode::BAD_REQUEST, "invalid_json");
+        assert_problem(&malformed, StatusCode::BAD_REQUEST, ErrorCode::InvalidJson);
 
         let wrong_type = app
             .send(
@@ -36,7 +37,7 @@ async fn bad_input_gets_json_4xx(pool: PgPool) {
         assert_problem(
             &wrong_type,
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
+            ErrorCode::UnsupportedMediaType,
         );
 
         let wrong_shape = Order::market("AAPL").qty("x").json();
@@ -44,11 +45,11 @@ async fn bad_input_gets_json_4xx(pool: PgPool) {
         assert_problem(
             &wrong_shape,
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_body",
+            ErrorCode::InvalidBody,
         );
 
         let bad_path = app.order(&token, "not-a-uuid").await;
-        assert_problem(&bad_path, StatusCode::BAD_REQUEST, "invalid_path");
+        assert_problem(&bad_path, StatusCode::BAD_REQUEST, ErrorCode::InvalidPath);
 
         let quote_bad = app
             .send(
@@ -61,7 +62,7 @@ async fn bad_input_gets_json_4xx(pool: PgPool) {
         assert!(quote_bad.body["error"].is_string());
 
         let unknown = app.get("/api/nope", &token).await;
-        assert_problem(&unknown, StatusCode::NOT_FOUND, "not_found");
+        assert_problem(&unknown, StatusCode::NOT_FOUND, ErrorCode::NotFound);
 
         let wrong_method = app
             .send(Call::new(Method::PATCH, "/api/trading/account").token(&token))
@@ -69,7 +70,7 @@ async fn bad_input_gets_json_4xx(pool: PgPool) {
         assert_problem(
             &wrong_method,
             StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
+            ErrorCode::MethodNotAllowed,
         );
 
         assert_eq!(app.order_count().await, 0);
@@ -95,7 +96,11 @@ async fn body_limit_is_413_json(pool: PgPool) {
                     .raw(big.clone().into_bytes(), Some("application/json")),
             )
             .await;
-        assert_problem(&inproc, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large");
+        assert_problem(
+            &inproc,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::PayloadTooLarge,
+        );
 
         // Over HTTP with Content-Length: refused before any work.
         let server = app.spawn().await;
@@ -114,7 +119,7 @@ async fn body_limit_is_413_json(pool: PgPool) {
         assert_problem(
             &response,
             StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
+            ErrorCode::PayloadTooLarge,
         );
         assert_eq!(app.count("select count(*) from idempotency_keys").await, 0);
         server.stop().await;
@@ -131,7 +136,7 @@ async fn errors_are_problem_details(pool: PgPool) {
         assert_problem(
             &unauthenticated,
             StatusCode::UNAUTHORIZED,
-            "unauthenticated",
+            ErrorCode::Unauthenticated,
         );
         assert_eq!(unauthenticated.header("www-authenticate"), Some("Bearer"));
         let body = &unauthenticated.body;
@@ -194,7 +199,11 @@ async fn bodies_must_be_json_objects(pool: PgPool) {
                     .json(&body)
                     .maybe_key(key);
                 let answer = app.send(call).await;
-                assert_problem(&answer, StatusCode::UNPROCESSABLE_ENTITY, "invalid_body");
+                assert_problem(
+                    &answer,
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    ErrorCode::InvalidBody,
+                );
             }
         }
         // Whitespace alone is not an absent body (which reads as `{}`): it is not JSON.
@@ -206,7 +215,7 @@ async fn bodies_must_be_json_objects(pool: PgPool) {
                     .raw("\r\n", Some("application/json")),
             )
             .await;
-        assert_problem(&blank, StatusCode::BAD_REQUEST, "invalid_json");
+        assert_problem(&blank, StatusCode::BAD_REQUEST, ErrorCode::InvalidJson);
         assert_eq!(app.count("select count(*) from quotes").await, 0);
         assert_eq!(app.audit_count("account.reset").await, 0);
     })
@@ -226,7 +235,11 @@ async fn decimals_are_strings_and_optional_enums_are_not_null(pool: PgPool) {
             json!({ "bid": ".5", "ask": "1.25" }),
         ] {
             let answer = app.put_quote(&operator, "MSFT", &quote).await;
-            assert_problem(&answer, StatusCode::UNPROCESSABLE_ENTITY, "invalid_body");
+            assert_problem(
+                &answer,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::InvalidBody,
+            );
         }
         let one_share = || Order::market("AAPL").buy().qty("1");
         for order in [
@@ -237,7 +250,11 @@ async fn decimals_are_strings_and_optional_enums_are_not_null(pool: PgPool) {
             let answer = app
                 .create_order(&operator, Uuid::new_v4(), &order.json())
                 .await;
-            assert_problem(&answer, StatusCode::UNPROCESSABLE_ENTITY, "invalid_body");
+            assert_problem(
+                &answer,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::InvalidBody,
+            );
         }
         assert_eq!(app.order_count().await, 0);
         // `null` is allowed where the document allows it: a close of everything.
@@ -269,7 +286,7 @@ async fn list_query_is_checked_against_its_bounds(pool: PgPool) {
             "limit=x",
         ] {
             let answer = app.list_orders(&token, query).await;
-            assert_problem(&answer, StatusCode::BAD_REQUEST, "invalid_query");
+            assert_problem(&answer, StatusCode::BAD_REQUEST, ErrorCode::InvalidQuery);
         }
         for query in [
             "limit=1",
@@ -299,7 +316,7 @@ async fn order_not_cancelable_keeps_the_order_status(pool: PgPool) {
         assert_problem(
             &refused,
             StatusCode::UNPROCESSABLE_ENTITY,
-            "order_not_cancelable",
+            ErrorCode::OrderNotCancelable,
         );
         assert_eq!(refused.body["order_status"], "filled");
         assert_eq!(refused.body["status"], 422);

@@ -15,8 +15,6 @@ use crate::helpers::{
 };
 use crate::probe::{SLEEP_HEADER, SQLSTATE_HEADER, UNAVAILABLE_HEADER};
 
-const ERR_KEY: &str = "Idempotency-Key must be a UUID string";
-
 /// A stale threshold of one second.
 fn fast_stale() -> Options {
     Options::default().stale_after(Duration::from_secs(1))
@@ -59,7 +57,11 @@ async fn concurrent_duplicates_execute_exactly_once(pool: PgPool) {
                         replays += 1;
                     }
                     (StatusCode::CONFLICT, _) => {
-                        assert_problem(&response, StatusCode::CONFLICT, "idempotency_in_flight");
+                        assert_problem(
+                            &response,
+                            StatusCode::CONFLICT,
+                            ErrorCode::IdempotencyInFlight,
+                        );
                         assert_eq!(response.header("retry-after"), Some("5"));
                         in_flight += 1;
                     }
@@ -109,7 +111,7 @@ async fn scope_and_fingerprint(pool: PgPool) {
         assert_problem(
             &other_body,
             StatusCode::UNPROCESSABLE_ENTITY,
-            "idempotency_key_body_mismatch",
+            ErrorCode::IdempotencyKeyBodyMismatch,
         );
 
         // Same key and body on two concrete paths of one route template: a mismatch, not a replay.
@@ -120,7 +122,7 @@ async fn scope_and_fingerprint(pool: PgPool) {
         assert_problem(
             &slot_b,
             StatusCode::UNPROCESSABLE_ENTITY,
-            "idempotency_key_body_mismatch",
+            ErrorCode::IdempotencyKeyBodyMismatch,
         );
 
         // Key order and whitespace in the body do not matter.
@@ -203,7 +205,7 @@ async fn replay_returns_the_stored_response(pool: PgPool) {
         assert_problem(
             &rejected,
             StatusCode::FORBIDDEN,
-            "insufficient_buying_power",
+            ErrorCode::InsufficientBuyingPower,
         );
         assert_eq!(
             app.key_status(reject_key).await.as_deref(),
@@ -237,7 +239,11 @@ async fn stale_attempt_is_fenced_off(pool: PgPool) {
         // Past the 1 s threshold the duplicate releases the abandoned (still running) attempt...
         tokio::time::sleep(Duration::from_millis(1300)).await;
         let releaser = app.post("/probe/items", &token, key, &body).await;
-        assert_problem(&releaser, StatusCode::CONFLICT, "idempotency_in_flight");
+        assert_problem(
+            &releaser,
+            StatusCode::CONFLICT,
+            ErrorCode::IdempotencyInFlight,
+        );
         assert_eq!(releaser.body["retry_after_ms"], 0);
         assert_eq!(releaser.header("retry-after"), Some("0"));
 
@@ -273,7 +279,11 @@ async fn server_errors_roll_back_and_fail_the_key(pool: PgPool) {
         let key = Uuid::new_v4();
         let body = json!({ "label": "doomed", "outcome": "fail" });
         let failed = app.post("/probe/items", &token, key, &body).await;
-        assert_problem(&failed, StatusCode::INTERNAL_SERVER_ERROR, "internal");
+        assert_problem(
+            &failed,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Internal,
+        );
         assert!(
             !failed.text.contains("forced failure"),
             "internal details leaked: {}",
@@ -283,7 +293,11 @@ async fn server_errors_roll_back_and_fail_the_key(pool: PgPool) {
         assert_eq!(app.audit_count("probe.created").await, 0);
         assert_eq!(app.key_status(key).await.as_deref(), Some("failed"));
         let retry = app.post("/probe/items", &token, key, &body).await;
-        assert_problem(&retry, StatusCode::CONFLICT, "idempotency_previous_failed");
+        assert_problem(
+            &retry,
+            StatusCode::CONFLICT,
+            ErrorCode::IdempotencyPreviousFailed,
+        );
 
         let panic_key = Uuid::new_v4();
         let panicked = app
@@ -294,7 +308,11 @@ async fn server_errors_roll_back_and_fail_the_key(pool: PgPool) {
                 &json!({ "label": "boom", "outcome": "panic" }),
             )
             .await;
-        assert_problem(&panicked, StatusCode::INTERNAL_SERVER_ERROR, "internal");
+        assert_problem(
+            &panicked,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Internal,
+        );
         assert_eq!(app.probe_items("boom").await, 0);
         // The panic path settles the key from the claim's drop guard, asynchronously.
         app.wait_for_key_status(panic_key, "failed", Duration::from_secs(3))
@@ -428,7 +446,11 @@ async fn malformed_keys_are_refused(pool: PgPool) {
                 call = call.key(key);
             }
             let response = app.send(call).await;
-            assert_problem(&response, StatusCode::BAD_REQUEST, ERR_KEY);
+            assert_problem(
+                &response,
+                StatusCode::BAD_REQUEST,
+                ErrorCode::IdempotencyKeyInvalid,
+            );
         }
         assert_eq!(app.count("select count(*) from idempotency_keys").await, 0);
         assert_eq!(app.probe_items("never").await, 0);
@@ -466,7 +488,11 @@ async fn malformed_key_is_refused_with_the_kill_switch_off(pool: PgPool) {
                         .json(&json!({})),
                 )
                 .await;
-            assert_problem(&answer, StatusCode::BAD_REQUEST, ERR_KEY);
+            assert_problem(
+                &answer,
+                StatusCode::BAD_REQUEST,
+                ErrorCode::IdempotencyKeyInvalid,
+            );
         }
     })
     .await;
@@ -602,7 +628,7 @@ async fn crashed_process_leaves_nothing_and_the_key_executes_once(pool: PgPool) 
             "the killed attempt left no business rows"
         );
         let early = app.post("/probe/items", &token, key, &body).await;
-        assert_problem(&early, StatusCode::CONFLICT, "idempotency_in_flight");
+        assert_problem(&early, StatusCode::CONFLICT, ErrorCode::IdempotencyInFlight);
         assert_eq!(early.body["retry_after_ms"], 5000);
 
         tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -647,7 +673,7 @@ async fn route_options_required_key_and_unstored_body(pool: PgPool) {
         assert_problem(
             &missing,
             StatusCode::BAD_REQUEST,
-            "idempotency_key_required",
+            ErrorCode::IdempotencyKeyRequired,
         );
         assert_eq!(app.probe_items("private").await, 0);
 
@@ -796,7 +822,7 @@ async fn locked_key_row_is_in_flight_on_every_tier(pool: PgPool) {
             let took = started.elapsed();
             original.rollback().await.expect("unlock");
 
-            assert_problem(&retry, StatusCode::CONFLICT, "idempotency_in_flight");
+            assert_problem(&retry, StatusCode::CONFLICT, ErrorCode::IdempotencyInFlight);
             assert!(retry.header("retry-after").is_some());
             assert!(
                 took < Duration::from_millis(1500),
@@ -838,7 +864,7 @@ async fn unreachable_store_fails_open_and_closed(pool: PgPool) {
         assert_problem(
             &closed,
             StatusCode::SERVICE_UNAVAILABLE,
-            "idempotency_store_unavailable",
+            ErrorCode::IdempotencyStoreUnavailable,
         );
         assert_eq!(app.probe_items("ran-open").await, 1);
         assert_eq!(app.probe_items("ran-closed").await, 0);
@@ -919,7 +945,7 @@ async fn retryable_503_releases_the_key(pool: PgPool) {
         assert_problem(
             &unavailable,
             StatusCode::SERVICE_UNAVAILABLE,
-            "database_unavailable",
+            ErrorCode::DatabaseUnavailable,
         );
         assert!(unavailable.header("retry-after").is_some());
         assert_eq!(app.probe_items("after-503").await, 0, "rolled back");
@@ -965,7 +991,11 @@ async fn lock_timeout_answers_503_and_the_retry_executes(pool: PgPool) {
         let holder = app.lock("select 1 from paper_accounts for update").await;
         let busy = app.create_order(&token, key, &one_share).await;
         holder.rollback().await.expect("unlock");
-        assert_problem(&busy, StatusCode::SERVICE_UNAVAILABLE, "database_busy");
+        assert_problem(
+            &busy,
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::DatabaseBusy,
+        );
         assert!(busy.header("retry-after").is_some());
         assert_eq!(app.order_count().await, 0);
 
@@ -992,7 +1022,11 @@ async fn deadlocks_and_serialization_failures_release_the_key(pool: PgPool) {
                     .json(&json!({ "label": label }))
             };
             let busy = app.send(call().header(SQLSTATE_HEADER, code)).await;
-            assert_problem(&busy, StatusCode::SERVICE_UNAVAILABLE, "database_busy");
+            assert_problem(
+                &busy,
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::DatabaseBusy,
+            );
             assert!(busy.header("retry-after").is_some());
             assert_eq!(app.probe_items(&label).await, 0, "{code}: rolled back");
             assert_eq!(app.key_status(key).await.as_deref(), Some("released"));
@@ -1108,7 +1142,7 @@ async fn a_released_key_with_another_body_is_a_mismatch(pool: PgPool) {
         assert_problem(
             &other,
             StatusCode::UNPROCESSABLE_ENTITY,
-            "idempotency_key_body_mismatch",
+            ErrorCode::IdempotencyKeyBodyMismatch,
         );
         assert_eq!(
             app.probe_items("other-body").await,

@@ -1,6 +1,7 @@
 //! Operations: request ids, readiness (the database, the idempotency store, draining),
 //! graceful shutdown, CORS for the web app, and the request timeout.
 
+use raptor_api::codes::ErrorCode;
 use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
@@ -418,7 +419,7 @@ async fn request_timeout_says_when_to_retry(pool: PgPool) {
         assert_problem(
             &response,
             StatusCode::SERVICE_UNAVAILABLE,
-            "request_timeout",
+            ErrorCode::RequestTimeout,
         );
         assert_eq!(response.header("retry-after"), Some("1"));
         assert_eq!(app.probe_items("too slow").await, 0);

@@ -2,6 +2,7 @@
 //! retry that runs again (the answer is personal data, so nothing of it is stored).
 
 use axum::http::StatusCode;
+use raptor_api::codes::ErrorCode;
 use serde_json::{json, Value};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -67,7 +68,7 @@ async fn profile_patch(pool: PgPool) {
         assert_problem(
             &other,
             StatusCode::UNPROCESSABLE_ENTITY,
-            "idempotency_key_body_mismatch",
+            ErrorCode::IdempotencyKeyBodyMismatch,
         );
         let audit: Vec<Value> = sqlx::query_scalar(
             "select context from audit_log where action = 'profile.updated' order by id",
@@ -84,20 +85,26 @@ async fn profile_patch(pool: PgPool) {
         for (body, code) in [
             (
                 json!({ "display_name": "x".repeat(65) }),
-                "invalid_display_name",
+                ErrorCode::InvalidDisplayName,
             ),
             (
                 json!({ "display_name": "tab\there" }),
-                "invalid_display_name",
+                ErrorCode::InvalidDisplayName,
             ),
-            (json!({ "time_zone": "Mars/Olympus" }), "invalid_time_zone"),
-            (json!({ "time_zone": "" }), "invalid_time_zone"),
+            (
+                json!({ "time_zone": "Mars/Olympus" }),
+                ErrorCode::InvalidTimeZone,
+            ),
+            (json!({ "time_zone": "" }), ErrorCode::InvalidTimeZone),
             (
                 json!({ "marketing_opt_in": null }),
-                "invalid_marketing_opt_in",
+                ErrorCode::InvalidMarketingOptIn,
             ),
-            (json!({ "marketing_opt_in": "yes" }), "invalid_body"),
-            (json!({ "email": "evil@example.com" }), "invalid_body"),
+            (json!({ "marketing_opt_in": "yes" }), ErrorCode::InvalidBody),
+            (
+                json!({ "email": "evil@example.com" }),
+                ErrorCode::InvalidBody,
+            ),
         ] {
             let refused = app.patch_profile(&token, None, &body).await;
             assert_problem(&refused, StatusCode::UNPROCESSABLE_ENTITY, code);
@@ -140,7 +147,7 @@ async fn control_characters_in_a_time_zone_are_refused(pool: PgPool) {
             assert_problem(
                 &answer,
                 StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_time_zone",
+                ErrorCode::InvalidTimeZone,
             );
         }
     })

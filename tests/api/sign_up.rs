@@ -4,6 +4,7 @@
 //! credential in `idempotency_keys`.
 
 use axum::http::{Method, StatusCode};
+use raptor_api::codes::ErrorCode;
 use raptor_api::{ApiConfig, AuthLimits};
 use serde_json::{json, Value};
 use sqlx::PgPool;
@@ -124,11 +125,15 @@ async fn sign_up_trade_and_log_out(pool: PgPool) {
         assert_eq!(other.status, StatusCode::OK, "only that session ended");
         // Logging out ends the link's grace: it no longer signs anyone in.
         let after_logout = app.verify(&link).await;
-        assert_problem(&after_logout, StatusCode::BAD_REQUEST, "invalid_token");
+        assert_problem(
+            &after_logout,
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidToken,
+        );
 
         for token in ["rpl_unknown", "", &"x".repeat(10_000)] {
             let unknown = app.verify(token).await;
-            assert_problem(&unknown, StatusCode::BAD_REQUEST, "invalid_token");
+            assert_problem(&unknown, StatusCode::BAD_REQUEST, ErrorCode::InvalidToken);
         }
     })
     .await;
@@ -202,7 +207,7 @@ async fn expired_and_spent_links_are_refused(pool: PgPool) {
         app.execute("update auth_link_tokens set expires_at = now() - interval '1 second'")
             .await;
         let expired = app.verify(&link).await;
-        assert_problem(&expired, StatusCode::BAD_REQUEST, "invalid_token");
+        assert_problem(&expired, StatusCode::BAD_REQUEST, ErrorCode::InvalidToken);
         assert_eq!(app.count("select count(*) from users").await, 0);
 
         app.register("spent@example.com").await;
@@ -214,7 +219,7 @@ async fn expired_and_spent_links_are_refused(pool: PgPool) {
         )
         .await;
         let spent = app.verify(&link).await;
-        assert_problem(&spent, StatusCode::BAD_REQUEST, "invalid_token");
+        assert_problem(&spent, StatusCode::BAD_REQUEST, ErrorCode::InvalidToken);
     })
     .await;
 }
@@ -317,9 +322,17 @@ async fn login_links_only_for_known_addresses(pool: PgPool) {
         assert_eq!(app.count("select count(*) from users").await, 1);
 
         let bad = app.login("not an address").await;
-        assert_problem(&bad, StatusCode::UNPROCESSABLE_ENTITY, "invalid_email");
+        assert_problem(
+            &bad,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::InvalidEmail,
+        );
         let bad = app.register("a@localhost").await;
-        assert_problem(&bad, StatusCode::UNPROCESSABLE_ENTITY, "invalid_email");
+        assert_problem(
+            &bad,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::InvalidEmail,
+        );
     })
     .await;
 }
@@ -338,7 +351,11 @@ async fn register_is_rate_limited_per_address(pool: PgPool) {
             StatusCode::ACCEPTED
         );
         let limited = app.register("rl@EXAMPLE.com").await;
-        assert_problem(&limited, StatusCode::TOO_MANY_REQUESTS, "rate_limited");
+        assert_problem(
+            &limited,
+            StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::RateLimited,
+        );
         let retry_after: u64 = limited
             .header("retry-after")
             .expect("Retry-After")
@@ -380,7 +397,11 @@ async fn register_is_rate_limited_per_ip(pool: PgPool) {
             )
             .await;
             if response.status == StatusCode::TOO_MANY_REQUESTS {
-                assert_problem(&response, StatusCode::TOO_MANY_REQUESTS, "rate_limited");
+                assert_problem(
+                    &response,
+                    StatusCode::TOO_MANY_REQUESTS,
+                    ErrorCode::RateLimited,
+                );
                 assert!(response.header("retry-after").is_some());
             }
             statuses.push(response.status);
@@ -434,7 +455,11 @@ async fn waitlist_signups_are_unique_per_address(pool: PgPool) {
             assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
         }
         let bad = app.join_waitlist(&json!({ "email": "nope" })).await;
-        assert_problem(&bad, StatusCode::UNPROCESSABLE_ENTITY, "invalid_email");
+        assert_problem(
+            &bad,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::InvalidEmail,
+        );
         assert_eq!(app.count("select count(*) from waitlist_signups").await, 1);
     })
     .await;

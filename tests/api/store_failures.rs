@@ -3,6 +3,7 @@
 //! connection to the store can be made at all; a busy pool, a locked row or table and a
 //! statement timeout are 409 or 503 on every tier, so a key that exists never runs again.
 
+use raptor_api::codes::ErrorCode;
 use std::time::{Duration, Instant};
 
 use axum::http::{Method, StatusCode};
@@ -169,7 +170,7 @@ async fn saturated_store_pool_refuses_tier2(pool: PgPool) {
         assert_problem(
             &refused,
             StatusCode::SERVICE_UNAVAILABLE,
-            "idempotency_store_unavailable",
+            ErrorCode::IdempotencyStoreUnavailable,
         );
         assert!(refused.header("retry-after").is_some());
         assert!(

@@ -1,6 +1,7 @@
 //! Typed calls of the routes, as methods of [`TestApp`] (`app.create_order(&token, key, &body)`),
 //! and [`assert_problem`], the one matcher of error answers.
 
+use raptor_api::codes::ErrorCode;
 use std::fmt::Display;
 
 use axum::http::{Method, StatusCode};
@@ -16,11 +17,11 @@ pub(crate) const PROBLEM_JSON: &str = "application/problem+json";
 pub(crate) const IDEMPOTENCY_FLAG: &str = "FLAG_IDEMPOTENCY_MIDDLEWARE";
 
 /// `response` is an error answer: `status`, the `error` member `code`, served as
-/// `application/problem+json`. `code` is anything that reads as the code's text, so a typed
-/// code can stand in for the string.
+/// `application/problem+json`. The code is typed, so a test cannot expect one the API does not
+/// have.
 #[track_caller]
-pub(crate) fn assert_problem(response: &TestResponse, status: StatusCode, code: impl AsRef<str>) {
-    let code = code.as_ref();
+pub(crate) fn assert_problem(response: &TestResponse, status: StatusCode, code: ErrorCode) {
+    let code = code.as_str();
     let media_type = response.header("content-type");
     assert!(
         response.status == status

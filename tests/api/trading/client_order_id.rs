@@ -1,6 +1,7 @@
 //! The derived `client_order_id`: stable across the attempts of one key's lifetime, new after
 //! the key expired, and derived even with the kill switch off.
 
+use raptor_api::codes::ErrorCode;
 use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
@@ -96,7 +97,7 @@ async fn kill_switch_off_still_derives_the_client_order_id(pool: PgPool) {
         assert_problem(
             &retry,
             StatusCode::UNPROCESSABLE_ENTITY,
-            "duplicate_client_order_id",
+            ErrorCode::DuplicateClientOrderId,
         );
         assert_eq!(app.order_count().await, 1);
     })

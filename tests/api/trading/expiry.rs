@@ -2,6 +2,7 @@
 //! options at the New York close of their expiration day.
 
 use axum::http::StatusCode;
+use raptor_api::codes::ErrorCode;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -147,7 +148,7 @@ async fn an_option_stops_trading_at_its_new_york_close(pool: PgPool) {
                 assert_problem(
                     &answer,
                     StatusCode::UNPROCESSABLE_ENTITY,
-                    "contract_expired",
+                    ErrorCode::ContractExpired,
                 );
             } else {
                 assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.text);

@@ -2,6 +2,7 @@
 //! before any lock or audit write, and one busy account does not starve the others.
 
 use axum::http::StatusCode;
+use raptor_api::codes::ErrorCode;
 use serde_json::{json, Value};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -60,7 +61,7 @@ async fn open_orders_per_account_are_capped(pool: PgPool) {
         assert_problem(
             &over,
             StatusCode::UNPROCESSABLE_ENTITY,
-            "too_many_open_orders",
+            ErrorCode::TooManyOpenOrders,
         );
         let market = app
             .create_order(
@@ -102,7 +103,11 @@ async fn oversized_orders_are_refused_before_any_lock_or_audit(pool: PgPool) {
         .await
         .expect("answered without waiting for the quote lock");
         holder.rollback().await.expect("unlock");
-        assert_problem(&refused, StatusCode::UNPROCESSABLE_ENTITY, "invalid_order");
+        assert_problem(
+            &refused,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::InvalidOrder,
+        );
         assert_eq!(
             app.count("select count(*) from audit_log").await,
             audit_before
@@ -110,7 +115,11 @@ async fn oversized_orders_are_refused_before_any_lock_or_audit(pool: PgPool) {
 
         let long_symbol = Order::market(&"X".repeat(10_000)).buy().qty("1").json();
         let refused = app.create_order(&token, Uuid::new_v4(), &long_symbol).await;
-        assert_problem(&refused, StatusCode::UNPROCESSABLE_ENTITY, "invalid_symbol");
+        assert_problem(
+            &refused,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::InvalidSymbol,
+        );
 
         let mut conn = app.pool.acquire().await.expect("conn");
         raptor_api::audit::record(
@@ -203,7 +212,11 @@ async fn one_busy_account_does_not_starve_other_users(pool: PgPool) {
             match answer.status {
                 StatusCode::CREATED => created += 1,
                 StatusCode::TOO_MANY_REQUESTS => {
-                    assert_problem(&answer, StatusCode::TOO_MANY_REQUESTS, "rate_limited");
+                    assert_problem(
+                        &answer,
+                        StatusCode::TOO_MANY_REQUESTS,
+                        ErrorCode::RateLimited,
+                    );
                     assert!(answer.header("retry-after").is_some());
                     limited += 1;
                 }

@@ -2,6 +2,7 @@
 //! rolls that are rejected whole.
 
 use axum::http::StatusCode;
+use raptor_api::codes::ErrorCode;
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -108,7 +109,7 @@ async fn lcc_worked_example(pool: PgPool) {
         assert_problem(
             &expired,
             StatusCode::UNPROCESSABLE_ENTITY,
-            "contract_expired",
+            ErrorCode::ContractExpired,
         );
     })
     .await;
@@ -135,7 +136,11 @@ async fn invalid_rolls_are_rejected_whole(pool: PgPool) {
                 &json!({ "to_symbol": beyond_leaps, "qty": "1" }),
             )
             .await;
-        assert_problem(&uncovered, StatusCode::FORBIDDEN, "uncovered_short_option");
+        assert_problem(
+            &uncovered,
+            StatusCode::FORBIDDEN,
+            ErrorCode::UncoveredShortOption,
+        );
 
         let too_many = app
             .roll(
@@ -145,7 +150,7 @@ async fn invalid_rolls_are_rejected_whole(pool: PgPool) {
                 &json!({ "to_symbol": NEXT, "qty": "2" }),
             )
             .await;
-        assert_problem(&too_many, StatusCode::FORBIDDEN, "insufficient_qty");
+        assert_problem(&too_many, StatusCode::FORBIDDEN, ErrorCode::InsufficientQty);
 
         let after = (app.account(&token).await.body, app.positions(&token).await);
         assert_eq!(before, after, "no leg filled");
@@ -169,7 +174,11 @@ async fn invalid_rolls_are_rejected_whole(pool: PgPool) {
                     .json(),
             )
             .await;
-        assert_problem(&naked, StatusCode::FORBIDDEN, "uncovered_short_option");
+        assert_problem(
+            &naked,
+            StatusCode::FORBIDDEN,
+            ErrorCode::UncoveredShortOption,
+        );
     })
     .await;
 }

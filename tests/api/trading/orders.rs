@@ -2,6 +2,7 @@
 //! and resets, multi-leg orders and stored rejections, fees, and control characters.
 
 use axum::http::StatusCode;
+use raptor_api::codes::ErrorCode;
 use raptor_api::ApiConfig;
 use serde_json::json;
 use sqlx::PgPool;
@@ -42,7 +43,7 @@ async fn concurrent_orders_respect_buying_power(pool: PgPool) {
                     assert_problem(
                         &response,
                         StatusCode::FORBIDDEN,
-                        "insufficient_buying_power",
+                        ErrorCode::InsufficientBuyingPower,
                     );
                     refused += 1;
                 }
@@ -100,7 +101,7 @@ async fn cancel_is_naturally_idempotent(pool: PgPool) {
         assert_problem(
             &refused,
             StatusCode::UNPROCESSABLE_ENTITY,
-            "order_not_cancelable",
+            ErrorCode::OrderNotCancelable,
         );
         let missing = app.cancel_order(&token, Uuid::new_v4()).await;
         assert_eq!(missing.status, StatusCode::NOT_FOUND);
@@ -135,7 +136,7 @@ async fn gates_come_before_replays(pool: PgPool) {
         assert_problem(
             &replay,
             StatusCode::SERVICE_UNAVAILABLE,
-            "new_orders_disabled",
+            ErrorCode::NewOrdersDisabled,
         );
         let close = halted
             .close_position(&token, Uuid::new_v4(), "AAPL", &json!({}))
@@ -143,7 +144,7 @@ async fn gates_come_before_replays(pool: PgPool) {
         assert_problem(
             &close,
             StatusCode::SERVICE_UNAVAILABLE,
-            "new_orders_disabled",
+            ErrorCode::NewOrdersDisabled,
         );
 
         let resting = app
@@ -163,9 +164,17 @@ async fn gates_come_before_replays(pool: PgPool) {
         .await;
         let keys_before = app.count("select count(*) from idempotency_keys").await;
         let live = app.create_order(&token, key, &body).await;
-        assert_problem(&live, StatusCode::FORBIDDEN, "live_trading_unavailable");
+        assert_problem(
+            &live,
+            StatusCode::FORBIDDEN,
+            ErrorCode::LiveTradingUnavailable,
+        );
         let fresh = app.create_order(&token, Uuid::new_v4(), &body).await;
-        assert_problem(&fresh, StatusCode::FORBIDDEN, "live_trading_unavailable");
+        assert_problem(
+            &fresh,
+            StatusCode::FORBIDDEN,
+            ErrorCode::LiveTradingUnavailable,
+        );
         assert_eq!(
             app.count("select count(*) from idempotency_keys").await,
             keys_before,
@@ -206,7 +215,7 @@ async fn close_and_reset(pool: PgPool) {
         let too_much = app
             .close_position(&token, Uuid::new_v4(), "AAPL", &json!({ "qty": "5" }))
             .await;
-        assert_problem(&too_much, StatusCode::FORBIDDEN, "insufficient_qty");
+        assert_problem(&too_much, StatusCode::FORBIDDEN, ErrorCode::InsufficientQty);
 
         let rest = app
             .close_position(&token, Uuid::new_v4(), "AAPL", &json!({}))
@@ -293,7 +302,7 @@ async fn mleg_orders_rejections_and_client_order_ids(pool: PgPool) {
         assert_problem(
             &first,
             StatusCode::UNPROCESSABLE_ENTITY,
-            "quote_unavailable",
+            ErrorCode::QuoteUnavailable,
         );
         let again = app.create_order(&token, key, &unquoted).await;
         assert_eq!(again.header("idempotent-replayed"), Some("true"));
@@ -304,11 +313,15 @@ async fn mleg_orders_rejections_and_client_order_ids(pool: PgPool) {
         assert_problem(
             &bad_symbol,
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_symbol",
+            ErrorCode::InvalidSymbol,
         );
         let no_side = Order::market("AAPL").qty("1").json();
         let no_side = app.create_order(&token, Uuid::new_v4(), &no_side).await;
-        assert_problem(&no_side, StatusCode::UNPROCESSABLE_ENTITY, "invalid_order");
+        assert_problem(
+            &no_side,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::InvalidOrder,
+        );
 
         // client_order_id: derived from the key when absent (stable), unique per account.
         app.quote("AAPL", "100.00", "100.10").await;
@@ -323,7 +336,7 @@ async fn mleg_orders_rejections_and_client_order_ids(pool: PgPool) {
         assert_problem(
             &dup,
             StatusCode::UNPROCESSABLE_ENTITY,
-            "duplicate_client_order_id",
+            ErrorCode::DuplicateClientOrderId,
         );
         let derived = filled.body["client_order_id"].as_str().expect("derived id");
         assert!(Uuid::parse_str(derived).is_ok());
@@ -387,7 +400,11 @@ async fn nul_characters_are_rejected_cleanly(pool: PgPool) {
             .client_order_id("a\u{0}b")
             .json();
         let first = app.create_order(&token, key, &body).await;
-        assert_problem(&first, StatusCode::UNPROCESSABLE_ENTITY, "invalid_order");
+        assert_problem(
+            &first,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::InvalidOrder,
+        );
         let key2 = Uuid::new_v4();
         let symbol = Order::market("AAPL\u{0}").qty("1").json();
         let bad_symbol = app.create_order(&token, key2, &symbol).await;

@@ -3,6 +3,7 @@
 //! audits a refused re-evaluation once per change of verdict.
 
 use axum::http::{Method, StatusCode};
+use raptor_api::codes::ErrorCode;
 use serde_json::{json, Value};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -131,7 +132,11 @@ async fn quote_updates_expire_dead_orders_and_skip_blocked_accounts(pool: PgPool
             json!({ "bid": "2", "ask": "1" }),
         ] {
             let r = app.put_quote(&operator, "AAPL", &bad).await;
-            assert_problem(&r, StatusCode::UNPROCESSABLE_ENTITY, "invalid_quote");
+            assert_problem(
+                &r,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::InvalidQuote,
+            );
         }
         let (live_id, live) = app.user("live@example.com").await;
         let (_, token) = app.user("exp@example.com").await;
@@ -144,7 +149,11 @@ async fn quote_updates_expire_dead_orders_and_skip_blocked_accounts(pool: PgPool
                 &Order::limit("AAPL", "0.0000001").buy().qty("1").json(),
             )
             .await;
-        assert_problem(&tiny, StatusCode::UNPROCESSABLE_ENTITY, "invalid_order");
+        assert_problem(
+            &tiny,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::InvalidOrder,
+        );
 
         let near_limit = Order::limit(NEAR, "1.00").buy().qty("1").gtc().json();
         let dead = app.create_order(&token, Uuid::new_v4(), &near_limit).await;
