@@ -28,6 +28,7 @@
 //! exits 1 when a target is missed (2 when the benchmark could not run). `BENCHMARKS.md`
 //! records a run with the machine, the date and what the profile showed.
 
+mod cpu;
 mod proxy;
 
 use std::borrow::Cow;
@@ -72,9 +73,14 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 const TARGET_RT_KEYED: f64 = 10.0;
 const TARGET_RT_UNKEYED: f64 = 8.0;
 const TARGET_VS_CEILING_32: f64 = 0.8;
-const TARGET_KEYED_VS_UNKEYED: f64 = 0.8;
+const TARGET_KEYED_VS_UNKEYED: f64 = 0.9;
 const TARGET_P50_VS_CEILING_1: f64 = 1.5;
-const TARGET_P99_1_MS: f64 = 2.0;
+const TARGET_P99_VS_CEILING_1: f64 = 1.5;
+const TARGET_CPU_VS_CEILING: f64 = 1.4;
+const TARGET_SERVER_CPU_MS: f64 = 0.3;
+const TARGET_SOAK_LAST_VS_BEST: f64 = 0.9;
+/// Clients of the soak.
+const SOAK_CLIENTS: usize = 16;
 const TARGET_OPEN_LOOP_P99_MS: f64 = 5.0;
 const TARGET_REPLAY_VS_KEYED: f64 = 3.0;
 const TARGET_BOOK_VS_KEYED: f64 = 1.2;
@@ -126,17 +132,18 @@ async fn run() -> anyhow::Result<bool> {
     let settings = Settings {
         secs: Duration::from_secs(env_number("RAPTOR_BENCH_SECS", 5)?),
         key_rows: env_number("RAPTOR_BENCH_KEY_ROWS", 5_000_000)?,
+        soak: Duration::from_secs(env_number("RAPTOR_BENCH_SOAK_SECS", 300)?),
         options: admin_options.clone().database(&name),
         database: name.clone(),
     };
-    let mut server = None;
+    let mut servers = Vec::new();
     let outcome = tokio::select! {
-        outcome = tokio::time::timeout(RUN_TIMEOUT, bench(&settings, &mut server)) => {
+        outcome = tokio::time::timeout(RUN_TIMEOUT, bench(&settings, &mut servers)) => {
             outcome.unwrap_or_else(|_| Err(anyhow!("the run exceeded {RUN_TIMEOUT:?}")))
         }
         _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
     };
-    if let Some(mut child) = server {
+    for mut child in servers {
         let _ = child.kill().await;
     }
     let dropped = sqlx::query(&format!("drop database if exists {name} with (force)"))
@@ -157,6 +164,7 @@ async fn run() -> anyhow::Result<bool> {
 struct Settings {
     secs: Duration,
     key_rows: u64,
+    soak: Duration,
     options: PgConnectOptions,
     database: String,
 }
@@ -167,13 +175,17 @@ struct Bench {
     http: Http,
     users: Vec<BenchUser>,
     operator: String,
+    /// The server that goes through the counting proxy (statement counts only).
+    counted: Http,
     counts: Arc<proxy::Counts>,
     secs: Duration,
+    /// CPU of the measured server's runs.
+    meter: cpu::Meter,
 }
 
 async fn bench(
     settings: &Settings,
-    server: &mut Option<tokio::process::Child>,
+    servers: &mut Vec<tokio::process::Child>,
 ) -> anyhow::Result<Report> {
     let pool = PgPoolOptions::new()
         .max_connections(8)
@@ -183,23 +195,48 @@ async fn bench(
     MIGRATOR.run(&pool).await.context("migration failed")?;
     let postgres = postgres_info(&pool).await?;
 
+    // The measured server talks to Postgres directly, as the ceiling's pgbench does; a second
+    // server on the same database goes through the counting proxy, for the statement counts.
     let counts = Arc::new(proxy::Counts::default());
     let upstream = format!(
         "{}:{}",
         settings.options.get_host(),
         settings.options.get_port()
     );
-    let proxy_port = proxy::start(upstream, counts.clone()).await?;
+    let (proxy_port, proxy_tid) = proxy::start(upstream.clone(), counts.clone())?;
+    let url = |to: &str| {
+        format!(
+            "postgres://{}@{to}/{}?sslmode=disable",
+            settings.options.get_username(),
+            settings.database
+        )
+    };
     let port = free_port()?;
-    let database_url = format!(
-        "postgres://{}@127.0.0.1:{proxy_port}/{}?sslmode=disable",
-        settings.options.get_username(),
-        settings.database
-    );
-    let (child, pid) = start_server(&database_url, port).await?;
-    *server = Some(child);
+    let (child, pid) = start_server(&url(&upstream), port).await?;
+    servers.push(child);
+    let counted_port = free_port()?;
+    let (child, _) = start_server(&url(&format!("127.0.0.1:{proxy_port}")), counted_port).await?;
+    servers.push(child);
     let http = Http::new(format!("http://127.0.0.1:{port}"))?;
     http.wait_ready().await?;
+    let counted = Http::new(format!("http://127.0.0.1:{counted_port}"))?;
+    counted.wait_ready().await?;
+    let backend: i32 = sqlx::query_scalar("select pg_backend_pid()")
+        .fetch_one(&pool)
+        .await
+        .context("backend pid")?;
+    let postmaster = cpu::postmaster_of(u32::try_from(backend)?)?;
+    let meter = cpu::Meter::new(postmaster, Some(pid), Some(proxy_tid));
+    let flush_dir = postgres
+        .data_directory
+        .clone()
+        .map_or_else(std::env::temp_dir, PathBuf::from);
+    let flush = cpu::flush_latency(&flush_dir, Duration::from_secs(2))
+        .or_else(|_| cpu::flush_latency(&std::env::temp_dir(), Duration::from_secs(2)))?;
+    println!(
+        "flush: 8 KiB + fdatasync in {}: p50 {:.2} ms, p99 {:.2} ms ({} flushes)",
+        flush.dir, flush.p50_ms, flush.p99_ms, flush.flushes
+    );
 
     let operator = user(&pool, "bench-operator@example.com", Role::Operator).await?;
     let mut users = Vec::with_capacity(USERS);
@@ -209,10 +246,12 @@ async fn bench(
     let b = Bench {
         pool,
         http,
+        counted,
         users,
         operator: operator.token,
         counts,
         secs: settings.secs,
+        meter,
     };
     for (symbol, bid, ask) in [
         ("AAPL", "189.90", "190.10"),
@@ -225,17 +264,23 @@ async fn bench(
         b.quote(symbol, bid, ask).await?;
     }
 
-    let mut runs = Vec::new();
+    println!("statements per order, through the counting proxy ...");
     let mut round_trips = BTreeMap::new();
+    let (statements, pings) = b.count_statements(|user| b.order(user, None)).await?;
+    round_trips.insert("unkeyed", statements);
+    round_trips.insert("unkeyed_pool_pings", pings);
+    let (statements, pings) = b
+        .count_statements(|user| b.order(user, Some(new_key())))
+        .await?;
+    round_trips.insert("keyed", statements);
+    round_trips.insert("keyed_pool_pings", pings);
+
+    let mut runs = Vec::new();
     for &clients in &LEVELS {
         println!("(1) no key, {clients} clients ...");
         let run = b
             .closed("1 no key", clients, |user, _| b.order(user, None))
             .await?;
-        if clients == 1 {
-            round_trips.insert("unkeyed", run.round_trips);
-            round_trips.insert("unkeyed_pool_pings", run.pings);
-        }
         runs.push(run);
         println!("(2) fresh key, {clients} clients ...");
         let run = b
@@ -243,10 +288,6 @@ async fn bench(
                 b.order(user, Some(new_key()))
             })
             .await?;
-        if clients == 1 {
-            round_trips.insert("keyed", run.round_trips);
-            round_trips.insert("keyed_pool_pings", run.pings);
-        }
         runs.push(run);
         println!("(3) replay, {clients} clients ...");
         let keys = b.completed_keys().await?;
@@ -317,9 +358,39 @@ async fn bench(
     println!("ceiling: pgbench tests/bench/ceiling.sql ...");
     let (umin, umax) = (b.users[0].id, b.users[USERS - 1].id);
     let mut ceiling = Vec::new();
+    let db_meter = b.meter.without_server();
     for &clients in &LEVELS {
-        ceiling.push(pgbench(settings, clients, umin, umax)?);
+        ceiling.push(pgbench(
+            settings,
+            &db_meter,
+            Schema::Real,
+            clients,
+            umin,
+            umax,
+        )?);
     }
+    println!("ceiling on the minimal schema ...");
+    minimal_schema(&b.pool).await?;
+    for &clients in &LEVELS {
+        ceiling.push(pgbench(
+            settings,
+            &db_meter,
+            Schema::Minimal,
+            clients,
+            umin,
+            umax,
+        )?);
+    }
+
+    let soak = if settings.soak.is_zero() {
+        None
+    } else {
+        println!(
+            "soak: fresh keys at {SOAK_CLIENTS} clients for {} s ...",
+            settings.soak.as_secs()
+        );
+        Some(b.soak(settings.soak, pid).await?)
+    };
 
     let rss = rss_mib(pid)?;
     let mut report = Report {
@@ -333,6 +404,8 @@ async fn bench(
         duplicates,
         fill,
         ceiling,
+        flush,
+        soak,
         round_trips,
         server_peak_rss_mib: rss.0,
         server_rss_mib: rss.1,
@@ -398,7 +471,7 @@ impl Bench {
         for (duration, measured) in [(Duration::from_secs(1), false), (self.secs, true)] {
             let deadline = Instant::now() + duration;
             let started = Instant::now();
-            let (round_trips, pings) = (self.counts.round_trips(), self.counts.pings());
+            let before = self.meter.sample();
             let mut tasks = Vec::new();
             for (client, counter) in counters.iter().enumerate() {
                 let http = &self.http;
@@ -418,14 +491,37 @@ impl Bench {
                 .flatten()
                 .collect();
             if measured {
+                let after = self.meter.sample();
                 let mut run = Run::new(name, clients, started.elapsed(), answers);
-                let per = |n: u64| n as f64 / run.requests.max(1) as f64;
-                run.round_trips = per(self.counts.round_trips() - round_trips);
-                run.pings = per(self.counts.pings() - pings);
+                run.cpu = Some(before.per_request(&after, run.requests));
                 return Ok(run);
             }
         }
         unreachable!("the measured run returns")
+    }
+
+    /// Statements and pool pings per request of `make(user)`, through the counting proxy: 200
+    /// requests one after the other after 20 to warm up.
+    async fn count_statements(&self, make: impl Fn(usize) -> Req) -> anyhow::Result<(f64, f64)> {
+        for user in 0..20 {
+            self.counted.send(make(user)).await?;
+        }
+        let (round_trips, pings) = (self.counts.round_trips(), self.counts.pings());
+        let n = 200;
+        for user in 0..n {
+            let answer = self.counted.send(make(user)).await?;
+            if !(200..300).contains(&answer.status) {
+                bail!("counting run: {} {}", answer.status, answer.body);
+            }
+        }
+        // sqlx pings a connection as it goes back to the pool, after the answer: let the last
+        // request's pings arrive.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let per = |d: u64| d as f64 / n as f64;
+        Ok((
+            per(self.counts.round_trips() - round_trips),
+            per(self.counts.pings() - pings),
+        ))
     }
 
     /// One completed key per user, for replays.
@@ -577,6 +673,98 @@ impl Bench {
         ))
     }
 
+    /// The soak: fresh keys at [`SOAK_CLIENTS`] clients for `secs`, counted in windows of 30 s
+    /// (or a fifth of the soak when shorter), with the server's memory, connections and files
+    /// and the tables' sizes at the start and the end.
+    async fn soak(&self, secs: Duration, pid: u32) -> anyhow::Result<Soak> {
+        let window = Duration::from_secs(30)
+            .min(secs / 5)
+            .max(Duration::from_secs(1));
+        let windows = usize::try_from(secs.as_secs().div_ceil(window.as_secs().max(1)))?;
+        let done: Vec<std::sync::atomic::AtomicU64> = (0..windows)
+            .map(|_| std::sync::atomic::AtomicU64::new(0))
+            .collect();
+        let errors = std::sync::atomic::AtomicU64::new(0);
+        let start = self.probe(pid).await?;
+        let started = Instant::now();
+        let deadline = started + secs;
+        let tasks = (0..SOAK_CLIENTS).map(|client| {
+            let (done, errors) = (&done, &errors);
+            async move {
+                while Instant::now() < deadline {
+                    let answer = self.http.send(self.order(client, Some(new_key()))).await;
+                    let ok = answer.as_ref().is_ok_and(|a| a.status == 201);
+                    if !ok {
+                        errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    let at = started.elapsed().as_secs_f64() / window.as_secs_f64();
+                    if let Some(slot) = done.get(at as usize) {
+                        slot.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            }
+        });
+        futures_util::future::join_all(tasks).await;
+        let end = self.probe(pid).await?;
+        let per_second: Vec<f64> = done
+            .iter()
+            .map(|n| n.load(std::sync::atomic::Ordering::Relaxed) as f64 / window.as_secs_f64())
+            .collect();
+        // The last window may be cut short by the deadline: judge the last full one.
+        let full = if secs.as_secs().is_multiple_of(window.as_secs().max(1)) {
+            per_second.len()
+        } else {
+            per_second.len() - 1
+        };
+        let best = per_second[..full].iter().copied().fold(0.0, f64::max);
+        let last = per_second[..full].last().copied().unwrap_or(0.0);
+        Ok(Soak {
+            clients: SOAK_CLIENTS,
+            seconds: secs.as_secs(),
+            window_seconds: window.as_secs(),
+            orders_per_second: per_second,
+            errors: errors.load(std::sync::atomic::Ordering::Relaxed),
+            last_vs_best: if best > 0.0 { last / best } else { 0.0 },
+            start,
+            end,
+        })
+    }
+
+    /// The server's resident memory, open files and database connections, and the sizes of the
+    /// tables an order writes.
+    async fn probe(&self, pid: u32) -> anyhow::Result<Probe> {
+        let files = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count);
+        let connections: i64 = sqlx::query_scalar(
+            "select count(*) from pg_stat_activity
+              where datname = current_database() and pid <> pg_backend_pid()",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .context("connections")?;
+        let mut tables = BTreeMap::new();
+        for table in [
+            "paper_orders",
+            "paper_order_legs",
+            "paper_fills",
+            "paper_positions",
+            "idempotency_keys",
+            "audit_log",
+        ] {
+            let bytes: i64 = sqlx::query_scalar("select pg_total_relation_size($1::regclass)")
+                .bind(table)
+                .fetch_one(&self.pool)
+                .await
+                .with_context(|| format!("size of {table}"))?;
+            tables.insert(table, bytes as f64 / (1024.0 * 1024.0));
+        }
+        Ok(Probe {
+            rss_mib: rss_mib(pid)?.1,
+            files,
+            connections,
+            table_mib: tables,
+        })
+    }
+
     /// Scenario 8: 100 accounts × 10 resting buys of MSFT at 300; one quote update to 290.
     async fn fill_scenario(&self) -> anyhow::Result<Fill> {
         let mut ids = Vec::new();
@@ -678,11 +866,52 @@ async fn fill_keys(pool: &PgPool, rows: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// pgbench with the ceiling script; its tps and average latency.
-fn pgbench(settings: &Settings, clients: usize, umin: i32, umax: i32) -> anyhow::Result<Ceiling> {
+/// Which schema the ceiling script runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+enum Schema {
+    /// Raptor's own tables (`public`): the trigger, constraints and indexes the service has.
+    Real,
+    /// `ceiling_min` (`ceiling_min_schema.sql`): only what the order path needs.
+    Minimal,
+}
+
+/// Creates the minimal schema's tables, copying the quotes and accounts of the real one.
+async fn minimal_schema(pool: &PgPool) -> anyhow::Result<()> {
+    let script = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/ceiling_min_schema.sql"),
+    )
+    .context("read ceiling_min_schema.sql")?;
+    let mut conn = pool.acquire().await?;
+    sqlx::raw_sql(&script)
+        .execute(&mut *conn)
+        .await
+        .context("create the minimal schema")?;
+    // The connection's search_path was changed by the script: do not give it back.
+    conn.detach();
+    Ok(())
+}
+
+/// pgbench with the ceiling script on `schema`: its throughput, latency percentiles (from
+/// `--log`, every transaction) and CPU per transaction.
+fn pgbench(
+    settings: &Settings,
+    meter: &cpu::Meter,
+    schema: Schema,
+    clients: usize,
+    umin: i32,
+    umax: i32,
+) -> anyhow::Result<Ceiling> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/ceiling.sql");
+    let logs = std::env::temp_dir().join(format!("raptor-bench-pgbench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&logs);
+    std::fs::create_dir_all(&logs).context("pgbench log directory")?;
+    let mut options = "-c synchronous_commit=off".to_owned();
+    if schema == Schema::Minimal {
+        options.push_str(" -c search_path=ceiling_min");
+    }
+    let before = meter.sample();
     let output = std::process::Command::new("pgbench")
-        .env("PGOPTIONS", "-c synchronous_commit=off")
+        .env("PGOPTIONS", options)
         .args([
             "-n",
             "-f",
@@ -693,6 +922,8 @@ fn pgbench(settings: &Settings, clients: usize, umin: i32, umax: i32) -> anyhow:
             &clients.min(2).to_string(),
             "-T",
             &settings.secs.as_secs().to_string(),
+            "--log",
+            &format!("--log-prefix={}", logs.join("tx").display()),
             "-D",
             &format!("umin={umin}"),
             "-D",
@@ -707,6 +938,7 @@ fn pgbench(settings: &Settings, clients: usize, umin: i32, umax: i32) -> anyhow:
         ])
         .output()
         .context("could not run pgbench (Debian: postgresql-client)")?;
+    let after = meter.sample();
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     if !output.status.success() {
         bail!(
@@ -722,10 +954,33 @@ fn pgbench(settings: &Settings, clients: usize, umin: i32, umax: i32) -> anyhow:
             .and_then(|n| n.parse::<f64>().ok())
             .with_context(|| format!("pgbench printed no {prefix:?}: {text}"))
     };
+    // Each log line: client, transaction number, latency in microseconds, script, epoch, us.
+    let mut latencies = Vec::new();
+    for entry in std::fs::read_dir(&logs).context("pgbench logs")? {
+        let body = std::fs::read_to_string(entry?.path())?;
+        latencies.extend(body.lines().filter_map(|line| {
+            line.split_whitespace()
+                .nth(2)
+                .and_then(|us| us.parse::<f64>().ok())
+                .map(|us| us / 1000.0)
+        }));
+    }
+    let _ = std::fs::remove_dir_all(&logs);
+    latencies.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        let rank = ((p * latencies.len() as f64).ceil() as usize).clamp(1, latencies.len().max(1));
+        latencies.get(rank - 1).copied().unwrap_or(0.0)
+    };
+    let transactions = field("number of transactions actually processed: ")? as usize;
     Ok(Ceiling {
+        schema,
         clients,
         tps: field("tps = ")?,
         latency_ms: field("latency average = ")?,
+        p50_ms: pct(0.5),
+        p99_ms: pct(0.99),
+        transactions,
+        cpu: before.per_request(&after, transactions),
     })
 }
 
@@ -895,6 +1150,8 @@ async fn postgres_info(pool: &PgPool) -> anyhow::Result<PostgresInfo> {
         version: show("server_version").await?,
         fsync: show("fsync").await?,
         synchronous_commit: show("synchronous_commit").await?,
+        // Superusers only; where it is readable, the flush is measured on the WAL's disk.
+        data_directory: show("data_directory").await.ok(),
     })
 }
 
@@ -915,11 +1172,8 @@ struct Run {
     max_ms: f64,
     /// Answers by status code (a client error is `0`).
     statuses: BTreeMap<u16, usize>,
-    /// Statements sent to Postgres per request (counted by the proxy; closed-loop runs).
-    round_trips: f64,
-    /// The pool's pings per request (sqlx checks each connection as it comes back, after the
-    /// request's work; off the request's path).
-    pings: f64,
+    /// CPU per request (closed-loop runs).
+    cpu: Option<cpu::PerRequest>,
 }
 
 impl Run {
@@ -958,8 +1212,7 @@ impl Run {
             p999_ms: pct(0.999),
             max_ms: latencies.last().copied().unwrap_or(0.0),
             statuses,
-            round_trips: 0.0,
-            pings: 0.0,
+            cpu: None,
         }
     }
 
@@ -982,6 +1235,28 @@ struct Duplicates {
 }
 
 #[derive(Debug, Clone, Serialize)]
+struct Soak {
+    clients: usize,
+    seconds: u64,
+    window_seconds: u64,
+    /// Keyed orders answered 201 per second, window by window.
+    orders_per_second: Vec<f64>,
+    errors: u64,
+    /// The last full window's throughput over the best window's.
+    last_vs_best: f64,
+    start: Probe,
+    end: Probe,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Probe {
+    rss_mib: f64,
+    files: usize,
+    connections: i64,
+    table_mib: BTreeMap<&'static str, f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
 struct Fill {
     accounts: usize,
     resting: usize,
@@ -991,9 +1266,14 @@ struct Fill {
 
 #[derive(Debug, Clone, Serialize)]
 struct Ceiling {
+    schema: Schema,
     clients: usize,
     tps: f64,
     latency_ms: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    transactions: usize,
+    cpu: cpu::PerRequest,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -1001,6 +1281,7 @@ struct PostgresInfo {
     version: String,
     fsync: String,
     synchronous_commit: String,
+    data_directory: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -1046,6 +1327,9 @@ struct Report {
     duplicates: Vec<Duplicates>,
     fill: Fill,
     ceiling: Vec<Ceiling>,
+    /// The disk's flush latency, measured in the run.
+    flush: cpu::Flush,
+    soak: Option<Soak>,
     /// Round trips per request, counted by the proxy (scenarios 1 and 2, one client).
     round_trips: BTreeMap<&'static str, f64>,
     server_peak_rss_mib: f64,
@@ -1059,9 +1343,10 @@ impl Report {
         let ceiling = |clients: usize| {
             self.ceiling
                 .iter()
-                .find(|c| c.clients == clients)
+                .find(|c| c.clients == clients && c.schema == Schema::Real)
                 .context("no ceiling run")
         };
+        let cpu = |run: &Run| run.cpu.context("a closed-loop run has CPU figures");
         let keyed_1 = run("2 fresh key", 1)?;
         let keyed_32 = run("2 fresh key", 32)?;
         let unkeyed_32 = run("1 no key", 32)?;
@@ -1108,7 +1393,24 @@ impl Report {
                 TARGET_P50_VS_CEILING_1,
                 "x",
             ),
-            Check::at_most("(2) p99 at 1 client", keyed_1.p99_ms, TARGET_P99_1_MS, "ms"),
+            Check::at_most(
+                "(2) p99 at 1 client / ceiling p99 at 1",
+                keyed_1.p99_ms / ceiling(1)?.p99_ms,
+                TARGET_P99_VS_CEILING_1,
+                "x",
+            ),
+            Check::at_most(
+                "machine CPU per (2) / per ceiling tx, 32",
+                cpu(keyed_32)?.machine_ms / ceiling(32)?.cpu.machine_ms,
+                TARGET_CPU_VS_CEILING,
+                "x",
+            ),
+            Check::at_most(
+                "server CPU per (2) at 32 clients",
+                cpu(keyed_32)?.server_ms,
+                TARGET_SERVER_CPU_MS,
+                "ms",
+            ),
             Check::at_most(
                 "(6) open loop p99",
                 open.p99_ms,
@@ -1170,6 +1472,20 @@ impl Report {
                 measured: self.runs.iter().map(Run::errors).sum::<usize>().to_string(),
                 pass: self.runs.iter().all(|r| r.errors() == 0),
             },
+            match &self.soak {
+                Some(soak) => Check::at_least(
+                    "soak: last window / best window",
+                    soak.last_vs_best,
+                    TARGET_SOAK_LAST_VS_BEST,
+                    "x",
+                ),
+                None => Check {
+                    name: "soak: last window / best window",
+                    target: format!(">= {TARGET_SOAK_LAST_VS_BEST} x"),
+                    measured: "not run (RAPTOR_BENCH_SOAK_SECS=0)".to_owned(),
+                    pass: true,
+                },
+            },
             Check::at_most(
                 "server peak RSS",
                 self.server_peak_rss_mib,
@@ -1190,6 +1506,7 @@ impl Report {
             "{:<32} {:>7} {:>8} {:>9} {:>8} {:>8} {:>9} {:>8} {:>7}",
             "scenario", "clients", "n", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "errors"
         );
+        // (The ceiling rows' n is pgbench's transactions, their latencies from its --log.)
         let row = |r: &Run| {
             println!(
                 "{:<32} {:>7} {:>8} {:>9.1} {:>8.2} {:>8.2} {:>9.2} {:>8.2} {:>7}",
@@ -1215,10 +1532,61 @@ impl Report {
             row(&d.run);
         }
         for c in &self.ceiling {
+            let name = match c.schema {
+                Schema::Real => "ceiling (pgbench)",
+                Schema::Minimal => "ceiling, minimal schema",
+            };
             println!(
-                "{:<32} {:>7} {:>8} {:>9.1} {:>8.2} (pgbench average latency)",
-                "ceiling (pgbench)", c.clients, "-", c.tps, c.latency_ms
+                "{:<32} {:>7} {:>8} {:>9.1} {:>8.2} {:>8.2}",
+                name, c.clients, c.transactions, c.tps, c.p50_ms, c.p99_ms
             );
+        }
+        println!(
+            "\nflush (8 KiB + fdatasync, {}): p50 {:.2} ms, p99 {:.2} ms",
+            self.flush.dir, self.flush.p50_ms, self.flush.p99_ms
+        );
+        println!(
+            "\nCPU ms per request: {:<30} {:>8} {:>8} {:>8} {:>9} {:>6}",
+            "run", "machine", "postgres", "server", "generator", "proxy"
+        );
+        let cpu_row = |name: String, c: &cpu::PerRequest| {
+            println!(
+                "                    {:<30} {:>8.3} {:>8.3} {:>8.3} {:>9.3} {:>6.3}",
+                name, c.machine_ms, c.postgres_ms, c.server_ms, c.generator_ms, c.proxy_ms
+            );
+        };
+        for r in self
+            .runs
+            .iter()
+            .filter(|r| r.name.starts_with(['1', '2', '3']))
+        {
+            if let Some(c) = &r.cpu {
+                cpu_row(format!("{} @{}", r.name, r.clients), c);
+            }
+        }
+        for c in &self.ceiling {
+            cpu_row(format!("ceiling {:?} @{}", c.schema, c.clients), &c.cpu);
+        }
+        if let Some(soak) = &self.soak {
+            println!(
+                "\nsoak: {} clients, {} s, windows of {} s: {} orders/s; last/best {:.2}; {} errors",
+                soak.clients,
+                soak.seconds,
+                soak.window_seconds,
+                soak.orders_per_second
+                    .iter()
+                    .map(|n| format!("{n:.0}"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                soak.last_vs_best,
+                soak.errors
+            );
+            for (when, p) in [("start", &soak.start), ("end", &soak.end)] {
+                println!(
+                    "  {when}: RSS {:.1} MiB, {} files, {} connections, tables (MiB) {:?}",
+                    p.rss_mib, p.files, p.connections, p.table_mib
+                );
+            }
         }
         println!(
             "\n(8) quote update: {} resting orders on {} accounts, {} filled in {:.1} ms",

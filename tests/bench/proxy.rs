@@ -30,23 +30,47 @@ impl Counts {
     }
 }
 
-/// Listens on 127.0.0.1:0 and forwards every connection to `upstream`. Returns the port.
-pub(crate) async fn start(upstream: String, counts: Arc<Counts>) -> anyhow::Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
+/// Listens on 127.0.0.1:0 and forwards every connection to `upstream`, on a thread of its own
+/// (one single-threaded runtime) so that its CPU can be told apart from the load generator's.
+/// Returns the port and the thread's id (`/proc/self/task/<tid>`).
+pub(crate) fn start(upstream: String, counts: Arc<Counts>) -> anyhow::Result<(u16, u32)> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
     let port = listener.local_addr()?.port();
-    tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
-            let (upstream, counts) = (upstream.clone(), counts.clone());
-            tokio::spawn(async move {
-                if let Ok(server) = TcpStream::connect(&upstream).await {
-                    let _ = client.set_nodelay(true);
-                    let _ = server.set_nodelay(true);
-                    relay(client, server, counts).await;
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("bench-proxy".into())
+        .spawn(move || {
+            let tid = std::fs::read_link("/proc/thread-self")
+                .ok()
+                .and_then(|link| link.file_name()?.to_str()?.parse::<u32>().ok());
+            let _ = tid_tx.send(tid);
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            runtime.block_on(async move {
+                let Ok(listener) = TcpListener::from_std(listener) else {
+                    return;
+                };
+                while let Ok((client, _)) = listener.accept().await {
+                    let (upstream, counts) = (upstream.clone(), counts.clone());
+                    tokio::spawn(async move {
+                        if let Ok(server) = TcpStream::connect(&upstream).await {
+                            let _ = client.set_nodelay(true);
+                            let _ = server.set_nodelay(true);
+                            relay(client, server, counts).await;
+                        }
+                    });
                 }
             });
-        }
-    });
-    Ok(port)
+        })?;
+    let tid = tid_rx
+        .recv()?
+        .ok_or_else(|| anyhow::anyhow!("the proxy thread has no id in /proc/thread-self"))?;
+    Ok((port, tid))
 }
 
 async fn relay(client: TcpStream, server: TcpStream, counts: Arc<Counts>) {
