@@ -17,7 +17,10 @@
 //! 5. an LCC roll with a fresh key (each user rolls its short call back and forth);
 //! 6. open loop (fixed arrival rate) at half of scenario 2's 32-client throughput;
 //! 7. scenario 2 (1 client) for an account holding 500 resting orders (the per-account cap);
-//! 8. one quote update that fills 1,000 resting orders across 100 accounts;
+//! 8. a quote update that makes 2,000 resting orders on 200 accounts marketable, then one for
+//!    20,000 on 2,000 accounts (timed until every order is filled: the request sweeps for a
+//!    quarter of its timeout, the server's sweeper the rest, one account per transaction),
+//!    with keyed orders on another symbol at 8 clients before and during the big one;
 //! 9. scenario 2 with `RAPTOR_BENCH_KEY_ROWS` (default 5,000,000) rows in `idempotency_keys`.
 //!
 //! The ceiling: `pgbench -f tests/bench/ceiling.sql` on the same database at 1 and 32 clients
@@ -59,9 +62,10 @@ const USERS: usize = 40;
 const LEVELS: [usize; 2] = [1, 32];
 /// Copies of one key in flight together (scenario 4).
 const COPIES: usize = 16;
-/// Accounts and resting orders of scenario 8.
-const FILL_ACCOUNTS: usize = 100;
-const FILL_PER_ACCOUNT: usize = 10;
+/// Scenario 8's sweeps: (accounts, resting orders per account), the small one first.
+const SWEEPS: [(usize, usize); 2] = [(200, 10), (2_000, 10)];
+/// Keyed orders on another symbol during the big sweep, and before it for the baseline.
+const SWEEP_CLIENTS: usize = 8;
 /// Resting orders of scenario 7 (`RAPTOR_MAX_OPEN_ORDERS`' default).
 const CAPPED: usize = 500;
 /// Server pool size (`RAPTOR_DB_POOL_SIZE`' default).
@@ -84,7 +88,10 @@ const SOAK_CLIENTS: usize = 16;
 const TARGET_OPEN_LOOP_P99_MS: f64 = 5.0;
 const TARGET_REPLAY_VS_KEYED: f64 = 3.0;
 const TARGET_BOOK_VS_KEYED: f64 = 1.2;
-const TARGET_FILL_MS: f64 = 1000.0;
+/// The big sweep's orders per second over the small one's (linear: the same rate).
+const TARGET_SWEEP_LINEAR: f64 = 0.8;
+/// Keyed orders' p99 during the big sweep over their p99 just before it.
+const TARGET_SWEEP_P99: f64 = 2.0;
 const TARGET_KEYS_VS_KEYED: f64 = 1.2;
 const TARGET_RSS_MIB: f64 = 64.0;
 
@@ -335,11 +342,19 @@ async fn bench(
         .await?;
     runs.push(run);
 
-    println!(
-        "(8) a quote update filling {} resting orders ...",
-        FILL_ACCOUNTS * FILL_PER_ACCOUNT
-    );
-    let fill = b.fill_scenario().await?;
+    let mut fills = Vec::new();
+    for (i, &(accounts, per_account)) in SWEEPS.iter().enumerate() {
+        println!(
+            "(8) a quote update sweeping {} resting orders on {accounts} accounts ...",
+            accounts * per_account
+        );
+        let symbol = ["MSFT", "NVDA"][i];
+        let background = i + 1 == SWEEPS.len();
+        fills.push(
+            b.fill_scenario(symbol, accounts, per_account, background)
+                .await?,
+        );
+    }
 
     println!(
         "(9) fresh key with {} rows in idempotency_keys ...",
@@ -402,7 +417,7 @@ async fn bench(
         seconds_per_run: settings.secs.as_secs(),
         runs,
         duplicates,
-        fill,
+        fills,
         ceiling,
         flush,
         soak,
@@ -765,30 +780,122 @@ impl Bench {
         })
     }
 
-    /// Scenario 8: 100 accounts × 10 resting buys of MSFT at 300; one quote update to 290.
-    async fn fill_scenario(&self) -> anyhow::Result<Fill> {
-        let mut ids = Vec::new();
-        for i in 0..FILL_ACCOUNTS {
+    /// Scenario 8: `accounts` × `per_account` resting buys of `symbol` at 300; one quote update
+    /// to 290 sweeps them (the request sweeps for a quarter of its timeout, the server's
+    /// sweeper the rest, one account per transaction). Timed from the update until every order
+    /// is filled. With `background`, keyed orders on AAPL run at [`SWEEP_CLIENTS`] clients
+    /// before (the baseline) and during the sweep.
+    async fn fill_scenario(
+        &self,
+        symbol: &str,
+        accounts: usize,
+        per_account: usize,
+        background: bool,
+    ) -> anyhow::Result<Fill> {
+        let resting = accounts * per_account;
+        // The quote before the orders, so that setting it sweeps nothing.
+        self.quote(symbol, "310.00", "310.10").await?;
+        for i in 0..accounts {
             let owner = user(
                 &self.pool,
-                &format!("bench-resting-{i}@example.com"),
+                &format!("bench-resting-{symbol}-{i}@example.com"),
                 Role::User,
             )
             .await?;
-            seed_resting(&self.pool, owner.id, "MSFT", "300.00", FILL_PER_ACCOUNT).await?;
-            ids.push(owner.id);
+            seed_resting(&self.pool, owner.id, symbol, "300.00", per_account).await?;
         }
-        let started = Instant::now();
-        let answer = self.quote("MSFT", "290.00", "290.10").await?;
-        let ms = started.elapsed().as_secs_f64() * 1000.0;
-        let body: serde_json::Value = serde_json::from_str(&answer.body)?;
-        let filled = body["filled_order_ids"].as_array().map_or(0, Vec::len);
+        let baseline = if background {
+            Some(
+                self.keyed_for(Duration::from_secs(3), "8 keyed orders before the sweep")
+                    .await?,
+            )
+        } else {
+            None
+        };
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let during = async {
+            if background {
+                Some(
+                    self.keyed_until(&stop, "8 keyed orders during the sweep")
+                        .await,
+                )
+            } else {
+                None
+            }
+        };
+        let sweep = async {
+            let started = Instant::now();
+            let answer = self.quote(symbol, "290.00", "290.10").await;
+            let body: serde_json::Value = match &answer {
+                Ok(a) => serde_json::from_str(&a.body).unwrap_or_default(),
+                Err(_) => serde_json::Value::Null,
+            };
+            let by_request = body["filled_order_ids"].as_array().map_or(0, Vec::len);
+            let deadline = Instant::now() + Duration::from_secs(600);
+            let mut filled = 0;
+            while Instant::now() < deadline {
+                filled = sqlx::query_scalar::<_, i64>(
+                    "select count(*) from paper_orders where symbol = $1 and status = 'filled'",
+                )
+                .bind(symbol)
+                .fetch_one(&self.pool)
+                .await
+                .unwrap_or(0);
+                if usize::try_from(filled).unwrap_or(0) >= resting {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            answer.map(|_| (started.elapsed(), filled, by_request))
+        };
+        let (swept, during) = tokio::join!(sweep, during);
+        let (elapsed, filled, by_request) = swept?;
+        let ms = elapsed.as_secs_f64() * 1000.0;
         Ok(Fill {
-            accounts: FILL_ACCOUNTS,
-            resting: FILL_ACCOUNTS * FILL_PER_ACCOUNT,
-            filled,
+            accounts,
+            resting,
+            filled: usize::try_from(filled)?,
+            filled_by_request: by_request,
             ms,
+            orders_per_second: resting as f64 / elapsed.as_secs_f64().max(1e-9),
+            keyed_before: baseline,
+            keyed_during: during.transpose()?,
         })
+    }
+
+    /// Keyed orders on AAPL at [`SWEEP_CLIENTS`] clients for `duration`.
+    async fn keyed_for(&self, duration: Duration, name: &str) -> anyhow::Result<Run> {
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let run = self.keyed_until(&stop, name);
+        let timer = async {
+            tokio::time::sleep(duration).await;
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        };
+        let (run, ()) = tokio::join!(run, timer);
+        run
+    }
+
+    /// Keyed orders on AAPL at [`SWEEP_CLIENTS`] clients until `stop` is set.
+    async fn keyed_until(
+        &self,
+        stop: &std::sync::atomic::AtomicBool,
+        name: &str,
+    ) -> anyhow::Result<Run> {
+        let started = Instant::now();
+        let tasks = (0..SWEEP_CLIENTS).map(|client| async move {
+            let mut answers = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                answers.push(self.http.send(self.order(client, Some(new_key()))).await);
+            }
+            answers
+        });
+        let answers: Vec<anyhow::Result<Answer>> = futures_util::future::join_all(tasks)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        Ok(Run::new(name, SWEEP_CLIENTS, started.elapsed(), answers))
     }
 }
 
@@ -1261,7 +1368,13 @@ struct Fill {
     accounts: usize,
     resting: usize,
     filled: usize,
+    /// Filled by the quote update's own request (the rest by the server's sweeper).
+    filled_by_request: usize,
+    /// From the quote update until every order was filled.
     ms: f64,
+    orders_per_second: f64,
+    keyed_before: Option<Run>,
+    keyed_during: Option<Run>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -1325,7 +1438,7 @@ struct Report {
     seconds_per_run: u64,
     runs: Vec<Run>,
     duplicates: Vec<Duplicates>,
-    fill: Fill,
+    fills: Vec<Fill>,
     ceiling: Vec<Ceiling>,
     /// The disk's flush latency, measured in the run.
     flush: cpu::Flush,
@@ -1354,6 +1467,15 @@ impl Report {
         let open = run("6 open loop, half of max", 0)?;
         let book = run("7 fresh key, 500 resting", 1)?;
         let keys = run("9 fresh key, big key table", 1)?;
+        let (small, big) = (
+            self.fills.first().context("no sweep")?,
+            self.fills.last().context("no sweep")?,
+        );
+        let before = big.keyed_before.as_ref().context("no baseline")?;
+        let during = big
+            .keyed_during
+            .as_ref()
+            .context("no keyed run during the sweep")?;
         // Steady state: the kill-switch flag is re-read once per 400 ms per process, which adds
         // a few thousandths per request to the measured mean; tenths are what count.
         let rt = |name| {
@@ -1429,17 +1551,33 @@ impl Report {
                 TARGET_BOOK_VS_KEYED,
                 "x",
             ),
+            Check::at_least(
+                "(8) sweep rate, big / small",
+                big.orders_per_second / small.orders_per_second,
+                TARGET_SWEEP_LINEAR,
+                "x",
+            ),
             Check::at_most(
-                "(8) quote update filling 1,000",
-                self.fill.ms,
-                TARGET_FILL_MS,
-                "ms",
+                "(8) keyed p99 during / before sweep",
+                during.p99_ms / before.p99_ms,
+                TARGET_SWEEP_P99,
+                "x",
             ),
             Check {
                 name: "(8) every resting order filled once",
-                target: format!("{} filled", self.fill.resting),
-                measured: format!("{} filled", self.fill.filled),
-                pass: self.fill.filled == self.fill.resting,
+                target: self
+                    .fills
+                    .iter()
+                    .map(|f| format!("{} filled", f.resting))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                measured: self
+                    .fills
+                    .iter()
+                    .map(|f| format!("{} filled", f.filled))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                pass: self.fills.iter().all(|f| f.filled == f.resting),
             },
             Check::at_most(
                 "(9) p50 / (2) p50",
@@ -1588,10 +1726,15 @@ impl Report {
                 );
             }
         }
-        println!(
-            "\n(8) quote update: {} resting orders on {} accounts, {} filled in {:.1} ms",
-            self.fill.resting, self.fill.accounts, self.fill.filled, self.fill.ms
-        );
+        for f in &self.fills {
+            println!(
+                "\n(8) quote sweep: {} resting orders on {} accounts, {} filled ({} by the request) in {:.0} ms: {:.0} orders/s",
+                f.resting, f.accounts, f.filled, f.filled_by_request, f.ms, f.orders_per_second
+            );
+            for r in [&f.keyed_before, &f.keyed_during].into_iter().flatten() {
+                row(r);
+            }
+        }
         println!("round trips per request: {:?}", self.round_trips);
         println!(
             "server RSS: peak {:.1} MiB, now {:.1} MiB",

@@ -9,7 +9,9 @@
 //!   repeat grace);
 //! - `processed_stripe_events`: an event 30 days after it was processed (Stripe retries a
 //!   delivery for 3 days, and an event can be resent by hand for 30: older ones can no longer
-//!   arrive again, so their dedup rows are not needed).
+//!   arrive again, so their dedup rows are not needed);
+//! - `quote_events`: an event 30 days after it happened, once no sweep of it is pending (the
+//!   fills it caused keep its id in their audit rows).
 //!
 //! Idempotency keys have their own, `raptor_idempotency::cleanup`; [`delete_expired`] runs it
 //! too.
@@ -30,6 +32,8 @@ pub struct Deleted {
     pub sign_in_links: u64,
     /// Processed Stripe events past the resend window.
     pub stripe_events: u64,
+    /// Quote events past their retention.
+    pub quote_events: u64,
 }
 
 /// One table's rule: a `delete … where <key> in (select <key> … limit $1 … skip locked)`; `$2`
@@ -65,6 +69,15 @@ const STRIPE_EVENTS: Rule = Rule {
     uses_grace: false,
 };
 
+const QUOTE_EVENTS: Rule = Rule {
+    sql: "delete from quote_events where id in (
+            select e.id from quote_events e
+             where e.created_at < now() - interval '30 days'
+               and not exists (select 1 from quote_sweeps s where s.event_id = e.id)
+             order by e.id limit $1 for update skip locked)",
+    uses_grace: false,
+};
+
 /// One cleanup run: expired idempotency keys, then each table's rule, `batch_size` rows per
 /// statement until none is left.
 pub async fn delete_expired(pool: &PgPool, batch_size: i64) -> Result<Deleted, sqlx::Error> {
@@ -74,6 +87,7 @@ pub async fn delete_expired(pool: &PgPool, batch_size: i64) -> Result<Deleted, s
         email_outbox: batches(pool, &OUTBOX, batch_size).await?,
         sign_in_links: batches(pool, &LINKS, batch_size).await?,
         stripe_events: batches(pool, &STRIPE_EVENTS, batch_size).await?,
+        quote_events: batches(pool, &QUOTE_EVENTS, batch_size).await?,
     })
 }
 

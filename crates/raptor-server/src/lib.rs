@@ -229,12 +229,22 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
                     Duration::from_secs(config.trading.order_expiry_interval_secs),
                 )
             });
+            let sweeper = (config.trading.quote_sweep_interval_ms > 0).then(|| {
+                spawn_quote_sweeper(
+                    state.clone(),
+                    Duration::from_millis(config.trading.quote_sweep_interval_ms),
+                )
+            });
             let upkeep = raptor_api::metrics::spawn_upkeep(Duration::from_secs(5));
             tracing::info!(addr = %listener.local_addr()?, "raptor listening");
             let drain = Duration::from_secs(config.server.shutdown_drain_secs);
             let signal = drain_on(state.clone(), shutdown_signal(), drain);
             serve_state(listener, state, signal).await?;
             upkeep.abort();
+            // A sweep cut short rolls back and stays queued for the next sweeper.
+            if let Some(task) = sweeper {
+                task.abort();
+            }
             if let Some(task) = expiry {
                 task.abort();
             }
@@ -283,7 +293,7 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
         }
         Command::Quotes(QuotesCommand::Set { symbol, bid, ask }) => {
             let state = command_state(&config).await?;
-            let quote = raptor_api::trading::set_quote(&state, None, &symbol, bid, ask)
+            let quote = raptor_api::trading::set_quote(&state, None, &symbol, bid, ask, None)
                 .await
                 .map_err(api_error)?;
             writeln!(out, "{}", serde_json::to_string(&quote)?)?;
@@ -354,6 +364,7 @@ pub fn spawn_cleanup(pool: sqlx::PgPool, every: Duration) -> tokio::task::JoinHa
                     email_outbox = deleted.email_outbox,
                     sign_in_links = deleted.sign_in_links,
                     stripe_events = deleted.stripe_events,
+                    quote_events = deleted.quote_events,
                     "retention cleanup"
                 ),
                 Err(err) => tracing::warn!(error = %err, "retention cleanup failed"),
@@ -374,6 +385,22 @@ pub fn spawn_order_expiry(state: ApiState, every: Duration) -> tokio::task::Join
                 Ok(expired) => tracing::info!(expired, "expired open orders"),
                 Err(err) => tracing::warn!(error = %err, "order expiry failed"),
             }
+        }
+    })
+}
+
+/// Works pending quote sweeps ([`raptor_api::trading::sweep_quotes`]) until none is ready, then
+/// waits `every`: each sweep is one account's transaction, taken with `SKIP LOCKED`, so the
+/// sweepers of every replica share the work.
+pub fn spawn_quote_sweeper(state: ApiState, every: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            match raptor_api::trading::sweep_quotes(&state).await {
+                Ok(0) => {}
+                Ok(swept) => tracing::debug!(swept, "quote sweeps"),
+                Err(err) => tracing::warn!(error = %err, "quote sweep failed; retried"),
+            }
+            tokio::time::sleep(every).await;
         }
     })
 }

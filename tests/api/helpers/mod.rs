@@ -376,9 +376,10 @@ impl TestApp {
     }
 
     pub(crate) async fn quote(&self, symbol: &str, bid: &str, ask: &str) -> Value {
-        let quote = raptor_api::trading::set_quote(&self.state, None, symbol, dec(bid), dec(ask))
-            .await
-            .expect("set quote");
+        let quote =
+            raptor_api::trading::set_quote(&self.state, None, symbol, dec(bid), dec(ask), None)
+                .await
+                .expect("set quote");
         serde_json::to_value(quote).expect("json")
     }
 

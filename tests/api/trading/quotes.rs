@@ -77,7 +77,7 @@ async fn an_order_cannot_miss_a_concurrent_quote_update(pool: PgPool) {
         let rests = app.create_order(&a, Uuid::new_v4(), &limit).await;
         assert_eq!(rests.body["status"], "new");
 
-        // Hold A's account so the quote update stalls after taking the quote row.
+        // Hold A's account so the quote update's sweep of A waits (the quote itself commits).
         let holder = app
             .lock_where(
                 "select 1 from paper_accounts where user_id = $1 for update",
@@ -92,6 +92,7 @@ async fn an_order_cannot_miss_a_concurrent_quote_update(pool: PgPool) {
                 "AAPL",
                 crate::helpers::dec("80.00"),
                 crate::helpers::dec("85.00"),
+                None,
             )
             .await
         });

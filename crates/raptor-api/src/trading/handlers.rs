@@ -231,14 +231,16 @@ pub(crate) async fn list_positions(
     Ok(Json(rows.into_iter().map(PositionResponse::from).collect()))
 }
 
-/// Set a symbol's quote (operators). Resting limits it makes marketable fill in the same
-/// transaction, audited.
+/// Set a symbol's quote (operators). It commits as a numbered quote event; the resting orders
+/// it makes marketable then fill in short per-account transactions, audited with the event:
+/// those this request reaches within a quarter of the request timeout are listed, the rest
+/// (`pending_accounts`) are swept right after by the servers.
 #[utoipa::path(put, path = "/api/admin/quotes/{symbol}", tag = "admin",
     security(("bearer" = [])),
     params(("symbol" = String, Path, description = "Equity or OCC option symbol")),
     request_body = SetQuoteRequest,
     responses(
-        (status = 200, description = "stored; lists the orders it filled", body = QuoteResponse),
+        (status = 200, description = "stored; lists the orders this request's sweep filled", body = QuoteResponse),
     ))]
 pub(crate) async fn set_quote(
     State(state): State<ApiState>,
@@ -246,13 +248,16 @@ pub(crate) async fn set_quote(
     ApiPath(symbol): ApiPath<String>,
     ApiJson(request): ApiJson<SetQuoteRequest>,
 ) -> ApiResult<Json<QuoteResponse>> {
+    // The quote is committed before the sweep: the answer must come before the request
+    // timeout could turn it into a 503 for a quote that is set.
+    let budget = state.config.request_timeout / 4;
     ops::set_quote(
         &state.db,
         state.desk(),
         Some(operator.id),
         &symbol,
-        request.bid,
-        request.ask,
+        (request.bid, request.ask),
+        Some(budget),
     )
     .await
     .map(Json)

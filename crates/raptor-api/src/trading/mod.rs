@@ -31,16 +31,38 @@ pub async fn expire_orders(state: &ApiState) -> crate::ApiResult<usize> {
     ops::expire_orders(&state.db, state.desk()).await
 }
 
-/// Sets a quote (`raptor quotes set`, `PUT /api/admin/quotes/{symbol}`) and, in the same
-/// transaction, fills every resting order it makes marketable.
+/// Sets a quote (`raptor quotes set`, `PUT /api/admin/quotes/{symbol}`): commits it as a quote
+/// event and sweeps the resting orders it can fill, one account per transaction, for up to
+/// `budget` (all of them with `None`); sweepers finish the rest ([`sweep_quotes`]).
 pub async fn set_quote(
     state: &ApiState,
     updated_by: Option<i32>,
     symbol: &str,
     bid: rust_decimal::Decimal,
     ask: rust_decimal::Decimal,
+    budget: Option<std::time::Duration>,
 ) -> crate::ApiResult<dto::QuoteResponse> {
-    ops::set_quote(&state.db, state.desk(), updated_by, symbol, bid, ask).await
+    ops::set_quote(
+        &state.db,
+        state.desk(),
+        updated_by,
+        symbol,
+        (bid, ask),
+        budget,
+    )
+    .await
+}
+
+/// Works pending quote sweeps until none is ready: what a replica's sweeper runs. The number
+/// of sweeps done (a sweep that failed is put back with a back-off and not counted).
+pub async fn sweep_quotes(state: &ApiState) -> crate::ApiResult<usize> {
+    let mut done = 0;
+    while let Some(swept) = ops::sweep_next(&state.db, state.desk(), None).await? {
+        if matches!(swept, ops::Swept::Filled(_)) {
+            done += 1;
+        }
+    }
+    Ok(done)
 }
 
 pub(crate) fn routes() -> OpenApiRouter<ApiState> {

@@ -25,7 +25,7 @@ fn parse_cash(text: &str) -> Result<Decimal, String> {
 /// `MBT_NEW_ORDERS_DISABLED`, `RAPTOR_PAPER_STARTING_CASH`, `RAPTOR_FEE_PER_CONTRACT`,
 /// `RAPTOR_FEE_PER_SHARE`, `RAPTOR_FEE_MIN_PER_ORDER`, `RAPTOR_MAX_OPEN_ORDERS`,
 /// `RAPTOR_ACCOUNT_WRITE_CONCURRENCY`, `RAPTOR_ACCOUNT_WRITE_WAIT_MS`,
-/// `RAPTOR_ORDER_EXPIRY_INTERVAL_SECS`.
+/// `RAPTOR_ORDER_EXPIRY_INTERVAL_SECS`, `RAPTOR_QUOTE_SWEEP_INTERVAL_MS`.
 #[derive(Debug, Clone, Args)]
 pub struct TradingArgs {
     /// Refuse new orders, rolls and closes with 503 (cancels still work).
@@ -74,6 +74,14 @@ pub struct TradingArgs {
     #[arg(long, env = "RAPTOR_ORDER_EXPIRY_INTERVAL_SECS", value_name = "RAPTOR_ORDER_EXPIRY_INTERVAL_SECS",
           default_value_t = 60, value_parser = clap::value_parser!(u64).range(0..=86_400), global = true)]
     pub order_expiry_interval_secs: u64,
+
+    /// How often `serve`'s quote sweeper looks for pending quote sweeps (resting orders a quote
+    /// update made marketable that its own request did not reach), in ms; it works them until
+    /// none is ready, then waits this long. 0 turns the sweeper off (then only quote updates
+    /// sweep, and what they leave waits for a replica that has one).
+    #[arg(long, env = "RAPTOR_QUOTE_SWEEP_INTERVAL_MS", value_name = "RAPTOR_QUOTE_SWEEP_INTERVAL_MS",
+          default_value_t = 250, value_parser = clap::value_parser!(u64).range(0..=600_000), global = true)]
+    pub quote_sweep_interval_ms: u64,
 }
 
 impl TradingArgs {

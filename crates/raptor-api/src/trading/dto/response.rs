@@ -142,8 +142,14 @@ pub struct QuoteResponse {
     /// Ask.
     #[schema(value_type = String, format = "decimal")]
     pub ask: Decimal,
-    /// Resting orders this quote filled.
+    /// The quote event's sequence number (the fills it causes name it in their audit rows).
+    pub sequence: i64,
+    /// Resting orders this request's sweep filled. Accounts it did not reach in time are swept
+    /// right after, by the server's sweepers (`pending_accounts`).
     pub filled_order_ids: Vec<Uuid>,
+    /// Accounts with resting orders on the symbol still to be swept for this event (0 when the
+    /// request swept them all).
+    pub pending_accounts: i64,
 }
 
 /// Money: two decimal places.

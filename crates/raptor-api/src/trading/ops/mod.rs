@@ -26,7 +26,7 @@ pub(crate) use super::desk::Desk;
 pub(crate) use cancel_reset::{cancel, reset};
 pub(crate) use expiry::{expire_due, expire_for_read, expire_orders};
 pub(crate) use place::{place, Placed};
-pub(crate) use quotes::set_quote;
+pub(crate) use quotes::{set_quote, sweep_next, Swept};
 
 /// What the caller asked for, parsed at the boundary (`trading::parse`).
 pub(crate) enum Intent {
@@ -94,6 +94,7 @@ fn fill_event(
     order_id: Uuid,
     execution: &raptor_engine::Execution,
     trigger: &'static str,
+    quote_event: Option<i64>,
 ) -> AuditEvent {
     AuditEvent::new(
         Some(user_id),
@@ -101,6 +102,7 @@ fn fill_event(
         json!({
             "order_id": order_id,
             "trigger": trigger,
+            "quote_event_id": quote_event,
             "net_price": execution.net_price.to_string(),
             "cash_delta": execution.cash_delta.to_string(),
             "fees": execution.fees.to_string(),

@@ -191,7 +191,7 @@ pub(crate) async fn place(
     let (row, account, _) = account_state(conn, user_id, now, Some(scope)).await?;
     let (spec, requested_id) = to_spec(&intent, &account.positions)?;
     let ids = ClientOrderId::new(user_id, purpose, requested_id, key, lineage)?;
-    let decision = match desk.engine().submit(&account, &spec, &quotes, now) {
+    let decision = match desk.engine().submit(&account, &spec, &quotes.quotes, now) {
         Ok(decision) => decision,
         Err(rejection) => {
             // The rejection is a business answer: audited, committed and replayed.
@@ -240,6 +240,7 @@ pub(crate) async fn place(
         expires_at: (status == OrderStatus::New)
             .then(|| raptor_engine::calendar::order_expires_at(&spec, now))
             .flatten(),
+        quote_seq: quotes.sequence,
     };
     // The unique index decides whether the id is taken (no pre-check); a taken derived id
     // may belong to an expired key's order, then this lifetime's id is used.
@@ -257,7 +258,7 @@ pub(crate) async fn place(
                 "reserved_cash": reserved_cash.to_string(), "order": spec_context(&spec) }),
     )];
     if let Some(execution) = execution {
-        events.push(fill_event(user_id, order.id, execution, "submit"));
+        events.push(fill_event(user_id, order.id, execution, "submit", None));
     }
     audit::record_many(conn, events)
         .await

@@ -1,7 +1,13 @@
-//! Operator quotes: setting one fills, in the same transaction, every resting order it makes
-//! marketable.
+//! Operator quotes and the sweeps they start. Setting a quote commits it as a numbered event,
+//! with one queued sweep per account that rests an order on the symbol; each sweep is its own
+//! short transaction that locks one account and judges its resting orders against the event
+//! (`quote_sweeps`, worked by any replica, `SKIP LOCKED`). An order is judged against every
+//! event after the one it was placed under (`quote_seq`), in event order, and fills at most
+//! once (its fill is guarded on `status = 'new'` under the account lock).
 
-use raptor_engine::{OrderClass, OrderSpec, OrderStatus, OrderType, TimeInForce};
+use std::time::Duration;
+
+use raptor_engine::{OrderClass, OrderSpec, OrderStatus, OrderType, Quote, TimeInForce};
 use rust_decimal::Decimal;
 use serde_json::json;
 use sqlx::{PgConnection, PgPool};
@@ -14,15 +20,19 @@ use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::trading::dto::{self, QuoteResponse};
 use crate::trading::{parse, store};
 
-/// Sets a quote and, in the same transaction, fills every resting order it makes marketable.
+/// Sets a quote: commits it as a numbered event, with one queued sweep per account that rests
+/// an order on the symbol, then works this event's sweeps, one account per transaction, until
+/// they are done or `budget` has passed; what is left is worked by the sweepers of every
+/// replica ([`sweep_next`]). The answer lists the orders this call filled and the accounts
+/// still pending.
 #[tracing::instrument(skip_all, fields(quote.symbol = symbol))]
 pub(crate) async fn set_quote(
     db: &PgPool,
     desk: &Desk,
     updated_by: Option<i32>,
     symbol: &str,
-    bid: Decimal,
-    ask: Decimal,
+    (bid, ask): (Decimal, Decimal),
+    budget: Option<Duration>,
 ) -> ApiResult<QuoteResponse> {
     parse::instrument(symbol)?;
     let in_range = |p: Decimal| {
@@ -35,39 +45,115 @@ pub(crate) async fn set_quote(
         ));
     }
     let mut tx = db.begin().await.context("begin")?;
-    // The quote row lock serialises racing updates of one symbol: the second sees the orders
-    // the first filled as no longer open, so each fills exactly once.
-    store::upsert_quote(&mut tx, symbol, bid, ask, updated_by).await?;
+    let (event, queued) =
+        store::set_quote_event(&mut tx, symbol, bid, ask, updated_by, desk.now()).await?;
     audit::record(
         &mut tx,
         AuditEvent::new(
             updated_by,
             AuditAction::QuoteSet,
-            json!({ "symbol": symbol, "bid": bid.to_string(), "ask": ask.to_string() }),
+            json!({ "symbol": symbol, "bid": bid.to_string(), "ask": ask.to_string(),
+                    "quote_event_id": event, "sweeps": queued }),
         ),
     )
     .await
     .context("audit quote")?;
-    let mut filled = Vec::new();
-    for user_id in store::users_resting_on(&mut tx, symbol).await? {
-        filled.extend(fill_resting_for(&mut tx, desk, user_id, symbol).await?);
-    }
     tx.commit().await.context("commit quote")?;
+
+    let started = std::time::Instant::now();
+    let mut filled = Vec::new();
+    while budget.is_none_or(|budget| started.elapsed() < budget) {
+        match sweep_next(db, desk, Some(event)).await {
+            Ok(Some(Swept::Filled(ids))) => filled.extend(ids),
+            Ok(Some(Swept::Deferred)) => {}
+            Ok(None) => break,
+            Err(err) => {
+                // The quote is set; the sweep that failed is retried by the sweepers.
+                tracing::warn!(error = %err, quote.event = event, "quote sweep failed; left to the sweepers");
+                break;
+            }
+        }
+    }
+    let mut conn = raptor_db::conn(db).await.context("acquire")?;
+    let pending = store::pending_sweeps(&mut conn, Some(event)).await?;
+    conn.finish().await.context("finish")?;
     Ok(QuoteResponse {
         symbol: symbol.to_owned(),
         bid: dto::price(bid),
         ask: dto::price(ask),
+        sequence: event,
         filled_order_ids: filled,
+        pending_accounts: pending,
     })
 }
 
+/// What one sweep did.
+#[derive(Debug)]
+pub(crate) enum Swept {
+    /// Done: the orders it filled (maybe none).
+    Filled(Vec<Uuid>),
+    /// It failed (a lock timeout, say): rolled back and put back for a later attempt.
+    Deferred,
+}
+
+/// Works one pending sweep (of `event` only, when given) in a transaction of its own: the
+/// account locked, its resting orders on the event's symbol judged against the event, the
+/// fills written and audited, the sweep removed. `None` when no sweep is ready (none pending,
+/// or each one held by another worker, backing off, or waiting for an older event of its
+/// account). `Err` only when no sweep could be taken at all (the database is not there).
+pub(crate) async fn sweep_next(
+    db: &PgPool,
+    desk: &Desk,
+    event: Option<i64>,
+) -> ApiResult<Option<Swept>> {
+    let mut tx = db.begin().await.context("begin")?;
+    let Some(sweep) = store::next_sweep(&mut tx, event).await? else {
+        tx.commit().await.context("commit")?;
+        return Ok(None);
+    };
+    let swept = async {
+        let filled = fill_resting_for(&mut tx, desk, &sweep).await?;
+        store::finish_sweep(&mut tx, &sweep).await?;
+        Ok::<_, ApiError>(filled)
+    }
+    .await;
+    let filled = match swept {
+        Ok(filled) => filled,
+        Err(err) => {
+            let _ = tx.rollback().await;
+            return defer(db, &sweep, &err).await;
+        }
+    };
+    if let Err(err) = tx.commit().await {
+        return defer(db, &sweep, &err.into()).await;
+    }
+    if !filled.is_empty() {
+        metrics::counter!("raptor_quote_sweep_fills_total").increment(filled.len() as u64);
+    }
+    metrics::counter!("raptor_quote_sweeps_total").increment(1);
+    Ok(Some(Swept::Filled(filled)))
+}
+
+/// A sweep that failed: put back with a back-off.
+async fn defer(db: &PgPool, sweep: &store::Sweep, err: &ApiError) -> ApiResult<Option<Swept>> {
+    tracing::warn!(error = %err, quote.event = sweep.event_id, user.id = sweep.user_id,
+                   "quote sweep failed; retried later");
+    metrics::counter!("raptor_quote_sweep_failures_total").increment(1);
+    let mut conn = raptor_db::conn(db).await.context("acquire")?;
+    store::defer_sweep(&mut conn, sweep).await?;
+    conn.finish().await.context("finish")?;
+    Ok(Some(Swept::Deferred))
+}
+
+/// Judges `sweep.user_id`'s resting orders on the event's symbol, placed before the event,
+/// against it (the event's quote for its symbol, the current ones for other legs), as of the
+/// event's time; fills, expiries and changed verdicts are written and audited.
 async fn fill_resting_for(
     conn: &mut PgConnection,
     desk: &Desk,
-    user_id: i32,
-    symbol: &str,
+    sweep: &store::Sweep,
 ) -> ApiResult<Vec<Uuid>> {
-    let now = desk.now();
+    let (user_id, symbol, now) = (sweep.user_id, sweep.symbol.as_str(), sweep.at);
     // One account that cannot trade must not block the quote for everyone else.
     let (_, mut account, open) = match account_state(conn, user_id, now, None).await {
         Ok(loaded) => loaded,
@@ -80,9 +166,15 @@ async fn fill_resting_for(
     let candidates: Vec<usize> = open
         .iter()
         .enumerate()
-        .filter(|(_, o)| o.spec.legs.iter().any(|l| l.instrument.symbol() == symbol))
+        .filter(|(_, o)| {
+            o.quote_seq < sweep.event_id
+                && o.spec.legs.iter().any(|l| l.instrument.symbol() == symbol)
+        })
         .map(|(i, _)| i)
         .collect();
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
     let mut symbols: Vec<String> = candidates
         .iter()
         .flat_map(|&i| open[i].spec.legs.iter())
@@ -90,8 +182,16 @@ async fn fill_resting_for(
         .collect();
     symbols.sort();
     symbols.dedup();
-    // One read of every quote the candidates need (the updated one is already written).
-    let quotes = store::quotes(conn, &symbols, false).await?;
+    // One read of every quote the candidates need; the event's own symbol at the event's
+    // prices (a later event may have moved it since: that one has its own sweep).
+    let mut quotes = store::quotes(conn, &symbols, false).await?.quotes;
+    quotes.insert(
+        symbol.to_owned(),
+        Quote {
+            bid: sweep.bid,
+            ask: sweep.ask,
+        },
+    );
 
     // One pass: `account.open_orders[i]` is `open[i]`. While an order is judged, its slot holds
     // an empty stand-in (the engine judges it against the account without it); a filled order
@@ -112,7 +212,13 @@ async fn fill_resting_for(
                 // every other fill of the account, in one statement.
                 desk.engine().apply(&mut account, &execution);
                 touched.extend(execution.positions.iter().map(|p| p.symbol.clone()));
-                events.push(fill_event(user_id, order.id, &execution, "quote"));
+                events.push(fill_event(
+                    user_id,
+                    order.id,
+                    &execution,
+                    "quote",
+                    Some(sweep.event_id),
+                ));
                 filled.push(store::RestingFill {
                     order_id: order.id,
                     spec: &order.spec,
@@ -158,10 +264,11 @@ async fn fill_resting_for(
             .iter()
             .filter_map(|symbol| account.positions.get(symbol).cloned())
             .collect();
-        let written = store::fill_resting_many(conn, user_id, &filled, &positions, now).await?;
+        let written =
+            store::fill_resting_many(conn, user_id, &filled, &positions, desk.now()).await?;
         if written != filled.len() {
-            // The account and the quote rows are locked: no other writer can have ended one
-            // of these orders. Refuse to commit a partial picture.
+            // The account is locked, and every writer of its orders locks it first: no other
+            // writer can have ended one of these orders. Refuse to commit a partial picture.
             return Err(ApiError::Internal(anyhow::anyhow!(
                 "filled {written} of {} resting orders",
                 filled.len()

@@ -51,6 +51,7 @@ const BOOK_TEMPLATE: &str = "select
                         'limit_price', o.limit_price::text,
                         'reserved_cash', o.reserved_cash::text,
                         'last_evaluation_code', o.last_evaluation_code,
+                        'quote_seq', o.quote_seq,
                         'legs', (select jsonb_agg(jsonb_build_object(
                                     'symbol', l.symbol, 'side', l.side,
                                     'position_intent', l.position_intent,
@@ -105,6 +106,7 @@ struct OpenOrderJson {
     limit_price: Option<Decimal>,
     reserved_cash: Decimal,
     last_evaluation_code: Option<String>,
+    quote_seq: i64,
     legs: Vec<OpenLegJson>,
 }
 
@@ -168,6 +170,8 @@ pub(crate) struct StoredOrder {
     pub(crate) reserved_cash: Decimal,
     /// The verdict of its last re-evaluation (an engine rejection code), if any.
     pub(crate) last_evaluation_code: Option<String>,
+    /// The newest quote event it was judged against when placed.
+    pub(crate) quote_seq: i64,
 }
 
 impl StoredOrder {
@@ -209,6 +213,7 @@ impl TryFrom<OpenOrderJson> for StoredOrder {
             },
             reserved_cash: order.reserved_cash,
             last_evaluation_code: order.last_evaluation_code,
+            quote_seq: order.quote_seq,
         })
     }
 }

@@ -24,6 +24,9 @@ pub(crate) struct NewOrder<'a> {
     pub(crate) at: DateTime<Utc>,
     /// When a resting order stops being good (`None`: until canceled, or not resting).
     pub(crate) expires_at: Option<DateTime<Utc>>,
+    /// The newest quote event of its symbols when it was placed ([`super::Quotes::sequence`]):
+    /// quote sweeps judge it against the later events only.
+    pub(crate) quote_seq: i64,
 }
 
 /// Whether `client_order_id` is taken on this (locked) account.
@@ -50,9 +53,9 @@ fn insert_order_sql() -> &'static str {
                 (id, user_id, client_order_id, idempotency_key, purpose, order_class, order_type,
                  time_in_force, symbol, side, position_intent, qty, limit_price, status,
                  filled_qty, filled_avg_price, reserved_cash, fees, created_at, updated_at,
-                 filled_at, expires_at)
+                 filled_at, expires_at, quote_seq)
             values ($1, $2, $4, $5, $6, $7, $8, $9, $23, $24, $25, $26, $27, $28, $29, $30, $31,
-                    $32, $3, $3, $33, $34)
+                    $32, $3, $3, $33, $34, $43)
             on conflict on constraint uq_paper_orders_client_order_id do nothing
             returning id),
         legs as (
@@ -159,6 +162,7 @@ pub(crate) async fn insert_order(conn: &mut PgConnection, order: &NewOrder<'_>) 
                 .map(|i| fill_of(i).map(|f| f.price))
                 .collect::<Vec<_>>(),
         )
+        .bind(order.quote_seq)
         .fetch_one(conn)
         .await
         .context("insert order")?;

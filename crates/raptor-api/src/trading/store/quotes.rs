@@ -1,12 +1,24 @@
-//! Quotes: read (share-locked for an order), upserted by operators, and who rests on one.
+//! Quotes: read (share-locked for an order), set by operators as numbered events, and the queue
+//! of the sweeps that judge resting orders against each event.
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
 use raptor_engine::Quote;
 use rust_decimal::Decimal;
 use sqlx::PgConnection;
 
 use crate::error::{ApiResult, ResultExt};
+
+/// Quotes by symbol, and the newest event among them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Quotes {
+    pub(crate) quotes: BTreeMap<String, Quote>,
+    /// The largest `quotes.sequence` of the rows read. Read share-locked, it is the newest event
+    /// of these symbols that committed before the read: a later event of one of them gets a
+    /// larger number (its id is taken while it holds the row's lock, which waits for ours).
+    pub(crate) sequence: i64,
+}
 
 /// Quotes for `symbols`. With `lock`, each row is share-locked (in symbol order) so that no
 /// quote update can commit between this read and the end of the caller's transaction.
@@ -14,33 +26,42 @@ pub(crate) async fn quotes(
     conn: &mut PgConnection,
     symbols: &[String],
     lock: bool,
-) -> ApiResult<BTreeMap<String, Quote>> {
+) -> ApiResult<Quotes> {
     let suffix = if lock {
         " order by symbol for share"
     } else {
         ""
     };
-    let rows: Vec<(String, Decimal, Decimal)> = raptor_db::query_as(&format!(
-        "select symbol, bid, ask from quotes where symbol = any($1){suffix}"
+    let rows: Vec<(String, Decimal, Decimal, i64)> = raptor_db::query_as(&format!(
+        "select symbol, bid, ask, sequence from quotes where symbol = any($1){suffix}"
     ))
     .bind(symbols)
     .fetch_all(conn)
     .await
     .context("load quotes")?;
-    Ok(rows
-        .into_iter()
-        .map(|(symbol, bid, ask)| (symbol, Quote { bid, ask }))
-        .collect())
+    let sequence = rows.iter().map(|r| r.3).max().unwrap_or(0);
+    Ok(Quotes {
+        quotes: rows
+            .into_iter()
+            .map(|(symbol, bid, ask, _)| (symbol, Quote { bid, ask }))
+            .collect(),
+        sequence,
+    })
 }
 
-/// Upserts a quote; the row lock serialises concurrent updates of one symbol.
-pub(crate) async fn upsert_quote(
+/// Sets a quote as a new event and queues a sweep for every account with a resting order on
+/// the symbol, in one statement. The quote row is written first: its lock serialises the
+/// updates of one symbol, and the event's id is taken while it is held, so the events of a
+/// symbol are numbered in commit order. `at` is the event's time (the server's clock): its
+/// sweeps judge as of then. Returns the event's id and the sweeps queued.
+pub(crate) async fn set_quote_event(
     conn: &mut PgConnection,
     symbol: &str,
     bid: Decimal,
     ask: Decimal,
     updated_by: Option<i32>,
-) -> ApiResult<()> {
+    at: DateTime<Utc>,
+) -> ApiResult<(i64, i64)> {
     raptor_db::query(
         "insert into quotes (symbol, bid, ask, updated_by, updated_at) values ($1, $2, $3, $4, now())
          on conflict (symbol) do update
@@ -51,22 +72,110 @@ pub(crate) async fn upsert_quote(
     .bind(bid)
     .bind(ask)
     .bind(updated_by)
-    .execute(conn)
+    .execute(&mut *conn)
     .await
     .context("upsert quote")?;
+    raptor_db::query_as(
+        "with e as (
+            insert into quote_events (symbol, bid, ask, created_at) values ($1, $2, $3, $4)
+            returning id),
+         q as (
+            update quotes set sequence = (select id from e) where symbol = $1),
+         s as (
+            insert into quote_sweeps (event_id, user_id)
+            select distinct (select id from e), o.user_id
+              from paper_orders o
+              join paper_order_legs l on l.order_id = o.id
+             where o.status = 'new' and l.symbol = $1
+            returning 1)
+         select (select id from e), (select count(*) from s)",
+    )
+    .bind(symbol)
+    .bind(bid)
+    .bind(ask)
+    .bind(at)
+    .fetch_one(conn)
+    .await
+    .context("record quote event")
+}
+
+/// A pending sweep: judge `user_id`'s resting orders on `symbol` against event `event_id`.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct Sweep {
+    pub(crate) event_id: i64,
+    pub(crate) user_id: i32,
+    pub(crate) symbol: String,
+    pub(crate) bid: Decimal,
+    pub(crate) ask: Decimal,
+    pub(crate) at: DateTime<Utc>,
+}
+
+/// Takes the next pending sweep (of `event_id` only, when given), locked for the caller's
+/// transaction and skipped by every other worker: the oldest event first, and never an account's
+/// event while an older one of the same account is pending (so each account sees its events in
+/// order). `None` when nothing is ready.
+pub(crate) async fn next_sweep(
+    conn: &mut PgConnection,
+    event_id: Option<i64>,
+) -> ApiResult<Option<Sweep>> {
+    raptor_db::query_as(
+        "select s.event_id, s.user_id, e.symbol, e.bid, e.ask, e.created_at as at
+           from quote_sweeps s
+           join quote_events e on e.id = s.event_id
+          where ($1::bigint is null or s.event_id = $1)
+            and s.not_before <= now()
+            and not exists (select 1 from quote_sweeps p
+                             where p.user_id = s.user_id and p.event_id < s.event_id)
+          order by s.event_id, s.user_id
+          limit 1
+          for update of s skip locked",
+    )
+    .bind(event_id)
+    .fetch_optional(conn)
+    .await
+    .context("next quote sweep")
+}
+
+/// Removes a sweep that was done (in the transaction that did it).
+pub(crate) async fn finish_sweep(conn: &mut PgConnection, sweep: &Sweep) -> ApiResult<()> {
+    raptor_db::query("delete from quote_sweeps where event_id = $1 and user_id = $2")
+        .bind(sweep.event_id)
+        .bind(sweep.user_id)
+        .execute(conn)
+        .await
+        .context("finish quote sweep")?;
     Ok(())
 }
 
-/// Users with a resting order that has a leg on `symbol`, in id order (the lock order).
-pub(crate) async fn users_resting_on(conn: &mut PgConnection, symbol: &str) -> ApiResult<Vec<i32>> {
-    raptor_db::query_scalar(
-        "select distinct o.user_id from paper_orders o
-           join paper_order_legs l on l.order_id = o.id
-          where o.status = 'new' and l.symbol = $1
-          order by o.user_id",
+/// Puts a sweep that failed back for later: a back-off that doubles with each attempt (from
+/// one second, at most ten minutes), so a sweep that keeps failing does not hold up the others.
+/// Its account's later events wait behind it (they must run in order).
+pub(crate) async fn defer_sweep(conn: &mut PgConnection, sweep: &Sweep) -> ApiResult<()> {
+    raptor_db::query(
+        "update quote_sweeps
+            set attempts = attempts + 1,
+                not_before = now() + least(interval '10 minutes',
+                                           interval '1 second' * power(2, least(attempts, 10)))
+          where event_id = $1 and user_id = $2",
     )
-    .bind(symbol)
-    .fetch_all(conn)
+    .bind(sweep.event_id)
+    .bind(sweep.user_id)
+    .execute(conn)
     .await
-    .context("resting users")
+    .context("defer quote sweep")?;
+    Ok(())
+}
+
+/// How many sweeps are pending (all, or of one event).
+pub(crate) async fn pending_sweeps(
+    conn: &mut PgConnection,
+    event_id: Option<i64>,
+) -> ApiResult<i64> {
+    raptor_db::query_scalar(
+        "select count(*) from quote_sweeps where $1::bigint is null or event_id = $1",
+    )
+    .bind(event_id)
+    .fetch_one(conn)
+    .await
+    .context("pending quote sweeps")
 }
