@@ -57,7 +57,8 @@ pub async fn set_quote(
 /// of sweeps done (a sweep that failed is put back with a back-off and not counted).
 pub async fn sweep_quotes(state: &ApiState) -> crate::ApiResult<usize> {
     let mut done = 0;
-    while let Some(swept) = ops::sweep_next(&state.db, state.desk(), None).await? {
+    let mut worker = ops::Worker::default();
+    while let Some(swept) = worker.next(&state.db, state.desk(), None).await? {
         if matches!(swept, ops::Swept::Filled(_)) {
             done += 1;
         }

@@ -26,7 +26,7 @@ pub(crate) use super::desk::Desk;
 pub(crate) use cancel_reset::{cancel, reset};
 pub(crate) use expiry::{expire_due, expire_for_read, expire_orders};
 pub(crate) use place::{place, Placed};
-pub(crate) use quotes::{set_quote, sweep_next, Swept};
+pub(crate) use quotes::{set_quote, Swept, Worker};
 
 /// What the caller asked for, parsed at the boundary (`trading::parse`).
 pub(crate) enum Intent {

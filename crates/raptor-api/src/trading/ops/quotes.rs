@@ -62,8 +62,9 @@ pub(crate) async fn set_quote(
 
     let started = std::time::Instant::now();
     let mut filled = Vec::new();
+    let mut worker = Worker::default();
     while budget.is_none_or(|budget| started.elapsed() < budget) {
-        match sweep_next(db, desk, Some(event)).await {
+        match worker.next(db, desk, Some(event)).await {
             Ok(Some(Swept::Filled(ids))) => filled.extend(ids),
             Ok(Some(Swept::Deferred)) => {}
             Ok(None) => break,
@@ -96,18 +97,55 @@ pub(crate) enum Swept {
     Deferred,
 }
 
+/// A sweeper's position in the queue: it moves forward from the last sweep it took, and goes
+/// once more over the whole queue when it reaches the end (for the sweeps it skipped because
+/// another worker held them or an older event of their account was pending).
+#[derive(Debug, Default)]
+pub(crate) struct Worker {
+    after: Option<(i64, i32)>,
+}
+
+impl Worker {
+    /// The next sweep ([`sweep_next`]); `None` once a pass from the start found none ready.
+    pub(crate) async fn next(
+        &mut self,
+        db: &PgPool,
+        desk: &Desk,
+        event: Option<i64>,
+    ) -> ApiResult<Option<Swept>> {
+        loop {
+            match sweep_next(db, desk, event, self.after).await? {
+                Some((swept, at)) => {
+                    self.after = Some(at);
+                    return Ok(Some(swept));
+                }
+                None if self.after.is_some() => self.after = None,
+                None => return Ok(None),
+            }
+        }
+    }
+}
+
 /// Works one pending sweep (of `event` only, when given) in a transaction of its own: the
 /// account locked, its resting orders on the event's symbol judged against the event, the
-/// fills written and audited, the sweep removed. `None` when no sweep is ready (none pending,
-/// or each one held by another worker, backing off, or waiting for an older event of its
-/// account). `Err` only when no sweep could be taken at all (the database is not there).
-pub(crate) async fn sweep_next(
+/// fills written and audited, the sweep removed; with the sweep's position. `None` when no
+/// sweep past `after` is ready (none pending, or each one held by another worker, backing off,
+/// or waiting for an older event of its account). `Err` only when no sweep could be taken at
+/// all (the database is not there).
+///
+/// The transaction commits with `synchronous_commit=off`: it does not wait for its WAL flush.
+/// That is safe because the fills and the removal of the sweep commit together: a crash can
+/// only lose the most recent sweeps whole, and their queue rows come back with them, so they
+/// run again. Anything durable that came after a sweep (an order, a cancel: their commits wait
+/// for the flush of all earlier WAL) makes that sweep durable too.
+async fn sweep_next(
     db: &PgPool,
     desk: &Desk,
     event: Option<i64>,
-) -> ApiResult<Option<Swept>> {
+    after: Option<(i64, i32)>,
+) -> ApiResult<Option<(Swept, (i64, i32))>> {
     let mut tx = db.begin().await.context("begin")?;
-    let Some(sweep) = store::next_sweep(&mut tx, event).await? else {
+    let Some(sweep) = store::next_sweep(&mut tx, event, after).await? else {
         tx.commit().await.context("commit")?;
         return Ok(None);
     };
@@ -127,22 +165,27 @@ pub(crate) async fn sweep_next(
     if let Err(err) = tx.commit().await {
         return defer(db, &sweep, &err.into()).await;
     }
+    let at = (sweep.event_id, sweep.user_id);
     if !filled.is_empty() {
         metrics::counter!("raptor_quote_sweep_fills_total").increment(filled.len() as u64);
     }
     metrics::counter!("raptor_quote_sweeps_total").increment(1);
-    Ok(Some(Swept::Filled(filled)))
+    Ok(Some((Swept::Filled(filled), at)))
 }
 
 /// A sweep that failed: put back with a back-off.
-async fn defer(db: &PgPool, sweep: &store::Sweep, err: &ApiError) -> ApiResult<Option<Swept>> {
+async fn defer(
+    db: &PgPool,
+    sweep: &store::Sweep,
+    err: &ApiError,
+) -> ApiResult<Option<(Swept, (i64, i32))>> {
     tracing::warn!(error = %err, quote.event = sweep.event_id, user.id = sweep.user_id,
                    "quote sweep failed; retried later");
     metrics::counter!("raptor_quote_sweep_failures_total").increment(1);
     let mut conn = raptor_db::conn(db).await.context("acquire")?;
     store::defer_sweep(&mut conn, sweep).await?;
     conn.finish().await.context("finish")?;
-    Ok(Some(Swept::Deferred))
+    Ok(Some((Swept::Deferred, (sweep.event_id, sweep.user_id))))
 }
 
 /// Judges `sweep.user_id`'s resting orders on the event's symbol, placed before the event,

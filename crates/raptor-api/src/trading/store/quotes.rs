@@ -110,19 +110,27 @@ pub(crate) struct Sweep {
     pub(crate) at: DateTime<Utc>,
 }
 
-/// Takes the next pending sweep (of `event_id` only, when given), locked for the caller's
-/// transaction and skipped by every other worker: the oldest event first, and never an account's
-/// event while an older one of the same account is pending (so each account sees its events in
-/// order). `None` when nothing is ready.
+/// Takes the next pending sweep (of `event_id` only, when given) after position `after` (the
+/// `(event_id, user_id)` a worker did last; from the start without one), locked for the
+/// caller's transaction and skipped by every other worker: the oldest event first, and never an
+/// account's event while an older one of the same account is pending (so each account sees its
+/// events in order). A worker moves forward from where it was, so it does not walk again over
+/// the sweeps done since (their index entries stay until vacuum), and starts over from the
+/// beginning when it reaches the end. `None` when nothing is ready past `after`.
 pub(crate) async fn next_sweep(
     conn: &mut PgConnection,
     event_id: Option<i64>,
+    after: Option<(i64, i32)>,
 ) -> ApiResult<Option<Sweep>> {
     raptor_db::query_as(
         "select s.event_id, s.user_id, e.symbol, e.bid, e.ask, e.created_at as at
            from quote_sweeps s
            join quote_events e on e.id = s.event_id
+           -- The sweep's transaction commits without waiting for its WAL flush (see
+           -- `sweep_next`); set here to save a round trip.
+           cross join (select set_config('synchronous_commit', 'off', true)) c
           where ($1::bigint is null or s.event_id = $1)
+            and (s.event_id, s.user_id) > ($2, $3)
             and s.not_before <= now()
             and not exists (select 1 from quote_sweeps p
                              where p.user_id = s.user_id and p.event_id < s.event_id)
@@ -131,6 +139,8 @@ pub(crate) async fn next_sweep(
           for update of s skip locked",
     )
     .bind(event_id)
+    .bind(after.map_or(i64::MIN, |a| a.0))
+    .bind(after.map_or(i32::MIN, |a| a.1))
     .fetch_optional(conn)
     .await
     .context("next quote sweep")
