@@ -112,8 +112,8 @@ pub async fn record(conn: &mut PgConnection, event: AuditEvent) -> Result<i64, s
     .await
 }
 
-/// Appends several rows in one statement (the order path writes its acceptance and its fill
-/// together). Same rules as [`record`].
+/// Appends several rows in one statement (a quote sweep writes an account's fills together).
+/// Same rules as [`record`].
 pub async fn record_many(
     conn: &mut PgConnection,
     events: Vec<AuditEvent>,
@@ -121,28 +121,48 @@ pub async fn record_many(
     if events.is_empty() {
         return Ok(());
     }
-    let request_id = REQUEST_ID.try_with(Clone::clone).ok();
-    let mut users = Vec::with_capacity(events.len());
-    let mut actions = Vec::with_capacity(events.len());
-    let mut contexts = Vec::with_capacity(events.len());
-    for event in events {
-        let event = capped(event);
-        users.push(event.user_id);
-        actions.push(event.action);
-        contexts.push(event.context);
-    }
+    let rows = Rows::new(events);
     raptor_db::query(
         "insert into audit_log (user_id, action, context, request_id)
          select e.user_id, e.action, e.context, $4
            from unnest($1::integer[], $2::text[], $3::jsonb[]) as e(user_id, action, context)",
     )
-    .bind(users)
-    .bind(actions)
-    .bind(contexts)
-    .bind(request_id)
+    .bind(rows.users)
+    .bind(rows.actions)
+    .bind(rows.contexts)
+    .bind(rows.request_id)
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// Audit rows as the columns of an `unnest`, for a statement that writes them together with
+/// what they record (the order insert): `user_id integer[]`, `action text[]`,
+/// `context jsonb[]`, and the request's id. Same rules as [`record`].
+#[derive(Debug)]
+pub(crate) struct Rows {
+    pub(crate) users: Vec<Option<i32>>,
+    pub(crate) actions: Vec<&'static str>,
+    pub(crate) contexts: Vec<Value>,
+    pub(crate) request_id: Option<String>,
+}
+
+impl Rows {
+    pub(crate) fn new(events: Vec<AuditEvent>) -> Self {
+        let mut rows = Self {
+            users: Vec::with_capacity(events.len()),
+            actions: Vec::with_capacity(events.len()),
+            contexts: Vec::with_capacity(events.len()),
+            request_id: REQUEST_ID.try_with(Clone::clone).ok(),
+        };
+        for event in events {
+            let event = capped(event);
+            rows.users.push(event.user_id);
+            rows.actions.push(event.action);
+            rows.contexts.push(event.context);
+        }
+        rows
+    }
 }
 
 fn capped(mut event: AuditEvent) -> AuditEvent {

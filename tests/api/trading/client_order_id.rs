@@ -41,6 +41,23 @@ async fn expired_key_reuse_executes_with_a_new_client_order_id(pool: PgPool) {
             reused.body["client_order_id"]
         );
         assert_eq!(app.order_count().await, 2);
+        // One acceptance row per order, naming the id each one got (the attempt with the taken
+        // id wrote none).
+        let accepted: Vec<String> = sqlx::query_scalar(
+            "select context->>'client_order_id' from audit_log
+              where action = 'order.accepted' order by id",
+        )
+        .fetch_all(&app.pool)
+        .await
+        .expect("audit");
+        assert_eq!(
+            accepted,
+            [
+                &first.body["client_order_id"],
+                &reused.body["client_order_id"]
+            ]
+            .map(|id| id.as_str().unwrap_or_default().to_owned())
+        );
     })
     .await;
 }

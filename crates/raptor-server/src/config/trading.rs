@@ -80,7 +80,7 @@ pub struct TradingArgs {
     /// none is ready, then waits this long. 0 turns the sweeper off (then only quote updates
     /// sweep, and what they leave waits for a replica that has one).
     #[arg(long, env = "RAPTOR_QUOTE_SWEEP_INTERVAL_MS", value_name = "RAPTOR_QUOTE_SWEEP_INTERVAL_MS",
-          default_value_t = 250, value_parser = clap::value_parser!(u64).range(0..=600_000), global = true)]
+          default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=600_000), global = true)]
     pub quote_sweep_interval_ms: u64,
 }
 

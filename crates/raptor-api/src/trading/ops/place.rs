@@ -242,27 +242,28 @@ pub(crate) async fn place(
             .flatten(),
         quote_seq: quotes.sequence,
     };
+    // The order's audit rows are written by the order's own statement.
+    let events = |order: &store::NewOrder<'_>| {
+        let mut events = vec![AuditEvent::new(
+            Some(user_id),
+            AuditAction::OrderAccepted,
+            json!({ "order_id": order.id, "purpose": purpose,
+                    "client_order_id": order.client_order_id,
+                    "reserved_cash": reserved_cash.to_string(), "order": spec_context(&spec) }),
+        )];
+        if let Some(execution) = execution {
+            events.push(fill_event(user_id, order.id, execution, "submit", None));
+        }
+        audit::Rows::new(events)
+    };
     // The unique index decides whether the id is taken (no pre-check); a taken derived id
     // may belong to an expired key's order, then this lifetime's id is used.
-    if !store::insert_order(conn, &order).await? {
+    if !store::insert_order(conn, &order, events(&order)).await? {
         order.client_order_id = ids.reuse(conn, user_id, now).await?;
-        if !store::insert_order(conn, &order).await? {
+        if !store::insert_order(conn, &order, events(&order)).await? {
             return Err(ClientOrderId::duplicate(&order.client_order_id));
         }
     }
-    let mut events = vec![AuditEvent::new(
-        Some(user_id),
-        AuditAction::OrderAccepted,
-        json!({ "order_id": order.id, "purpose": purpose,
-                "client_order_id": order.client_order_id,
-                "reserved_cash": reserved_cash.to_string(), "order": spec_context(&spec) }),
-    )];
-    if let Some(execution) = execution {
-        events.push(fill_event(user_id, order.id, execution, "submit", None));
-    }
-    audit::record_many(conn, events)
-        .await
-        .context("audit order")?;
     // The answer is built from what was written, not read back.
     Ok(Placed::Order(Box::new(dto::order_response(&order))))
 }

@@ -66,6 +66,11 @@ fn insert_order_sql() -> &'static str {
                                             $38::text[], $39::integer[], $40::numeric[],
                                             $41::numeric[], $42::numeric[])
                                      as l),
+        audit as (
+            insert into audit_log (user_id, action, context, request_id)
+            select a.user_id, a.action, a.context, $47
+              from unnest($44::integer[], $45::text[], $46::jsonb[]) as a(user_id, action, context)
+             where exists (select 1 from o)),
         {EFFECTS_SQL}
         select count(*) from o"
             .replace("{EFFECTS_SQL}", EFFECTS_SQL)
@@ -73,10 +78,15 @@ fn insert_order_sql() -> &'static str {
     &SQL
 }
 
-/// Writes a new order with its legs and, when it filled, its fills, positions and cash, in one
-/// statement. `false` when the account already has an order with this `client_order_id` (the
-/// unique index decides; nothing is written and the transaction stays usable).
-pub(crate) async fn insert_order(conn: &mut PgConnection, order: &NewOrder<'_>) -> ApiResult<bool> {
+/// Writes a new order with its legs, its audit rows and, when it filled, its fills, positions
+/// and cash, in one statement. `false` when the account already has an order with this
+/// `client_order_id` (the unique index decides; nothing is written, the audit rows neither, and
+/// the transaction stays usable).
+pub(crate) async fn insert_order(
+    conn: &mut PgConnection,
+    order: &NewOrder<'_>,
+    audit: crate::audit::Rows,
+) -> ApiResult<bool> {
     let spec = order.spec;
     let simple_leg = (spec.class == OrderClass::Simple)
         .then(|| spec.legs.first())
@@ -163,6 +173,10 @@ pub(crate) async fn insert_order(conn: &mut PgConnection, order: &NewOrder<'_>) 
                 .collect::<Vec<_>>(),
         )
         .bind(order.quote_seq)
+        .bind(audit.users)
+        .bind(audit.actions)
+        .bind(audit.contexts)
+        .bind(audit.request_id)
         .fetch_one(conn)
         .await
         .context("insert order")?;
