@@ -60,7 +60,7 @@ pub(crate) async fn reset(
     user_id: i32,
 ) -> ApiResult<AccountResponse> {
     let now = desk.now();
-    let (before, account, open) = account_state(conn, user_id, now, None).await?;
+    let (before, account, open, _) = account_state(conn, user_id, now, None, &[]).await?;
     for order in &open {
         store::end_open_order(conn, order.id, OrderStatus::Canceled, now).await?;
         audit::record(

@@ -61,13 +61,30 @@ impl Intent {
     }
 }
 
+/// The locked account as the engine sees it: the account row locked, the paper mode checked,
+/// what stopped being good expired, then the positions and the open orders in `scope` (all
+/// without one). With `quote_symbols`, their quotes are share-locked with the account, in the
+/// same statement.
 async fn account_state(
     conn: &mut PgConnection,
     user_id: i32,
     now: chrono::DateTime<chrono::Utc>,
     scope: Option<store::Scope<'_>>,
-) -> ApiResult<(store::AccountRow, AccountState, Vec<StoredOrder>)> {
-    let mut account = store::lock_account(conn, user_id).await?;
+    quote_symbols: &[String],
+) -> ApiResult<(
+    store::AccountRow,
+    AccountState,
+    Vec<StoredOrder>,
+    store::Quotes,
+)> {
+    let (mut account, quotes) = if quote_symbols.is_empty() {
+        (
+            store::lock_account(conn, user_id).await?,
+            store::Quotes::default(),
+        )
+    } else {
+        store::lock_account_and_quotes(conn, user_id, quote_symbols).await?
+    };
     if account.mode != "paper" {
         return Err(ApiError::LiveTradingUnavailable);
     }
@@ -85,7 +102,7 @@ async fn account_state(
         open_orders: book.open.iter().map(StoredOrder::open_order).collect(),
         reserved_elsewhere: account.reserved_cash - listed,
     };
-    Ok((account, state, book.open))
+    Ok((account, state, book.open, quotes))
 }
 
 /// The `order.filled` audit row of an execution.

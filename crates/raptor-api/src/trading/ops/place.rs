@@ -171,12 +171,10 @@ pub(crate) async fn place(
     // read of the rows must show the same.
     let now = chrono::SubsecRound::trunc_subsecs(desk.now(), 6);
     let purpose = intent.purpose();
-    // Quote rows first (shared), then the account: the lock order of quote updates. Without
-    // the share lock, a quote update could commit between this read and this order resting,
-    // and the order would miss the quote that makes it marketable.
+    // The quotes are share-locked with the account: a quote update waits for this order, so
+    // its sweep sees the order resting (or filled) and cannot miss it.
     let instruments = intent.instruments();
     let symbols: Vec<String> = instruments.iter().map(|i| i.symbol().to_owned()).collect();
-    let quotes = store::quotes(conn, &symbols, true).await?;
     // Only the open orders that can matter to this order are read: those on its underlyings
     // (closing quantity, coverage). Reservations come from the account row.
     let mut underlyings: Vec<String> = instruments
@@ -188,7 +186,8 @@ pub(crate) async fn place(
     let scope = store::Scope {
         underlyings: &underlyings,
     };
-    let (row, account, _) = account_state(conn, user_id, now, Some(scope)).await?;
+    let (row, account, _, quotes) =
+        account_state(conn, user_id, now, Some(scope), &symbols).await?;
     let (spec, requested_id) = to_spec(&intent, &account.positions)?;
     let ids = ClientOrderId::new(user_id, purpose, requested_id, key, lineage)?;
     let decision = match desk.engine().submit(&account, &spec, &quotes.quotes, now) {

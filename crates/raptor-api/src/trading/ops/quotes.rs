@@ -198,7 +198,7 @@ async fn fill_resting_for(
 ) -> ApiResult<Vec<Uuid>> {
     let (user_id, symbol, now) = (sweep.user_id, sweep.symbol.as_str(), sweep.at);
     // One account that cannot trade must not block the quote for everyone else.
-    let (_, mut account, open) = match account_state(conn, user_id, now, None).await {
+    let (_, mut account, open, _) = match account_state(conn, user_id, now, None, &[]).await {
         Ok(loaded) => loaded,
         Err(err @ (ApiError::LiveTradingUnavailable | ApiError::NotFound(_))) => {
             tracing::warn!(user.id = user_id, error = %err, "resting orders skipped on quote update");
@@ -227,7 +227,7 @@ async fn fill_resting_for(
     symbols.dedup();
     // One read of every quote the candidates need; the event's own symbol at the event's
     // prices (a later event may have moved it since: that one has its own sweep).
-    let mut quotes = store::quotes(conn, &symbols, false).await?.quotes;
+    let mut quotes = store::quotes(conn, &symbols).await?.quotes;
     quotes.insert(
         symbol.to_owned(),
         Quote {

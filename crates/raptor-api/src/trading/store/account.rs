@@ -1,9 +1,10 @@
 //! The account row (locked first by every writer) and its positions.
 
-use raptor_engine::Position;
+use raptor_engine::{Position, Quote};
 use rust_decimal::Decimal;
 use sqlx::PgConnection;
 
+use super::quotes::Quotes;
 use crate::error::{ApiError, ApiResult, ResultExt};
 
 /// The account row, with the totals of its open orders (kept by a trigger on `paper_orders`).
@@ -30,6 +31,68 @@ pub(crate) async fn lock_account(conn: &mut PgConnection, user_id: i32) -> ApiRe
     .await
     .context("lock account")?
     .ok_or(ApiError::NotFound("paper account"))
+}
+
+/// Locks the account row and share-locks the quotes of `symbols` (in symbol order), in one
+/// statement: what an order decision starts with. Both come back as they are once the locks
+/// are granted (a row lock re-reads the row it waited for). The quote rows are locked first
+/// (the subquery runs before the row lock above it); no writer holds a quote row and waits for
+/// an account, so this order cannot deadlock with quote updates.
+pub(crate) async fn lock_account_and_quotes(
+    conn: &mut PgConnection,
+    user_id: i32,
+    symbols: &[String],
+) -> ApiResult<(AccountRow, Quotes)> {
+    #[derive(sqlx::FromRow)]
+    struct Locked {
+        #[sqlx(flatten)]
+        account: AccountRow,
+        quotes: sqlx::types::Json<Vec<QuoteJson>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct QuoteJson {
+        symbol: String,
+        bid: Decimal,
+        ask: Decimal,
+        sequence: i64,
+    }
+    let locked: Locked = raptor_db::query_as(&format!(
+        "select {ACCOUNT_COLUMNS},
+                (select coalesce(jsonb_agg(jsonb_build_object(
+                            'symbol', q.symbol, 'bid', q.bid::text, 'ask', q.ask::text,
+                            'sequence', q.sequence)), '[]')
+                   from (select symbol, bid, ask, sequence from quotes
+                          where symbol = any($2) order by symbol for share) q) as quotes
+           from paper_accounts where user_id = $1 for update of paper_accounts"
+    ))
+    .bind(user_id)
+    .bind(symbols)
+    .fetch_optional(conn)
+    .await
+    .context("lock account and quotes")?
+    .ok_or(ApiError::NotFound("paper account"))?;
+    let sequence = locked
+        .quotes
+        .0
+        .iter()
+        .map(|q| q.sequence)
+        .max()
+        .unwrap_or(0);
+    let quotes = locked
+        .quotes
+        .0
+        .into_iter()
+        .map(|q| {
+            (
+                q.symbol,
+                Quote {
+                    bid: q.bid,
+                    ask: q.ask,
+                },
+            )
+        })
+        .collect();
+    Ok((locked.account, Quotes { quotes, sequence }))
 }
 
 /// Reads the account without locking.

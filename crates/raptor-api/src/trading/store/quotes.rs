@@ -20,25 +20,15 @@ pub(crate) struct Quotes {
     pub(crate) sequence: i64,
 }
 
-/// Quotes for `symbols`. With `lock`, each row is share-locked (in symbol order) so that no
-/// quote update can commit between this read and the end of the caller's transaction.
-pub(crate) async fn quotes(
-    conn: &mut PgConnection,
-    symbols: &[String],
-    lock: bool,
-) -> ApiResult<Quotes> {
-    let suffix = if lock {
-        " order by symbol for share"
-    } else {
-        ""
-    };
-    let rows: Vec<(String, Decimal, Decimal, i64)> = raptor_db::query_as(&format!(
-        "select symbol, bid, ask, sequence from quotes where symbol = any($1){suffix}"
-    ))
-    .bind(symbols)
-    .fetch_all(conn)
-    .await
-    .context("load quotes")?;
+/// Quotes for `symbols`, unlocked (an order locks its quotes with its account:
+/// `lock_account_and_quotes`).
+pub(crate) async fn quotes(conn: &mut PgConnection, symbols: &[String]) -> ApiResult<Quotes> {
+    let rows: Vec<(String, Decimal, Decimal, i64)> =
+        raptor_db::query_as("select symbol, bid, ask, sequence from quotes where symbol = any($1)")
+            .bind(symbols)
+            .fetch_all(conn)
+            .await
+            .context("load quotes")?;
     let sequence = rows.iter().map(|r| r.3).max().unwrap_or(0);
     Ok(Quotes {
         quotes: rows
