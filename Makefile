@@ -39,9 +39,10 @@ lint:
 fmt:
 	cargo fmt --all
 
-## openapi: regenerate the checked-in spec
+## openapi: regenerate the checked-in spec and the typed client generated from it
 openapi:
 	cargo run --locked -q -p raptor-server --bin raptor -- openapi > openapi/openapi.json
+	@$(MAKE) --no-print-directory client-generate
 
 ## bench: latency and throughput of the write path against a real server and Postgres
 bench:

@@ -32,7 +32,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Everything stored about the caller (GDPR access and portability), including idempotency keys. */
+        /**
+         * Everything stored about the caller (GDPR access and portability), including idempotency
+         *     keys: one JSON object, streamed from one consistent snapshot (an account of any size is
+         *     exported in bounded memory).
+         */
         get: operations["export_account"];
         put?: never;
         post?: never;
@@ -58,7 +62,10 @@ export interface paths {
         head?: never;
         /**
          * Change the caller's profile: only the fields sent change; `null` clears `display_name` or
-         *     `time_zone`. Tier 2 (fail-open, keys kept 7 days). The audit row names the changed fields.
+         *     `time_zone`. Tier 2 (fail-open, keys kept 7 days). The answer is personal data, so it is
+         *     never stored: a retry with the same key runs the patch again (it sets values, so the second
+         *     run changes nothing the first did not) and answers the profile as it is then. The audit row
+         *     names the changed fields.
          */
         patch: operations["update_profile"];
         trace?: never;
@@ -92,8 +99,10 @@ export interface paths {
         };
         get?: never;
         /**
-         * Set a symbol's quote (operators). Resting limits it makes marketable fill in the same
-         *     transaction, audited.
+         * Set a symbol's quote (operators). It commits as a numbered quote event; the resting orders
+         *     it makes marketable then fill in short per-account transactions, audited with the event:
+         *     those this request reaches within a quarter of the request timeout are listed, the rest
+         *     (`pending_accounts`) are swept right after by the servers.
          */
         put: operations["set_quote"];
         post?: never;
@@ -171,11 +180,12 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Verify a sign-up or login link: a new session, and on the first verification of a sign-up
-         *     link a new user with a paper account. A repeat within 15 minutes of the first use returns a
-         *     session for the same user (a retry after a lost response) and revokes the one the link
-         *     issued before, so a link never has two live sessions; later, it is `400 invalid_token`.
-         *     Never creates a second user for one address.
+         * Verify a sign-up or login link: a session, and on the first verification of a sign-up link
+         *     a new user with a paper account. A repeat within 15 minutes of the first use (a client
+         *     retrying a lost answer, a double submit) answers the **same** session for the same user, so
+         *     whichever answer the app keeps works; after logout of that session, or later than 15
+         *     minutes, the link is spent (`400 invalid_token`). Never creates a second user for one
+         *     address.
          */
         post: operations["verify_link"];
         delete?: never;
@@ -469,7 +479,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: 200 when Postgres answers within a second, else 503. */
+        /**
+         * Readiness: 200 when both the database and the idempotency store answer within a second,
+         *     else 503; `checks` says which one did not.
+         */
         get: operations["get_readyz"];
         put?: never;
         post?: never;
@@ -757,7 +770,8 @@ export interface components {
         };
         /** @description Liveness/readiness answer. */
         HealthResponse: {
-            /** @description `ok` or `unavailable`. */
+            checks?: null | components["schemas"]["ReadinessChecks"];
+            /** @description `ok`, `unavailable` or `draining`. */
             status: string;
         };
         /** @description One leg of a multi-leg order. */
@@ -1044,10 +1058,35 @@ export interface components {
              * @description Bid.
              */
             bid: string;
-            /** @description Resting orders this quote filled. */
+            /**
+             * @description Resting orders this request's sweep filled. Accounts it did not reach in time are swept
+             *     right after, by the server's sweepers (`pending_accounts`).
+             */
             filled_order_ids: string[];
+            /**
+             * Format: int64
+             * @description Accounts with resting orders on the symbol still to be swept for this event (0 when the
+             *     request swept them all).
+             */
+            pending_accounts: number;
+            /**
+             * Format: int64
+             * @description The quote event's sequence number (the fills it causes name it in their audit rows).
+             */
+            sequence: number;
             /** @description Symbol. */
             symbol: string;
+        };
+        /** @description What `/readyz` asked. */
+        ReadinessChecks: {
+            /** @description The business pool (`DATABASE_URL`): every request's transaction. */
+            database: string;
+            /**
+             * @description The idempotency store's pool (`IDEMPOTENCY_STORE_DATABASE_URL`, or the same database):
+             *     the claim of every keyed request. A replica that cannot reach it is not ready: Tier 1
+             *     routes would answer 503.
+             */
+            idempotency_store: string;
         };
         /** @description `POST /api/trading/account/reset` takes `{}`. */
         ResetAccountRequest: Record<string, never>;
@@ -1384,7 +1423,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description the caller's data */
+            /** @description the caller's data (streamed; a transfer that ends early is incomplete) */
             200: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -2345,7 +2384,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description stored; lists the orders it filled */
+            /** @description stored; lists the orders this request's sweep filled */
             200: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -3198,7 +3237,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description a new session (Cache-Control: no-store) */
+            /** @description the link's session (Cache-Control: no-store); the same one on every verification of the link */
             200: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -7874,7 +7913,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Postgres does not answer (`unavailable`), or shutdown has begun (`draining`) */
+            /** @description a dependency does not answer (`unavailable`, and `checks` names it), or shutdown has begun (`draining`) */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
