@@ -239,7 +239,7 @@ async function main(): Promise<void> {
   );
   check(isOpen(resting.status), `a limit below the ask rests (${resting.status})`);
   {
-    const open = success("open orders", await api.GET("/api/trading/orders", { params: { query: { status: "open" } } }));
+    const open = success("open orders", await api.GET("/api/trading/orders", { params: { query: { status: "open" } } })).data;
     check(open.some((o) => o.id === resting.id) && open.every((o) => isOpen(o.status)), "listed as open");
     const account = success("account", await api.GET("/api/trading/account"));
     check(cents(account.reserved_cash) === 10000n, `100.00 reserved (${account.reserved_cash})`);
@@ -279,9 +279,43 @@ async function main(): Promise<void> {
     check(p !== undefined && Number(p.qty) === qty && signOf(p.side) === Math.sign(qty), `${symbol} ${qty}`);
   }
 
-  const orders = success("orders", await api.GET("/api/trading/orders", { params: { query: { status: "all", limit: 100 } } }));
+  // History pages: two at a time, following next_cursor until has_more is false.
+  const orders: OrderResponse[] = [];
+  for (let cursor: string | undefined, pages = 0; ; pages++) {
+    check(pages < 10, "paging ends");
+    const page = success(
+      "orders page",
+      await api.GET("/api/trading/orders", { params: { query: { status: "all", limit: 2, ...(cursor ? { cursor } : {}) } } }),
+    );
+    orders.push(...page.data);
+    if (!page.has_more) {
+      check(page.next_cursor === null, "the last page has no cursor");
+      break;
+    }
+    check(page.next_cursor !== null, "a page with more has a cursor");
+    cursor = page.next_cursor;
+  }
   const open = orders.filter((o) => isOpen(o.status));
   check(orders.length === 6 && open.length === 0, `6 orders, none open (${orders.length}, ${open.length})`);
+  check(new Set(orders.map((o) => o.id)).size === 6, "no order on two pages");
+  {
+    const r = await api.GET("/api/trading/orders", { params: { query: { cursor: "not-a-cursor" } } });
+    expectStatus(r.response, "/api/trading/orders", "get", 400);
+    const code = errorCode("bad cursor", r);
+    check(code === "invalid_query", code);
+  }
+  {
+    const r = await api.GET("/api/trading/orders/by-client-order-id/{client_order_id}", {
+      params: { path: { client_order_id: order.client_order_id } },
+    });
+    expectStatus(r.response, "/api/trading/orders/by-client-order-id/{client_order_id}", "get", 200);
+    check(success("order by client_order_id", r).id === order.id, "the order by its client_order_id");
+    const missing = await api.GET("/api/trading/orders/by-client-order-id/{client_order_id}", {
+      params: { path: { client_order_id: `unknown-${randomUUID()}` } },
+    });
+    expectStatus(missing.response, "/api/trading/orders/by-client-order-id/{client_order_id}", "get", 404);
+    check(errorCode("unknown client_order_id", missing) === "not_found", "404 not_found");
+  }
   const one = success("order", await api.GET("/api/trading/orders/{id}", { params: { path: { id: order.id } } }));
   check(one.id === order.id && one.status === "filled", "an order by id");
   {

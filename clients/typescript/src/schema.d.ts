@@ -335,7 +335,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The account's orders, newest first. */
+        /**
+         * The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor`
+         *     for the next page (keyset on the creation time and id, so orders placed meanwhile neither
+         *     repeat nor hide older ones).
+         */
         get: operations["list_orders"];
         put?: never;
         /**
@@ -343,6 +347,26 @@ export interface paths {
          *     or none). Marketable orders fill at once at the quote; other limits rest as `new`.
          */
         post: operations["create_order"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/trading/orders/by-client-order-id/{client_order_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The order with this `client_order_id`: how a client that lost an answer finds out what
+         *     became of its order.
+         */
+        get: operations["get_order_by_client_order_id"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -865,6 +889,15 @@ export interface components {
          * @enum {string}
          */
         OrderClass: "simple" | "mleg";
+        /** @description A page of the account's orders, newest first. */
+        OrderListResponse: {
+            /** @description The orders of this page. */
+            data: components["schemas"]["OrderResponse"][];
+            /** @description Whether older orders follow. */
+            has_more: boolean;
+            /** @description The `cursor` of the next page (`null` on the last one). */
+            next_cursor: string | null;
+        };
         /**
          * @description Which orders `GET /api/trading/orders` lists.
          * @enum {string}
@@ -5577,8 +5610,16 @@ export interface operations {
             query?: {
                 /** @description `open`, `closed` or `all` (default). */
                 status?: components["schemas"]["OrderListStatus"];
-                /** @description At most this many, newest first (default 100). */
+                /** @description At most this many, newest first (default 50). */
                 limit?: number;
+                /** @description The previous page's `next_cursor`, as it is. */
+                cursor?: string;
+                /** @description Only orders with a leg on this symbol. */
+                symbol?: string;
+                /** @description Only orders created strictly after this time (RFC 3339). */
+                after?: string;
+                /** @description Only orders created strictly before this time (RFC 3339). */
+                until?: string;
             };
             header?: never;
             path?: never;
@@ -5586,7 +5627,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description orders */
+            /** @description a page of orders */
             200: {
                 headers: {
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
@@ -5594,7 +5635,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OrderResponse"][];
+                    "application/json": components["schemas"]["OrderListResponse"];
                 };
             };
             /**
@@ -6135,6 +6176,177 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout";
+                    };
+                };
+            };
+        };
+    };
+    get_order_by_client_order_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The order's client_order_id */
+                client_order_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the order */
+            200: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrderResponse"];
+                };
+            };
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
+            401: {
+                headers: {
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
+                };
+            };
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
+            403: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden";
+                    };
+                };
+            };
+            /**
+             * @description Not Found:
+             *     - `not_found`: the resource does not exist for this caller
+             */
+            404: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource does not exist for this caller",
+                     *       "error": "not_found",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the resource does not exist for this caller",
+                     *       "status": 404,
+                     *       "title": "Not Found",
+                     *       "type": "/docs/errors#not_found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "request_timeout";
                     };
                 };
             };

@@ -3,6 +3,7 @@
 
 mod client_order_id;
 mod expiry;
+mod history;
 mod limits;
 mod options;
 mod orders;

@@ -231,9 +231,9 @@ async fn close_and_reset(pool: PgPool) {
         assert_eq!(after["cash"], "100014.70");
 
         let listed = app.list_orders(&token, "").await;
-        assert_eq!(listed.body.as_array().map(Vec::len), Some(3));
+        assert_eq!(listed.body["data"].as_array().map(Vec::len), Some(3));
         let open = app.list_orders(&token, "status=open").await;
-        assert_eq!(open.body, json!([]));
+        assert_eq!(open.body["data"], json!([]));
         assert_eq!(
             app.list_orders(&token, "status=bogus").await.status,
             StatusCode::BAD_REQUEST

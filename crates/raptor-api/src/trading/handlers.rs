@@ -11,8 +11,9 @@ use uuid::Uuid;
 
 use super::account_writes::AccountWrite;
 use super::dto::{
-    AccountResponse, ClosePositionRequest, CreateOrderRequest, ListOrdersQuery, OrderResponse,
-    PositionResponse, QuoteResponse, ResetAccountRequest, RollRequest, SetQuoteRequest, LIST_LIMIT,
+    list_limit, paginate, AccountResponse, ClosePositionRequest, CreateOrderRequest, Cursor,
+    ListOrdersQuery, OrderListResponse, OrderResponse, PositionResponse, QuoteResponse,
+    ResetAccountRequest, RollRequest, SetQuoteRequest,
 };
 use super::gate::{AccountWriter, OrderWriter, PaperTrader};
 use super::ops::{self, Desk, Intent, Placed};
@@ -164,35 +165,56 @@ pub(crate) async fn get_account(
     Ok(Json(account))
 }
 
-/// The account's orders, newest first.
+/// The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor`
+/// for the next page (keyset on the creation time and id, so orders placed meanwhile neither
+/// repeat nor hide older ones).
 #[utoipa::path(get, path = "/api/trading/orders", tag = "trading",
     security(("bearer" = [])),
     params(ListOrdersQuery),
     responses(
-        (status = 200, description = "orders", body = [OrderResponse]),
+        (status = 200, description = "a page of orders", body = OrderListResponse),
     ))]
 pub(crate) async fn list_orders(
     State(state): State<ApiState>,
     user: AuthUser,
     ApiQuery(query): ApiQuery<ListOrdersQuery>,
-) -> ApiResult<Json<Vec<OrderResponse>>> {
+) -> ApiResult<Json<OrderListResponse>> {
+    let limit = list_limit(query.limit)?;
+    let before = query
+        .cursor
+        .as_deref()
+        .map(|text| {
+            let cursor = Cursor::decode(text)?;
+            let id = Uuid::parse_str(&cursor.id).map_err(|_| {
+                ApiError::bad_request(ErrorCode::InvalidQuery, "cursor is not an orders cursor")
+            })?;
+            Ok::<_, ApiError>((cursor.at, id))
+        })
+        .transpose()?;
     ops::expire_for_read(&state.db, state.desk(), user.id).await?;
-    let statuses = query.status.unwrap_or_default().statuses();
-    let limit = query.limit.unwrap_or(100);
-    if !LIST_LIMIT.contains(&limit) {
-        return Err(ApiError::bad_request(
-            ErrorCode::InvalidQuery,
-            format!("limit must be between 1 and 500, not {limit}"),
-        ));
-    }
+    let filter = store::OrderFilter {
+        statuses: query.status.unwrap_or_default().statuses(),
+        symbol: query.symbol.as_deref(),
+        after: query.after,
+        until: query.until,
+        before,
+    };
     let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
-    let orders = store::list_orders(&mut conn, user.id, statuses, limit).await?;
+    let rows = store::list_orders(&mut conn, user.id, &filter, limit + 1).await?;
     conn.finish().await.context("finish")?;
-    let orders = orders
+    let (rows, has_more, next_cursor) = paginate(rows, limit, |order| Cursor {
+        at: order.row.created_at,
+        id: order.row.id.to_string(),
+    });
+    let data = rows
         .into_iter()
         .map(OrderResponse::try_from)
         .collect::<ApiResult<_>>()?;
-    Ok(Json(orders))
+    Ok(Json(OrderListResponse {
+        data,
+        has_more,
+        next_cursor,
+    }))
 }
 
 /// One order.
@@ -210,6 +232,29 @@ pub(crate) async fn get_order(
     ops::expire_for_read(&state.db, state.desk(), user.id).await?;
     let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
     let order = store::find_order(&mut conn, user.id, id, false).await?;
+    conn.finish().await.context("finish")?;
+    let order = order.ok_or(ApiError::NotFound("order"))?;
+    Ok(Json(OrderResponse::try_from(order)?))
+}
+
+/// The order with this `client_order_id`: how a client that lost an answer finds out what
+/// became of its order.
+#[utoipa::path(get, path = "/api/trading/orders/by-client-order-id/{client_order_id}",
+    tag = "trading",
+    security(("bearer" = [])),
+    params(("client_order_id" = String, Path, description = "The order's client_order_id",
+        min_length = 1, max_length = 128)),
+    responses(
+        (status = 200, description = "the order", body = OrderResponse),
+    ))]
+pub(crate) async fn get_order_by_client_order_id(
+    State(state): State<ApiState>,
+    user: AuthUser,
+    ApiPath(client_order_id): ApiPath<String>,
+) -> ApiResult<Json<OrderResponse>> {
+    ops::expire_for_read(&state.db, state.desk(), user.id).await?;
+    let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
+    let order = store::find_order_by_client_order_id(&mut conn, user.id, &client_order_id).await?;
     conn.finish().await.context("finish")?;
     let order = order.ok_or(ApiError::NotFound("order"))?;
     Ok(Json(OrderResponse::try_from(order)?))

@@ -70,6 +70,7 @@ pub(crate) fn routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
         .routes(routes!(handlers::create_order, handlers::list_orders))
         .routes(routes!(handlers::get_order, handlers::cancel_order))
+        .routes(routes!(handlers::get_order_by_client_order_id))
         .routes(routes!(handlers::roll_position))
         .routes(routes!(handlers::close_position))
         .routes(routes!(handlers::reset_account))
@@ -88,6 +89,7 @@ pub(crate) const ROUTE_CODES: &[RouteCodes] = &[
     ("list_orders", &[&[E::NotFound]]),
     ("create_order", &[TRADE]),
     ("get_order", &[&[E::NotFound]]),
+    ("get_order_by_client_order_id", &[&[E::NotFound]]),
     (
         "cancel_order",
         &[&[

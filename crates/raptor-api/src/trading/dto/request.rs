@@ -1,6 +1,7 @@
 //! What clients send: the request bodies and the list query, with the strict decimal and
 //! not-null deserialisers the document promises.
 
+use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
@@ -178,18 +179,25 @@ impl OrderListStatus {
     }
 }
 
-/// The bounds of `limit`.
-pub const LIST_LIMIT: std::ops::RangeInclusive<i64> = 1..=500;
-
 /// `GET /api/trading/orders` query.
 #[derive(Debug, Clone, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListOrdersQuery {
     /// `open`, `closed` or `all` (default).
     pub status: Option<OrderListStatus>,
-    /// At most this many, newest first (default 100).
+    /// At most this many, newest first (default 50).
     #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
+    /// The previous page's `next_cursor`, as it is.
+    #[param(min_length = 1, max_length = 200)]
+    pub cursor: Option<String>,
+    /// Only orders with a leg on this symbol.
+    #[param(min_length = 1, max_length = 64)]
+    pub symbol: Option<String>,
+    /// Only orders created strictly after this time (RFC 3339).
+    pub after: Option<DateTime<Utc>>,
+    /// Only orders created strictly before this time (RFC 3339).
+    pub until: Option<DateTime<Utc>>,
 }
 
 #[cfg(test)]

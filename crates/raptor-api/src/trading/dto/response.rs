@@ -92,6 +92,18 @@ pub struct OrderResponse {
     pub canceled_at: Option<DateTime<Utc>>,
 }
 
+/// A page of the account's orders, newest first.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OrderListResponse {
+    /// The orders of this page.
+    pub data: Vec<OrderResponse>,
+    /// Whether older orders follow.
+    pub has_more: bool,
+    /// The `cursor` of the next page (`null` on the last one).
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+}
+
 /// The paper account.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct AccountResponse {

@@ -309,34 +309,107 @@ pub(crate) async fn find_order(
     Ok(Some(OrderRecord { row, legs }))
 }
 
-/// The account's orders, newest first.
+/// Which orders a page of the history holds (`GET /api/trading/orders`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct OrderFilter<'a> {
+    /// The statuses to list.
+    pub(crate) statuses: &'a [&'a str],
+    /// Orders with a leg on this symbol.
+    pub(crate) symbol: Option<&'a str>,
+    /// Created strictly after.
+    pub(crate) after: Option<DateTime<Utc>>,
+    /// Created strictly before.
+    pub(crate) until: Option<DateTime<Utc>>,
+    /// Strictly older than this `(created_at, id)`: the last order of the previous page.
+    pub(crate) before: Option<(DateTime<Utc>, Uuid)>,
+}
+
+/// A page of the account's orders, newest first on `(created_at, id)`: at most `limit` rows
+/// (callers ask for one more than they show, to know whether there is more). Only the filters
+/// given are in the statement, so each shape gets a plan that walks
+/// `idx_paper_orders_user_created_id` from the cursor.
 pub(crate) async fn list_orders(
     conn: &mut PgConnection,
     user_id: i32,
-    statuses: &[&str],
+    filter: &OrderFilter<'_>,
     limit: i64,
 ) -> ApiResult<Vec<OrderRecord>> {
-    let rows: Vec<OrderRow> = raptor_db::query_as(&format!(
-        "select {ORDER_COLUMNS} from paper_orders where user_id = $1 and status = any($2)
-          order by created_at desc, id desc limit $3"
-    ))
-    .bind(user_id)
-    .bind(statuses)
-    .bind(limit)
-    .fetch_all(&mut *conn)
-    .await
-    .context("list orders")?;
+    let mut sql = format!(
+        "select {ORDER_COLUMNS} from paper_orders o where user_id = $1 and status = any($2)"
+    );
+    let mut n = 3;
+    let mut clause = |text: &str| {
+        sql.push_str(&text.replace('#', &format!("${n}")));
+        n += 1;
+    };
+    if filter.symbol.is_some() {
+        // Every order has at least one leg, simple orders too.
+        clause(
+            " and exists (select 1 from paper_order_legs l where l.order_id = o.id and l.symbol = #)",
+        );
+    }
+    if filter.after.is_some() {
+        clause(" and created_at > #");
+    }
+    if filter.until.is_some() {
+        clause(" and created_at < #");
+    }
+    if filter.before.is_some() {
+        clause(" and (created_at, id) < (#");
+        clause(", #)");
+    }
+    clause(" order by created_at desc, id desc limit #");
+    let mut query = raptor_db::query_as::<OrderRow>(&sql)
+        .bind(user_id)
+        .bind(filter.statuses);
+    if let Some(symbol) = filter.symbol {
+        query = query.bind(symbol);
+    }
+    if let Some(after) = filter.after {
+        query = query.bind(after);
+    }
+    if let Some(until) = filter.until {
+        query = query.bind(until);
+    }
+    if let Some((at, id)) = filter.before {
+        query = query.bind(at).bind(id);
+    }
+    let rows = query
+        .bind(limit)
+        .fetch_all(&mut *conn)
+        .await
+        .context("list orders")?;
     let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
-    let legs = load_legs(conn, &ids).await?;
+    let mut legs: std::collections::HashMap<Uuid, Vec<LegRow>> = std::collections::HashMap::new();
+    for leg in load_legs(conn, &ids).await? {
+        legs.entry(leg.order_id).or_default().push(leg);
+    }
     Ok(rows
         .into_iter()
         .map(|row| {
-            let own: Vec<LegRow> = legs
-                .iter()
-                .filter(|l| l.order_id == row.id)
-                .cloned()
-                .collect();
+            let own = legs.remove(&row.id).unwrap_or_default();
             OrderRecord { row, legs: own }
         })
         .collect())
+}
+
+/// The account's order with this `client_order_id`.
+pub(crate) async fn find_order_by_client_order_id(
+    conn: &mut PgConnection,
+    user_id: i32,
+    client_order_id: &str,
+) -> ApiResult<Option<OrderRecord>> {
+    let row: Option<OrderRow> = raptor_db::query_as(&format!(
+        "select {ORDER_COLUMNS} from paper_orders where user_id = $1 and client_order_id = $2"
+    ))
+    .bind(user_id)
+    .bind(client_order_id)
+    .fetch_optional(&mut *conn)
+    .await
+    .context("find order by client_order_id")?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let legs = load_legs(conn, &[row.id]).await?;
+    Ok(Some(OrderRecord { row, legs }))
 }
