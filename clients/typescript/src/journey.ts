@@ -271,6 +271,21 @@ async function main(): Promise<void> {
   check(cents(account.reserved_cash) === 0n && account.buying_power === account.cash, "nothing reserved");
   check(cents(account.realized_pnl) === -20n + 7500n, `realized P&L ${account.realized_pnl}`);
 
+  {
+    const one = await api.GET("/api/trading/positions/{symbol}", { params: { path: { symbol: leaps } } });
+    expectStatus(one.response, "/api/trading/positions/{symbol}", "get", 200);
+    check(Number(success("one position", one).qty) === 1, "one position by symbol");
+    const none = await api.GET("/api/trading/positions/{symbol}", { params: { path: { symbol: "AAPL" } } });
+    expectStatus(none.response, "/api/trading/positions/{symbol}", "get", 404);
+    check(errorCode("closed position", none) === "not_found", "a closed position is not found");
+    const quote = await api.GET("/api/trading/quotes/{symbol}", { params: { path: { symbol: "AAPL" } } });
+    expectStatus(quote.response, "/api/trading/quotes/{symbol}", "get", 200);
+    const q = success("quote", quote);
+    check(q.symbol === "AAPL" && Number(q.bid) <= Number(q.ask), `a quote (${q.bid}/${q.ask})`);
+    const unquoted = await api.GET("/api/trading/quotes/{symbol}", { params: { path: { symbol: "ZZZZ" } } });
+    expectStatus(unquoted.response, "/api/trading/quotes/{symbol}", "get", 404);
+    check(errorCode("unquoted", unquoted) === "quote_unavailable", "no quote: 404 quote_unavailable");
+  }
   const positions = success("positions", await api.GET("/api/trading/positions"));
   const held = new Map(positions.map((p) => [p.symbol, p]));
   check(held.size === 2, `two positions (${[...held.keys()].join(", ")})`);

@@ -129,7 +129,7 @@ error_codes! {
     NotFound "not_found", [404], "the resource does not exist for this caller";
     OrderNotCancelable "order_not_cancelable", [422], "the order is filled or expired";
     PayloadTooLarge "payload_too_large", [413], "the body exceeds the limit";
-    QuoteUnavailable "quote_unavailable", [422], "there is no quote for the symbol";
+    QuoteUnavailable "quote_unavailable", [404, 422], "there is no quote for the symbol";
     RateLimited "rate_limited", [429], "too many requests; retry after Retry-After";
     RequestTimeout "request_timeout", [503], "the request ran past the server's request timeout";
     StripeTimeout "stripe_timeout", [504], "Stripe did not answer in time; nothing was committed";

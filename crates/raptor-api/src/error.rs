@@ -27,6 +27,14 @@ pub enum ApiError {
     /// 404.
     #[error("{0} not found")]
     NotFound(&'static str),
+    /// 404 with a code of its own (`quote_unavailable` for a symbol without a quote).
+    #[error("{message}")]
+    Absent {
+        /// Machine code.
+        code: ErrorCode,
+        /// Human text.
+        message: String,
+    },
     /// 400 with a specific code (bad path parameter, bad query...).
     #[error("{message}")]
     BadRequest {
@@ -203,7 +211,7 @@ impl ApiError {
         match self {
             Self::Unauthenticated => StatusCode::UNAUTHORIZED,
             Self::Forbidden | Self::LiveTradingUnavailable => StatusCode::FORBIDDEN,
-            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::NotFound(_) | Self::Absent { .. } => StatusCode::NOT_FOUND,
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -236,6 +244,7 @@ impl ApiError {
             Self::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
             Self::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             Self::BadRequest { code, .. }
+            | Self::Absent { code, .. }
             | Self::Invalid { code, .. }
             | Self::Conflict { code, .. }
             | Self::ServiceUnavailable { code, .. }

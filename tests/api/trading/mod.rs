@@ -8,6 +8,7 @@ mod limits;
 mod options;
 mod orders;
 mod quotes;
+mod reads;
 mod sweeps;
 
 use serde_json::Value;

@@ -12,13 +12,13 @@ use uuid::Uuid;
 use super::account_writes::AccountWrite;
 use super::dto::{
     list_limit, paginate, AccountResponse, ClosePositionRequest, CreateOrderRequest, Cursor,
-    ListOrdersQuery, OrderListResponse, OrderResponse, PositionResponse, QuoteResponse,
-    ResetAccountRequest, RollRequest, SetQuoteRequest,
+    ListOrdersQuery, MarketQuoteResponse, OrderListResponse, OrderResponse, PositionResponse,
+    QuoteResponse, ResetAccountRequest, RollRequest, SetQuoteRequest,
 };
 use super::gate::{AccountWriter, OrderWriter, PaperTrader};
 use super::ops::{self, Desk, Intent, Placed};
 use super::store;
-use crate::auth::{AuthUser, Operator};
+use crate::auth::{AuthUser, Operator, Principal};
 use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
@@ -274,6 +274,48 @@ pub(crate) async fn list_positions(
     let rows = store::list_positions(&mut conn, user.id).await?;
     conn.finish().await.context("finish")?;
     Ok(Json(rows.into_iter().map(PositionResponse::from).collect()))
+}
+
+/// One open position, or `404 not_found` when the account holds none in `symbol`.
+#[utoipa::path(get, path = "/api/trading/positions/{symbol}", tag = "trading",
+    security(("bearer" = [])),
+    params(("symbol" = String, Path, description = "The position's symbol", min_length = 1, max_length = 64)),
+    responses(
+        (status = 200, description = "the position", body = PositionResponse),
+    ))]
+pub(crate) async fn get_position(
+    State(state): State<ApiState>,
+    user: AuthUser,
+    ApiPath(symbol): ApiPath<String>,
+) -> ApiResult<Json<PositionResponse>> {
+    let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
+    let row = store::find_position(&mut conn, user.id, &symbol).await?;
+    conn.finish().await.context("finish")?;
+    let row = row.ok_or(ApiError::NotFound("position"))?;
+    Ok(Json(PositionResponse::from(row)))
+}
+
+/// A symbol's current quote (any signed-in caller), or `404 quote_unavailable` when no
+/// operator has quoted it.
+#[utoipa::path(get, path = "/api/trading/quotes/{symbol}", tag = "trading",
+    security(("bearer" = [])),
+    params(("symbol" = String, Path, description = "Equity or OCC option symbol", min_length = 1, max_length = 64)),
+    responses(
+        (status = 200, description = "the quote", body = MarketQuoteResponse),
+    ))]
+pub(crate) async fn get_quote(
+    State(state): State<ApiState>,
+    _principal: Principal,
+    ApiPath(symbol): ApiPath<String>,
+) -> ApiResult<Json<MarketQuoteResponse>> {
+    let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
+    let row = store::find_quote(&mut conn, &symbol).await?;
+    conn.finish().await.context("finish")?;
+    let row = row.ok_or_else(|| ApiError::Absent {
+        code: ErrorCode::QuoteUnavailable,
+        message: format!("there is no quote for {symbol}"),
+    })?;
+    Ok(Json(MarketQuoteResponse::from(row)))
 }
 
 /// Set a symbol's quote (operators). It commits as a numbered quote event; the resting orders

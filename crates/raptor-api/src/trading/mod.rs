@@ -76,6 +76,8 @@ pub(crate) fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(handlers::reset_account))
         .routes(routes!(handlers::get_account))
         .routes(routes!(handlers::list_positions))
+        .routes(routes!(handlers::get_position))
+        .routes(routes!(handlers::get_quote))
         .routes(routes!(handlers::set_quote))
 }
 
@@ -100,6 +102,8 @@ pub(crate) const ROUTE_CODES: &[RouteCodes] = &[
         ]],
     ),
     ("list_positions", &[&[E::NotFound]]),
+    ("get_position", &[&[E::NotFound]]),
+    ("get_quote", &[&[E::QuoteUnavailable]]),
     ("close_position", &[TRADE, &[E::NotFound]]),
     ("roll_position", &[TRADE, &[E::NotFound]]),
 ];

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::enums::*;
 use crate::error::{ApiError, ApiResult};
-use crate::trading::store::{NewOrder, OrderRecord, PositionRow};
+use crate::trading::store::{NewOrder, OrderRecord, PositionRow, QuoteRow};
 
 /// One leg of an order.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -162,6 +162,35 @@ pub struct QuoteResponse {
     /// Accounts with resting orders on the symbol still to be swept for this event (0 when the
     /// request swept them all).
     pub pending_accounts: i64,
+}
+
+/// A symbol's current quote (`GET /api/trading/quotes/{symbol}`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct MarketQuoteResponse {
+    /// Symbol.
+    pub symbol: String,
+    /// Bid.
+    #[schema(value_type = String, format = "decimal", example = "189.90")]
+    pub bid: Decimal,
+    /// Ask.
+    #[schema(value_type = String, format = "decimal", example = "190.10")]
+    pub ask: Decimal,
+    /// When an operator last set it.
+    pub updated_at: DateTime<Utc>,
+    /// The quote event's sequence number (grows with every update of the symbol).
+    pub sequence: i64,
+}
+
+impl From<QuoteRow> for MarketQuoteResponse {
+    fn from(row: QuoteRow) -> Self {
+        MarketQuoteResponse {
+            symbol: row.symbol,
+            bid: price(row.bid),
+            ask: price(row.ask),
+            updated_at: row.updated_at,
+            sequence: row.sequence,
+        }
+    }
 }
 
 /// Money: two decimal places.

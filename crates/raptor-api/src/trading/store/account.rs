@@ -153,6 +153,23 @@ pub(crate) async fn list_positions(
     .context("list positions")
 }
 
+/// One open (non-flat) position.
+pub(crate) async fn find_position(
+    conn: &mut PgConnection,
+    user_id: i32,
+    symbol: &str,
+) -> ApiResult<Option<PositionRow>> {
+    raptor_db::query_as(
+        "select symbol, qty, avg_entry_price, realized_pnl from paper_positions
+          where user_id = $1 and symbol = $2 and qty <> 0",
+    )
+    .bind(user_id)
+    .bind(symbol)
+    .fetch_optional(conn)
+    .await
+    .context("find position")
+}
+
 /// Resets the account: cash, P&L, positions (open orders are canceled by the caller first).
 pub(crate) async fn reset_account(
     conn: &mut PgConnection,

@@ -39,6 +39,30 @@ pub(crate) async fn quotes(conn: &mut PgConnection, symbols: &[String]) -> ApiRe
     })
 }
 
+/// A quote as stored, for reading.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct QuoteRow {
+    pub(crate) symbol: String,
+    pub(crate) bid: Decimal,
+    pub(crate) ask: Decimal,
+    pub(crate) updated_at: DateTime<Utc>,
+    pub(crate) sequence: i64,
+}
+
+/// The quote of `symbol`, if it has one.
+pub(crate) async fn find_quote(
+    conn: &mut PgConnection,
+    symbol: &str,
+) -> ApiResult<Option<QuoteRow>> {
+    raptor_db::query_as(
+        "select symbol, bid, ask, updated_at, sequence from quotes where symbol = $1",
+    )
+    .bind(symbol)
+    .fetch_optional(conn)
+    .await
+    .context("find quote")
+}
+
 /// Sets a quote as a new event and queues a sweep for every account with a resting order on
 /// the symbol, in one statement. The quote row is written first: its lock serialises the
 /// updates of one symbol, and the event's id is taken while it is held, so the events of a
