@@ -1099,3 +1099,47 @@ async fn events_for_an_erased_customer_are_not_mirrored(pool: PgPool) {
     })
     .await;
 }
+
+/// `GET /api/billing/subscription` answers the caller's mirror (the running one over an older
+/// canceled one, whatever their order), without Stripe configured; a user without one, or
+/// whose only subscription is another user's, gets `404 not_found`.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn the_subscription_reads_from_the_mirror(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (user_id, token) = app.user("subscriber@example.com").await;
+        let (_, other) = app.user("nobody@example.com").await;
+        let missing = app.get("/api/billing/subscription", &token).await;
+        assert_problem(&missing, StatusCode::NOT_FOUND, ErrorCode::NotFound);
+
+        active_subscription(app, user_id, "sub_running", "cus_reader").await;
+        app.execute_where(
+            "update billing_subscriptions
+                set price_id = 'price_pro', current_period_end = '2027-01-01T00:00:00Z',
+                    cancel_at_period_end = true, source_at = now() - interval '1 day'
+              where user_id = $1",
+            user_id,
+        )
+        .await;
+        sqlx::query(
+            "insert into billing_subscriptions
+                (stripe_subscription_id, stripe_customer_id, user_id, status, source_at)
+             values ('sub_old', 'cus_reader', $1, 'canceled', now())",
+        )
+        .bind(user_id)
+        .execute(&app.pool)
+        .await
+        .expect("older row");
+
+        let read = app.get("/api/billing/subscription", &token).await;
+        assert_eq!(read.status, StatusCode::OK, "{}", read.text);
+        assert_eq!(read.body["stripe_subscription_id"], "sub_running");
+        assert_eq!(read.body["status"], "active");
+        assert_eq!(read.body["price_id"], "price_pro");
+        assert_eq!(read.body["current_period_end"], "2027-01-01T00:00:00Z");
+        assert_eq!(read.body["cancel_at_period_end"], true);
+
+        let stranger = app.get("/api/billing/subscription", &other).await;
+        assert_problem(&stranger, StatusCode::NOT_FOUND, ErrorCode::NotFound);
+    })
+    .await;
+}

@@ -341,6 +341,13 @@ async function main(): Promise<void> {
     expectAdvice(code, "final");
   }
 
+  step("subscription (GET /api/billing/subscription): none yet");
+  {
+    const r = await api.GET("/api/billing/subscription");
+    expectStatus(r.response, "/api/billing/subscription", "get", 404);
+    check(errorCode("no subscription", r) === "not_found", "404 not_found without a subscription");
+  }
+
   step("export (GET /api/account/export)");
   {
     const r = await api.GET("/api/account/export");

@@ -254,6 +254,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/billing/subscription": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's subscription, as mirrored from Stripe (the one still running, else the newest),
+         *     or `404 not_found` when there is none. Read from the mirror: Stripe is not called.
+         */
+        get: operations["get_subscription"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/billing/subscription/cancel": {
         parameters: {
             query?: never;
@@ -4547,6 +4567,174 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "stripe_timeout";
+                    };
+                };
+            };
+        };
+    };
+    get_subscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the subscription mirror */
+            200: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SubscriptionResponse"];
+                };
+            };
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
+            401: {
+                headers: {
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
+                };
+            };
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
+            403: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden";
+                    };
+                };
+            };
+            /**
+             * @description Not Found:
+             *     - `not_found`: the resource does not exist for this caller
+             */
+            404: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource does not exist for this caller",
+                     *       "error": "not_found",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the resource does not exist for this caller",
+                     *       "status": 404,
+                     *       "title": "Not Found",
+                     *       "type": "/docs/errors#not_found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "request_timeout";
                     };
                 };
             };

@@ -22,7 +22,7 @@ use super::gate::{not_configured, BillingUser};
 use super::ops::{self, SyncActor};
 use super::stripe::ForwardKeys;
 use super::webhook;
-use crate::auth::{Principal, Role};
+use crate::auth::{AuthUser, Principal, Role};
 use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::extract::ApiJson;
@@ -113,6 +113,24 @@ pub(crate) async fn create_portal_session(
             stripe_answer(session.map(|session| Reply::json(StatusCode::CREATED, &session)))
         })
         .await
+}
+
+/// The caller's subscription, as mirrored from Stripe (the one still running, else the newest),
+/// or `404 not_found` when there is none. Read from the mirror: Stripe is not called.
+#[utoipa::path(get, path = "/api/billing/subscription", tag = "billing",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "the subscription mirror", body = SubscriptionResponse),
+    ))]
+pub(crate) async fn get_subscription(
+    State(state): State<ApiState>,
+    user: AuthUser,
+) -> ApiResult<Json<SubscriptionResponse>> {
+    let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
+    let row = super::store::current_subscription(&mut conn, user.id).await?;
+    conn.finish().await.context("finish")?;
+    let row = row.ok_or(ApiError::NotFound("subscription"))?;
+    Ok(Json(SubscriptionResponse::from(row)))
 }
 
 /// Cancel the user's subscription at the end of the paid period (Stripe

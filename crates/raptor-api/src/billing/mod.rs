@@ -26,6 +26,7 @@ pub(crate) fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(handlers::create_checkout_session))
         .routes(routes!(handlers::create_portal_session))
         .routes(routes!(handlers::cancel_subscription))
+        .routes(routes!(handlers::get_subscription))
         .routes(routes!(handlers::sync_subscription_mirror))
         .routes(routes!(handlers::receive_stripe_webhook))
 }
@@ -42,6 +43,7 @@ pub(crate) const ROUTE_CODES: &[RouteCodes] = &[
         &[STRIPE, &[E::InvalidBillingRequest]],
     ),
     ("cancel_subscription", &[STRIPE, &[E::NotFound]]),
+    ("get_subscription", &[&[E::NotFound]]),
     // Called by Stripe: no bearer token, its own payload and signature codes.
     (
         "receive_stripe_webhook",

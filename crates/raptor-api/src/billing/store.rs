@@ -118,6 +118,24 @@ pub(crate) async fn open_subscription_id(
     .context("open subscription")
 }
 
+/// The user's subscription to show: the one still running if any, else the newest.
+pub(crate) async fn current_subscription(
+    conn: &mut PgConnection,
+    user_id: i32,
+) -> ApiResult<Option<SubscriptionRow>> {
+    raptor_db::query_as(&format!(
+        "select {COLUMNS} from billing_subscriptions
+          where user_id = $1
+          order by status in ('active', 'trialing', 'past_due', 'unpaid', 'paused') desc,
+                   source_at desc, stripe_subscription_id
+          limit 1"
+    ))
+    .bind(user_id)
+    .fetch_optional(conn)
+    .await
+    .context("current subscription")
+}
+
 /// Links a customer to a user when neither is linked yet (a completed checkout), and gives the
 /// customer's unowned subscription rows their user. Returns whether anything changed.
 #[tracing::instrument(skip_all, fields(user.id = user_id))]
