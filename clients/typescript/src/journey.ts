@@ -270,6 +270,11 @@ async function main(): Promise<void> {
   check(cents(account.cash) === expectedCash, `cash ${account.cash}`);
   check(cents(account.reserved_cash) === 0n && account.buying_power === account.cash, "nothing reserved");
   check(cents(account.realized_pnl) === -20n + 7500n, `realized P&L ${account.realized_pnl}`);
+  check(
+    cents(account.equity) === cents(account.cash) + cents(account.market_value),
+    `equity ${account.equity} = cash ${account.cash} + market value ${account.market_value}`,
+  );
+  check(Array.isArray(account.marked_at_cost) && typeof account.unrealized_pnl === "string", "marks");
 
   {
     const one = await api.GET("/api/trading/positions/{symbol}", { params: { path: { symbol: leaps } } });

@@ -642,8 +642,26 @@ export interface components {
             cash: string;
             /** @description Always `USD`. */
             currency: components["schemas"]["Currency"];
+            /**
+             * Format: decimal
+             * @description `cash + market_value`.
+             * @example 101240.00
+             */
+            equity: string;
             /** @description Present (`true`) only on a replay of a stored answer. */
             idempotency_replayed?: boolean;
+            /**
+             * @description The symbols of the positions without a quote, marked at their average entry price (no
+             *     unrealized P&L counted for them); empty when every position has a quote.
+             */
+            marked_at_cost: string[];
+            /**
+             * Format: decimal
+             * @description The positions' value at the quotes' mid (shorts count negative; a position without a
+             *     quote at its average entry price: see `marked_at_cost`).
+             * @example 1240.00
+             */
+            market_value: string;
             /** @description `paper` or `live`. */
             mode: components["schemas"]["AccountMode"];
             /**
@@ -656,6 +674,12 @@ export interface components {
              * @description Reserved by open orders.
              */
             reserved_cash: string;
+            /**
+             * Format: decimal
+             * @description The positions' P&L at the same marks, not yet realized.
+             * @example 0.00
+             */
+            unrealized_pnl: string;
         };
         /** @description `POST /api/billing/subscription/cancel`: `{}` or no body. */
         CancelSubscriptionRequest: Record<string, never>;

@@ -22,5 +22,5 @@ pub use order::{
     LegSpec, OrderClass, OrderEvent, OrderSpec, OrderStatus, OrderType, PositionIntent, Side,
     TimeInForce, Transition,
 };
-pub use position::{round_money, round_price, Position, MONEY_DP, PRICE_DP};
+pub use position::{round_money, round_price, Mark, Position, MONEY_DP, PRICE_DP};
 pub use symbol::{Instrument, OptionContract, Right, OPTION_MULTIPLIER};

@@ -112,6 +112,27 @@ impl Position {
     }
 }
 
+/// What a position is worth at a price: its market value (signed: negative when short) and
+/// the P&L not yet realized, in dollars.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    /// `qty × price × multiplier`.
+    pub market_value: Decimal,
+    /// `qty × (price − avg_entry_price) × multiplier`.
+    pub unrealized_pnl: Decimal,
+}
+
+impl Position {
+    /// This position marked at `price` (the quote's mid; the average entry price when there is
+    /// no quote, which marks it at cost: no unrealized P&L).
+    pub fn mark(&self, price: Decimal, multiplier: Decimal) -> Mark {
+        Mark {
+            market_value: self.qty * price * multiplier,
+            unrealized_pnl: self.qty * (price - self.avg_entry_price) * multiplier,
+        }
+    }
+}
+
 #[cfg(test)]
 #[expect(clippy::unwrap_used, reason = "a test reports a failure by panicking")]
 mod tests {
@@ -215,5 +236,29 @@ mod tests {
         let (p, _) = fill(&Position::flat("A"), Side::Buy, "2", "10", "1");
         assert_eq!(fill(&p, Side::Sell, "0", "12", "1"), (p.clone(), d("0")));
         assert_eq!(fill(&p, Side::Buy, "-1", "12", "1"), (p.clone(), d("0")));
+    }
+
+    #[test]
+    fn a_mark_values_longs_and_shorts_at_the_price() {
+        let long = Position {
+            symbol: "AAPL".into(),
+            qty: Decimal::new(2, 0),
+            avg_entry_price: Decimal::new(19010, 2),
+            realized_pnl: Decimal::ZERO,
+        };
+        let mark = long.mark(Decimal::new(19100, 2), Decimal::ONE);
+        assert_eq!(mark.market_value, Decimal::new(38200, 2));
+        assert_eq!(mark.unrealized_pnl, Decimal::new(180, 2));
+        let short = Position {
+            symbol: "AAPL260918C00065000".into(),
+            qty: Decimal::new(-1, 0),
+            avg_entry_price: Decimal::new(120, 2),
+            realized_pnl: Decimal::ZERO,
+        };
+        let mark = short.mark(Decimal::new(100, 2), Decimal::new(100, 0));
+        assert_eq!(mark.market_value, Decimal::new(-10000, 2));
+        assert_eq!(mark.unrealized_pnl, Decimal::new(2000, 2));
+        let at_cost = short.mark(short.avg_entry_price, Decimal::new(100, 0));
+        assert_eq!(at_cost.unrealized_pnl, Decimal::ZERO);
     }
 }

@@ -75,3 +75,53 @@ async fn a_quote_reads_for_any_signed_in_caller(pool: PgPool) {
     })
     .await;
 }
+
+/// The account marks its positions at the quotes' mid (a long equity, a long option ×100, a
+/// short option ×100 counting negative); `equity` is cash plus that value; a position whose
+/// quote is gone is marked at its average entry price and named in `marked_at_cost`.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn the_account_marks_positions_at_the_mid(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (_, token) = app.user("marks@example.com").await;
+        let flat = app.account(&token).await;
+        for field in ["market_value", "unrealized_pnl"] {
+            assert_eq!(flat.body[field], "0.00", "{}", flat.text);
+        }
+        assert_eq!(flat.body["equity"], flat.body["cash"]);
+        assert_eq!(flat.body["marked_at_cost"], json!([]));
+
+        app.quote("AAPL", "189.90", "190.10").await;
+        app.quote("MSFT", "409.90", "410.10").await;
+        for symbol in ["AAPL", "MSFT"] {
+            let buy = Order::market(symbol).buy().qty("2").json();
+            let placed = app.create_order(&token, Uuid::new_v4(), &buy).await;
+            assert_eq!(placed.status, StatusCode::CREATED, "{}", placed.text);
+        }
+        // AAPL's mid moves to 195.00; MSFT's quote disappears.
+        app.quote("AAPL", "194.90", "195.10").await;
+        app.execute("delete from quotes where symbol = 'MSFT'")
+            .await;
+
+        let account = app.account(&token).await;
+        assert_eq!(account.status, StatusCode::OK, "{}", account.text);
+        // 2 × 195.00 + 2 × 410.10 (at cost).
+        assert_eq!(account.body["market_value"], "1210.20", "{}", account.text);
+        // 2 × (195.00 − 190.10); MSFT none.
+        assert_eq!(account.body["unrealized_pnl"], "9.80");
+        assert_eq!(account.body["marked_at_cost"], json!(["MSFT"]));
+        let cash: f64 = account.body["cash"]
+            .as_str()
+            .and_then(|c| c.parse().ok())
+            .expect("cash");
+        let equity: f64 = account.body["equity"]
+            .as_str()
+            .and_then(|c| c.parse().ok())
+            .expect("equity");
+        assert!(
+            (equity - (cash + 1210.20)).abs() < 0.001,
+            "{}",
+            account.text
+        );
+    })
+    .await;
+}

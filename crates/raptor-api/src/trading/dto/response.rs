@@ -123,6 +123,19 @@ pub struct AccountResponse {
     /// Cumulative realized P&L.
     #[schema(value_type = String, format = "decimal")]
     pub realized_pnl: Decimal,
+    /// The positions' value at the quotes' mid (shorts count negative; a position without a
+    /// quote at its average entry price: see `marked_at_cost`).
+    #[schema(value_type = String, format = "decimal", example = "1240.00")]
+    pub market_value: Decimal,
+    /// `cash + market_value`.
+    #[schema(value_type = String, format = "decimal", example = "101240.00")]
+    pub equity: Decimal,
+    /// The positions' P&L at the same marks, not yet realized.
+    #[schema(value_type = String, format = "decimal", example = "0.00")]
+    pub unrealized_pnl: Decimal,
+    /// The symbols of the positions without a quote, marked at their average entry price (no
+    /// unrealized P&L counted for them); empty when every position has a quote.
+    pub marked_at_cost: Vec<String>,
 }
 
 /// A position.

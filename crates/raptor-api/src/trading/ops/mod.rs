@@ -133,11 +133,53 @@ fn fill_event(
     )
 }
 
+/// The account's positions marked to market, summed.
+struct Marks {
+    market_value: rust_decimal::Decimal,
+    unrealized_pnl: rust_decimal::Decimal,
+    /// Positions without a quote (marked at their average entry price).
+    at_cost: Vec<String>,
+}
+
+/// Marks every open position at its quote's mid (the engine's arithmetic), or at cost when the
+/// symbol has no quote. A read: the quotes are not locked, so the marks are as of this moment.
+async fn marks(conn: &mut PgConnection, user_id: i32) -> ApiResult<Marks> {
+    let positions = store::list_positions(conn, user_id).await?;
+    let symbols: Vec<String> = positions.iter().map(|p| p.symbol.clone()).collect();
+    let quotes = store::quotes(conn, &symbols).await?;
+    let mut marks = Marks {
+        market_value: rust_decimal::Decimal::ZERO,
+        unrealized_pnl: rust_decimal::Decimal::ZERO,
+        at_cost: Vec::new(),
+    };
+    for row in positions {
+        let instrument = raptor_engine::Instrument::parse(&row.symbol).map_err(|e| {
+            crate::error::ApiError::Internal(anyhow::anyhow!("stored symbol {}: {e}", row.symbol))
+        })?;
+        let price = match quotes.quotes.get(&row.symbol) {
+            Some(quote) => (quote.bid + quote.ask) / rust_decimal::Decimal::TWO,
+            None => {
+                marks.at_cost.push(row.symbol.clone());
+                row.avg_entry_price
+            }
+        };
+        let mark = raptor_engine::Position::from(row).mark(price, instrument.multiplier());
+        marks.market_value += mark.market_value;
+        marks.unrealized_pnl += mark.unrealized_pnl;
+    }
+    Ok(marks)
+}
+
 /// The account as the reads show it.
 pub(crate) async fn account(conn: &mut PgConnection, user_id: i32) -> ApiResult<AccountResponse> {
     let account = store::read_account(conn, user_id).await?;
     let reserved = store::open_reservations(conn, user_id).await?;
+    let marks = marks(conn, user_id).await?;
     Ok(AccountResponse {
+        market_value: dto::money(marks.market_value),
+        equity: dto::money(account.cash + marks.market_value),
+        unrealized_pnl: dto::money(marks.unrealized_pnl),
+        marked_at_cost: marks.at_cost,
         mode: dto::stored(&account.mode, "mode")?,
         currency: dto::CurrencyDto::Usd,
         cash: dto::money(account.cash),
