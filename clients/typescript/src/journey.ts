@@ -346,6 +346,18 @@ async function main(): Promise<void> {
     expectAdvice(code, "final");
   }
 
+  step("activities (GET /api/trading/activities)");
+  {
+    const r = await api.GET("/api/trading/activities", { params: { query: { limit: 500 } } });
+    expectStatus(r.response, "/api/trading/activities", "get", 200);
+    const feed = success("activities", r);
+    const fills = feed.data.filter((a) => a.type === "fill");
+    const cancels = feed.data.filter((a) => a.type === "cancel");
+    check(fills.some((a) => a.order_id === order.id), "the first order's fill is in the feed");
+    check(cancels.some((a) => a.order_id === resting.id), "the cancel is in the feed");
+    check(!feed.has_more && feed.next_cursor === null, "one page");
+  }
+
   step("subscription (GET /api/billing/subscription): none yet");
   {
     const r = await api.GET("/api/billing/subscription");

@@ -348,6 +348,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/trading/activities": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The account's activity feed, newest first, paged like the orders: fills, cancels, resets
+         *     (and, as they come, option expiries and settlements), each with its cash effect.
+         */
+        get: operations["list_activities"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/trading/orders": {
         parameters: {
             query?: never;
@@ -681,6 +701,56 @@ export interface components {
              */
             unrealized_pnl: string;
         };
+        /** @description A page of the activity feed, newest first. */
+        ActivityListResponse: {
+            /** @description The activities of this page. */
+            data: components["schemas"]["ActivityResponse"][];
+            /** @description Whether older activities follow. */
+            has_more: boolean;
+            /** @description The `cursor` of the next page (`null` on the last one). */
+            next_cursor: string | null;
+        };
+        /** @description One entry of the activity feed. */
+        ActivityResponse: {
+            /**
+             * Format: decimal
+             * @description What it did to cash, fees included (negative: paid).
+             */
+            cash_delta: string;
+            /** @description Unique in the feed. */
+            id: string;
+            /**
+             * Format: date-time
+             * @description When.
+             */
+            occurred_at: string;
+            /**
+             * Format: uuid
+             * @description The order it belongs to (`null` for a reset).
+             */
+            order_id: string | null;
+            /**
+             * Format: decimal
+             * @description Fill price, or the canceled order's limit.
+             */
+            price: string | null;
+            /**
+             * Format: decimal
+             * @description Quantity filled, or left open when canceled.
+             */
+            qty: string | null;
+            side: null | components["schemas"]["Side"];
+            /** @description The symbol (`null` for a reset and a multi-leg order's cancel). */
+            symbol: string | null;
+            /** @description What happened. */
+            type: components["schemas"]["ActivityType"];
+        };
+        /**
+         * @description What an activity records. Clients must accept values they do not know yet: new kinds are
+         *     added without a new version of the API.
+         * @enum {string}
+         */
+        ActivityType: "fill" | "cancel" | "expiry" | "settlement" | "reset";
         /** @description `POST /api/billing/subscription/cancel`: `{}` or no body. */
         CancelSubscriptionRequest: Record<string, never>;
         /** @description `201` of `POST /api/billing/checkout-sessions`: the Stripe Checkout Session. */
@@ -5876,6 +5946,207 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout";
+                    };
+                };
+            };
+        };
+    };
+    list_activities: {
+        parameters: {
+            query?: {
+                /** @description At most this many, newest first (default 50). */
+                limit?: number;
+                /** @description The previous page's `next_cursor`, as it is. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a page of activities */
+            200: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ActivityListResponse"];
+                };
+            };
+            /**
+             * @description Bad Request:
+             *     - `invalid_query`: a query parameter is malformed
+             */
+            400: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "a query parameter is malformed",
+                     *       "error": "invalid_query",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a query parameter is malformed",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#invalid_query"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "invalid_query";
+                    };
+                };
+            };
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
+            401: {
+                headers: {
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "unauthenticated";
+                    };
+                };
+            };
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
+            403: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "forbidden";
+                    };
+                };
+            };
+            /**
+             * @description Not Found:
+             *     - `not_found`: the resource does not exist for this caller
+             */
+            404: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource does not exist for this caller",
+                     *       "error": "not_found",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the resource does not exist for this caller",
+                     *       "status": 404,
+                     *       "title": "Not Found",
+                     *       "type": "/docs/errors#not_found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "database_busy" | "database_unavailable" | "request_timeout";
                     };
                 };
             };

@@ -1,6 +1,7 @@
 //! The paper book through HTTP: orders, option rolls, closes, cancels, resets, quote-driven
 //! fills, expiry, gates, limits, client order ids, and concurrency on one account.
 
+mod activities;
 mod client_order_id;
 mod expiry;
 mod history;

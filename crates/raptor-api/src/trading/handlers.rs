@@ -11,9 +11,10 @@ use uuid::Uuid;
 
 use super::account_writes::AccountWrite;
 use super::dto::{
-    list_limit, paginate, AccountResponse, ClosePositionRequest, CreateOrderRequest, Cursor,
-    ListOrdersQuery, MarketQuoteResponse, OrderListResponse, OrderResponse, PositionResponse,
-    QuoteResponse, ResetAccountRequest, RollRequest, SetQuoteRequest,
+    list_limit, paginate, AccountResponse, ActivityListResponse, ActivityResponse,
+    ClosePositionRequest, CreateOrderRequest, Cursor, ListActivitiesQuery, ListOrdersQuery,
+    MarketQuoteResponse, OrderListResponse, OrderResponse, PositionResponse, QuoteResponse,
+    ResetAccountRequest, RollRequest, SetQuoteRequest,
 };
 use super::gate::{AccountWriter, OrderWriter, PaperTrader};
 use super::ops::{self, Desk, Intent, Placed};
@@ -316,6 +317,41 @@ pub(crate) async fn get_quote(
         message: format!("there is no quote for {symbol}"),
     })?;
     Ok(Json(MarketQuoteResponse::from(row)))
+}
+
+/// The account's activity feed, newest first, paged like the orders: fills, cancels, resets
+/// (and, as they come, option expiries and settlements), each with its cash effect.
+#[utoipa::path(get, path = "/api/trading/activities", tag = "trading",
+    security(("bearer" = [])),
+    params(ListActivitiesQuery),
+    responses(
+        (status = 200, description = "a page of activities", body = ActivityListResponse),
+    ))]
+pub(crate) async fn list_activities(
+    State(state): State<ApiState>,
+    user: AuthUser,
+    ApiQuery(query): ApiQuery<ListActivitiesQuery>,
+) -> ApiResult<Json<ActivityListResponse>> {
+    let limit = list_limit(query.limit)?;
+    let cursor = query.cursor.as_deref().map(Cursor::decode).transpose()?;
+    ops::expire_for_read(&state.db, state.desk(), user.id).await?;
+    let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
+    let before = cursor.as_ref().map(|c| (c.at, c.id.as_str()));
+    let rows = store::list_activities(&mut conn, user.id, before, limit + 1).await?;
+    conn.finish().await.context("finish")?;
+    let (rows, has_more, next_cursor) = paginate(rows, limit, |row| Cursor {
+        at: row.occurred_at,
+        id: row.id.clone(),
+    });
+    let data = rows
+        .into_iter()
+        .map(ActivityResponse::try_from)
+        .collect::<ApiResult<_>>()?;
+    Ok(Json(ActivityListResponse {
+        data,
+        has_more,
+        next_cursor,
+    }))
 }
 
 /// Set a symbol's quote (operators). It commits as a numbered quote event; the resting orders

@@ -78,6 +78,7 @@ pub(crate) fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(handlers::list_positions))
         .routes(routes!(handlers::get_position))
         .routes(routes!(handlers::get_quote))
+        .routes(routes!(handlers::list_activities))
         .routes(routes!(handlers::set_quote))
 }
 
@@ -104,6 +105,7 @@ pub(crate) const ROUTE_CODES: &[RouteCodes] = &[
     ("list_positions", &[&[E::NotFound]]),
     ("get_position", &[&[E::NotFound]]),
     ("get_quote", &[&[E::QuoteUnavailable]]),
+    ("list_activities", &[&[E::NotFound]]),
     ("close_position", &[TRADE, &[E::NotFound]]),
     ("roll_position", &[TRADE, &[E::NotFound]]),
 ];

@@ -200,6 +200,18 @@ pub struct ListOrdersQuery {
     pub until: Option<DateTime<Utc>>,
 }
 
+/// `GET /api/trading/activities` query.
+#[derive(Debug, Clone, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListActivitiesQuery {
+    /// At most this many, newest first (default 50).
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<i64>,
+    /// The previous page's `next_cursor`, as it is.
+    #[param(min_length = 1, max_length = 200)]
+    pub cursor: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

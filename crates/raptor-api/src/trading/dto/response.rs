@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::enums::*;
 use crate::error::{ApiError, ApiResult};
-use crate::trading::store::{NewOrder, OrderRecord, PositionRow, QuoteRow};
+use crate::trading::store::{ActivityRow, NewOrder, OrderRecord, PositionRow, QuoteRow};
 
 /// One leg of an order.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -175,6 +175,84 @@ pub struct QuoteResponse {
     /// Accounts with resting orders on the symbol still to be swept for this event (0 when the
     /// request swept them all).
     pub pending_accounts: i64,
+}
+
+/// What an activity records. Clients must accept values they do not know yet: new kinds are
+/// added without a new version of the API.
+#[derive(Debug, Clone, Copy, Serialize, serde::Deserialize, ToSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = ActivityType)]
+pub enum ActivityTypeDto {
+    /// An order's leg filled.
+    Fill,
+    /// An open order was canceled (by the trader or by a reset).
+    Cancel,
+    /// An option position expired worthless.
+    Expiry,
+    /// An option position settled in cash.
+    Settlement,
+    /// The account was reset.
+    Reset,
+}
+
+/// One entry of the activity feed.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ActivityResponse {
+    /// Unique in the feed.
+    pub id: String,
+    /// What happened.
+    #[serde(rename = "type")]
+    pub activity_type: ActivityTypeDto,
+    /// The order it belongs to (`null` for a reset).
+    #[schema(required = true)]
+    pub order_id: Option<Uuid>,
+    /// The symbol (`null` for a reset and a multi-leg order's cancel).
+    #[schema(required = true)]
+    pub symbol: Option<String>,
+    /// `buy` or `sell` (`null` when not a trade).
+    #[schema(required = true)]
+    pub side: Option<SideDto>,
+    /// Quantity filled, or left open when canceled.
+    #[schema(value_type = Option<String>, format = "decimal", required = true)]
+    pub qty: Option<Decimal>,
+    /// Fill price, or the canceled order's limit.
+    #[schema(value_type = Option<String>, format = "decimal", required = true)]
+    pub price: Option<Decimal>,
+    /// What it did to cash, fees included (negative: paid).
+    #[schema(value_type = String, format = "decimal")]
+    pub cash_delta: Decimal,
+    /// When.
+    pub occurred_at: DateTime<Utc>,
+}
+
+/// A page of the activity feed, newest first.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ActivityListResponse {
+    /// The activities of this page.
+    pub data: Vec<ActivityResponse>,
+    /// Whether older activities follow.
+    pub has_more: bool,
+    /// The `cursor` of the next page (`null` on the last one).
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+}
+
+impl TryFrom<ActivityRow> for ActivityResponse {
+    type Error = ApiError;
+
+    fn try_from(row: ActivityRow) -> ApiResult<Self> {
+        Ok(ActivityResponse {
+            activity_type: stored(&row.kind, "activity type")?,
+            side: row.side.as_deref().map(|s| stored(s, "side")).transpose()?,
+            id: row.id,
+            order_id: row.order_id,
+            symbol: row.symbol,
+            qty: row.qty.map(qty),
+            price: row.price.map(price),
+            cash_delta: money(row.cash_delta),
+            occurred_at: row.occurred_at,
+        })
+    }
 }
 
 /// A symbol's current quote (`GET /api/trading/quotes/{symbol}`).

@@ -4,9 +4,10 @@
 //!
 //! `account` the account row and positions, `book_read` what a decision reads after the
 //! account lock, `quotes`, `orders` (insert, end, reads), `fills` (an execution's effects),
-//! `expiry`.
+//! `expiry`, `activities` (the feed).
 
 mod account;
+mod activities;
 mod book_read;
 mod expiry;
 mod fills;
@@ -18,6 +19,7 @@ use std::str::FromStr;
 use crate::error::{ApiError, ApiResult};
 
 pub(crate) use account::*;
+pub(crate) use activities::*;
 pub(crate) use book_read::*;
 pub(crate) use expiry::*;
 pub(crate) use fills::*;
