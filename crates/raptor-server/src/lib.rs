@@ -113,7 +113,8 @@ pub enum QuotesCommand {
 #[derive(Debug, Subcommand)]
 pub enum OrdersCommand {
     /// Expire every open order that stopped being good (day orders after the session close,
-    /// orders on expired options); prints `{"expired": N}`.
+    /// orders on expired options) and settle option positions past their expiration's close;
+    /// prints `{"expired": N, "settled": N, "awaiting_quote": N}`.
     Expire,
 }
 
@@ -304,7 +305,12 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             let expired = raptor_api::trading::expire_orders(&state)
                 .await
                 .map_err(api_error)?;
-            writeln!(out, "{}", json!({ "expired": expired }))?;
+            writeln!(
+                out,
+                "{}",
+                json!({ "expired": expired.orders, "settled": expired.settled,
+                        "awaiting_quote": expired.awaiting_quote })
+            )?;
             Ok(())
         }
         Command::Idempotency(IdempotencyCommand::Cleanup { batch_size }) => {
@@ -381,8 +387,13 @@ pub fn spawn_order_expiry(state: ApiState, every: Duration) -> tokio::task::Join
         loop {
             ticker.tick().await;
             match raptor_api::trading::expire_orders(&state).await {
-                Ok(0) => {}
-                Ok(expired) => tracing::info!(expired, "expired open orders"),
+                Ok(done) if done == raptor_api::trading::Expired::default() => {}
+                Ok(done) => tracing::info!(
+                    expired = done.orders,
+                    settled = done.settled,
+                    awaiting_quote = done.awaiting_quote,
+                    "expired open orders and settled expired option positions"
+                ),
                 Err(err) => tracing::warn!(error = %err, "order expiry failed"),
             }
         }
