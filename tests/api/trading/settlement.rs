@@ -79,8 +79,8 @@ async fn out_of_the_money_options_expire_worthless(pool: PgPool) {
         assert_eq!((done.settled, done.awaiting_quote), (2, 0));
         let short_account = evening.account(&short).await.body;
         assert_eq!(
-            short_account["cash"], "87720.00",
-            "100000 - 12400 + 120: unchanged"
+            short_account["cash"], "98880.00",
+            "100000 - 1240 + 120: unchanged"
         );
         assert_eq!(short_account["realized_pnl"], "120.00", "the premium kept");
         let held = evening.positions(&short).await;
