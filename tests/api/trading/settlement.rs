@@ -261,3 +261,31 @@ async fn the_account_reports_uncovered_short_options(pool: PgPool) {
     })
     .await;
 }
+
+/// `raptor orders expire` (on the system clock) settles a position in a contract that expired
+/// before today and says so.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn the_command_settles_expired_positions(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (user_id, token) = app.user("cli@example.com").await;
+        // Expired at the 13:00 early close of 2026-11-27, held since before.
+        app.execute_where(
+            "insert into paper_positions (user_id, symbol, qty, avg_entry_price)
+             values ($1, 'XYZ261127C00060000', 2, 1.50)",
+            user_id,
+        )
+        .await;
+        app.quote(XYZ, "61.00", "61.00").await;
+        let printed = crate::helpers::cli(&app.pool, &["orders", "expire"])
+            .await
+            .expect("orders expire");
+        assert_eq!(
+            printed,
+            json!({ "expired": 0, "settled": 1, "awaiting_quote": 0 })
+        );
+        let account = app.account(&token).await.body;
+        assert_eq!(account["cash"], "100200.00", "2 x 1.00 x 100");
+        assert_eq!(account["realized_pnl"], "-100.00", "200 - 300");
+    })
+    .await;
+}
