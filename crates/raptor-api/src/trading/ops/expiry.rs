@@ -90,6 +90,7 @@ async fn settle_expired(
         .filter_map(|symbol| raptor_engine::Instrument::parse(symbol).ok())
         .map(|instrument| instrument.underlying().to_owned())
         .collect();
+    roots.sort();
     roots.dedup();
     let quotes = store::current_quotes(conn, &roots)
         .await?
