@@ -183,14 +183,17 @@ impl Relay {
         matches!(self.delivery, Delivery::Smtp(_))
     }
 
-    /// Sends due messages, one transaction each, until none is due or `limit` were handled.
-    /// A database error ends the pass (the message in hand stays due).
+    /// Sends due messages, one transaction each, until none is due or `limit` were handled;
+    /// each message at most once per pass. A database error ends the pass (the message in
+    /// hand stays due).
     pub async fn run_pass(&self, pool: &PgPool, limit: u64) -> Result<Pass, sqlx::Error> {
         let mut pass = Pass::default();
+        let mut done = Vec::new();
         while pass.total() < limit {
-            let Some(outcome) = self.relay_one(pool).await? else {
+            let Some((id, outcome)) = self.relay_one(pool, &done).await? else {
                 break;
             };
+            done.push(id);
             match outcome {
                 Outcome::Sent => pass.sent += 1,
                 Outcome::Retried => pass.retried += 1,
@@ -201,9 +204,13 @@ impl Relay {
     }
 
     #[tracing::instrument(name = "mail.relay", skip_all, fields(outbox.id))]
-    async fn relay_one(&self, pool: &PgPool) -> Result<Option<Outcome>, sqlx::Error> {
+    async fn relay_one(
+        &self,
+        pool: &PgPool,
+        done: &[i64],
+    ) -> Result<Option<(i64, Outcome)>, sqlx::Error> {
         let mut tx = pool.begin().await?;
-        let Some(due) = store::lock_due(&mut tx).await? else {
+        let Some(due) = store::lock_due(&mut tx, done).await? else {
             tx.commit().await?;
             return Ok(None);
         };
@@ -245,7 +252,7 @@ impl Relay {
             return Err(err);
         }
         metrics::counter!("raptor_mail_messages_total", "outcome" => outcome.label()).increment(1);
-        Ok(Some(outcome))
+        Ok(Some((due.id, outcome)))
     }
 
     async fn deliver(&self, due: &store::Due) -> Result<(), Failure> {

@@ -22,15 +22,22 @@ pub(crate) struct Due {
 
 /// The oldest due message nobody else holds, locked `FOR UPDATE SKIP LOCKED`: while this
 /// transaction is open, every other relay (in this process or another replica) skips it.
-pub(crate) async fn lock_due(conn: &mut PgConnection) -> Result<Option<Due>, sqlx::Error> {
+/// `done` are the ids this pass has handled already (a failure due again at once waits for the
+/// next pass).
+pub(crate) async fn lock_due(
+    conn: &mut PgConnection,
+    done: &[i64],
+) -> Result<Option<Due>, sqlx::Error> {
     raptor_db::query_as(
         "select id, email, subject, body, link, attempts,
                 (extract(epoch from created_at) * 1000000)::bigint as created_us
            from email_outbox
           where sent_at is null and failed_at is null and next_attempt_at <= now()
+            and id <> all($1)
           order by next_attempt_at, id limit 1
           for update skip locked",
     )
+    .bind(done)
     .fetch_optional(conn)
     .await
 }
