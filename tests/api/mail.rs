@@ -370,3 +370,29 @@ async fn smtp_without_a_sender_or_public_url_is_refused(pool: PgPool) {
     .expect_err("refused");
     assert!(err.to_string().contains("RAPTOR_SMTP_URL"), "{err}");
 }
+
+/// The relay `raptor serve` runs ([`raptor_server::spawn_mail_relay`]) sends a message queued
+/// while it runs, without anyone asking.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn the_relay_of_serve_sends_what_is_queued(pool: PgPool) {
+    let sink = SmtpSink::start(SinkOptions::default()).await;
+    TestApp::run(&pool, options(), async |app| {
+        let task = raptor_server::spawn_mail_relay(
+            app.pool.clone(),
+            relay(&sink.url(), 3),
+            Duration::from_millis(20),
+        );
+        let registered = app.register("loop@example.com").await;
+        assert_eq!(
+            registered.status,
+            StatusCode::ACCEPTED,
+            "{}",
+            registered.text
+        );
+        let messages = sink.wait_for(1).await;
+        task.abort();
+        assert_eq!(messages[0].rcpt_tos, ["loop@example.com"]);
+        assert!(messages[0].link().starts_with(PUBLIC_URL));
+    })
+    .await;
+}
