@@ -695,6 +695,13 @@ export interface components {
              */
             reserved_cash: string;
             /**
+             * @description Short options held without a long call on the same underlying expiring no earlier to
+             *     cover them, by symbol (every short put; a short call whose covering long expired first).
+             *     Empty when every short is covered.
+             * @example []
+             */
+            uncovered_short_options: string[];
+            /**
              * Format: decimal
              * @description The positions' P&L at the same marks, not yet realized.
              * @example 0.00

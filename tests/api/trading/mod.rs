@@ -10,6 +10,7 @@ mod options;
 mod orders;
 mod quotes;
 mod reads;
+mod settlement;
 mod sweeps;
 
 use serde_json::Value;

@@ -136,6 +136,11 @@ pub struct AccountResponse {
     /// The symbols of the positions without a quote, marked at their average entry price (no
     /// unrealized P&L counted for them); empty when every position has a quote.
     pub marked_at_cost: Vec<String>,
+    /// Short options held without a long call on the same underlying expiring no earlier to
+    /// cover them, by symbol (every short put; a short call whose covering long expired first).
+    /// Empty when every short is covered.
+    #[schema(example = json!([]))]
+    pub uncovered_short_options: Vec<String>,
 }
 
 /// A position.

@@ -1,7 +1,7 @@
 //! The activity feed, read from the rows the book already writes: fills (`paper_fills`),
-//! cancels (`paper_orders.canceled_at`) and resets (their `account.reset` audit row). Each
-//! kind is one arm of [`ACTIVITIES`] with the same columns, so a new kind (option expiries and
-//! settlements) is one more arm and one more `type` value.
+//! cancels (`paper_orders.canceled_at`), resets (their `account.reset` audit row) and option
+//! expiries and settlements (their `position.expired` audit row). Each kind is one arm of
+//! [`ACTIVITIES`] with the same columns, so a new kind is one more arm and one more `type`.
 
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
@@ -44,7 +44,15 @@ const ACTIVITIES: &str = "
            coalesce((a.context->>'cash')::numeric - (a.context->>'previous_cash')::numeric, 0),
            a.created_at
       from audit_log a
-     where a.user_id = $1 and a.action = 'account.reset'";
+     where a.user_id = $1 and a.action = 'account.reset'
+    union all
+    select 'expiry:' || a.id,
+           case when a.context->>'outcome' = 'cash' then 'settlement' else 'expiry' end,
+           null, a.context->>'symbol', null, abs((a.context->>'qty')::numeric),
+           (a.context->>'settlement_price')::numeric,
+           coalesce((a.context->>'cash_delta')::numeric, 0), a.created_at
+      from audit_log a
+     where a.user_id = $1 and a.action = 'position.expired'";
 
 /// A page of the feed, newest first on `(occurred_at, id)`, strictly older than `before`.
 pub(crate) async fn list_activities(
