@@ -181,6 +181,16 @@ pub(crate) async fn list_orders(
     ApiQuery(query): ApiQuery<ListOrdersQuery>,
 ) -> ApiResult<Json<OrderListResponse>> {
     let limit = list_limit(query.limit)?;
+    if query
+        .symbol
+        .as_deref()
+        .is_some_and(|s| s.is_empty() || s.len() > 64)
+    {
+        return Err(ApiError::bad_request(
+            ErrorCode::InvalidQuery,
+            "symbol must be 1 to 64 characters",
+        ));
+    }
     let before = query
         .cursor
         .as_deref()
