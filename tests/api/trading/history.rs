@@ -254,6 +254,7 @@ async fn order_history_refuses_a_malformed_cursor_time_or_limit(pool: PgPool) {
             "cursor=bm90IGEgY3Vyc29y",
             "cursor=MjAyNi0xMi0wMVQxNTowMDowMFp8bm90LWEtdXVpZA",
             "symbol=",
+            "symbol=A%00B",
             "after=yesterday",
             "until=2026-13-01T00:00:00Z",
             "limit=0",

@@ -39,6 +39,7 @@ async fn one_position_reads_by_symbol(pool: PgPool) {
         for (path, who) in [
             ("/api/trading/positions/MSFT", &token),
             ("/api/trading/positions/NVDA", &token),
+            ("/api/trading/positions/A%00B", &token),
             ("/api/trading/positions/AAPL", &stranger),
         ] {
             let missing = app.get(path, who).await;
@@ -64,8 +65,10 @@ async fn a_quote_reads_for_any_signed_in_caller(pool: PgPool) {
         assert_eq!(quote.body["sequence"], set["sequence"]);
         assert!(quote.body["updated_at"].is_string(), "{}", quote.text);
 
-        let missing = app.get("/api/trading/quotes/NVDA", &token).await;
-        assert_problem(&missing, StatusCode::NOT_FOUND, ErrorCode::QuoteUnavailable);
+        for path in ["/api/trading/quotes/NVDA", "/api/trading/quotes/A%00B"] {
+            let missing = app.get(path, &token).await;
+            assert_problem(&missing, StatusCode::NOT_FOUND, ErrorCode::QuoteUnavailable);
+        }
         let anonymous = app.get_public("/api/trading/quotes/AAPL").await;
         assert_problem(
             &anonymous,

@@ -181,10 +181,11 @@ pub(crate) async fn list_orders(
     ApiQuery(query): ApiQuery<ListOrdersQuery>,
 ) -> ApiResult<Json<OrderListResponse>> {
     let limit = list_limit(query.limit)?;
+    // Postgres text cannot hold NUL: refused here rather than failing the statement.
     if query
         .symbol
         .as_deref()
-        .is_some_and(|s| s.is_empty() || s.len() > 64)
+        .is_some_and(|s| s.is_empty() || s.len() > 64 || s.contains('\0'))
     {
         return Err(ApiError::bad_request(
             ErrorCode::InvalidQuery,
@@ -263,6 +264,9 @@ pub(crate) async fn get_order_by_client_order_id(
     user: AuthUser,
     ApiPath(client_order_id): ApiPath<String>,
 ) -> ApiResult<Json<OrderResponse>> {
+    if client_order_id.contains('\0') {
+        return Err(ApiError::NotFound("order"));
+    }
     ops::expire_for_read(&state.db, state.desk(), user.id).await?;
     let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
     let order = store::find_order_by_client_order_id(&mut conn, user.id, &client_order_id).await?;
@@ -300,6 +304,9 @@ pub(crate) async fn get_position(
     user: AuthUser,
     ApiPath(symbol): ApiPath<String>,
 ) -> ApiResult<Json<PositionResponse>> {
+    if symbol.contains('\0') {
+        return Err(ApiError::NotFound("position"));
+    }
     let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
     let row = store::find_position(&mut conn, user.id, &symbol).await?;
     conn.finish().await.context("finish")?;
@@ -320,9 +327,14 @@ pub(crate) async fn get_quote(
     _principal: Principal,
     ApiPath(symbol): ApiPath<String>,
 ) -> ApiResult<Json<MarketQuoteResponse>> {
-    let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
-    let row = store::find_quote(&mut conn, &symbol).await?;
-    conn.finish().await.context("finish")?;
+    let row = if symbol.contains('\0') {
+        None
+    } else {
+        let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
+        let row = store::find_quote(&mut conn, &symbol).await?;
+        conn.finish().await.context("finish")?;
+        row
+    };
     let row = row.ok_or_else(|| ApiError::Absent {
         code: ErrorCode::QuoteUnavailable,
         message: format!("there is no quote for {symbol}"),
