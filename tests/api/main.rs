@@ -22,4 +22,5 @@ mod profile;
 mod retention;
 mod sign_up;
 mod store_failures;
+mod tls;
 mod trading;

@@ -147,6 +147,22 @@ pub enum GdprCommand {
     },
 }
 
+/// The `raptor` binary: reads `.env` (development only: a missing one is fine), parses the
+/// command line and environment, runs the command and prints its error, if any, to stderr.
+pub async fn main() -> std::process::ExitCode {
+    let _ = dotenvy::dotenv();
+    let cli = Cli::parse();
+    telemetry::init(cli.config.server.log_format);
+    let mut stdout = std::io::stdout();
+    match run(cli, &mut stdout).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("raptor: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Runs one command; its JSON result is written to `out` (stdout in the binary).
 pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Result<()> {
     let Cli { config, command } = cli;
@@ -189,6 +205,7 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             }
             let pool = raptor_db::pool::business(&settings).await?;
             let store = raptor_db::pool::store(&settings, &pool)?;
+            raptor_db::pool::check_store(&settings, &store).await?;
             if config.role_settings() {
                 raptor_db::pool::check_role_settings(&settings, &pool, &store).await?;
             }
