@@ -226,18 +226,19 @@ pub async fn ensure_database(settings: &PoolSettings) -> anyhow::Result<()> {
     let mut conn = sqlx::PgConnection::connect_with(&options.clone().database("postgres"))
         .await
         .map_err(|error| connect_error("DATABASE_URL", &settings.url, error))?;
-    let exists: bool =
-        sqlx::query_scalar("select exists (select 1 from pg_database where datname = $1)")
-            .bind(&name)
-            .fetch_one(&mut conn)
-            .await
-            .context("could not list the databases of DATABASE_URL's server")?;
+    let exists: bool = query_scalar("select exists (select 1 from pg_database where datname = $1)")
+        .bind(&name)
+        .fetch_one(&mut conn)
+        .await
+        .context("could not list the databases of DATABASE_URL's server")?;
     if !exists {
         let create = format!("create database \"{}\"", name.replace('"', "\"\""));
-        sqlx::raw_sql(&create)
-            .execute(&mut conn)
-            .await
-            .context("could not create the database named in DATABASE_URL")?;
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "create database cannot run inside a transaction block, whatever the pool mode"
+        )]
+        let created = sqlx::raw_sql(&create).execute(&mut conn).await;
+        created.context("could not create the database named in DATABASE_URL")?;
         tracing::info!("created the database named in DATABASE_URL");
     }
     conn.close().await.ok();

@@ -90,6 +90,18 @@ fn pg_tool(bindir: &Path, tool: &str, args: &[&str]) -> anyhow::Result<Output> {
         .with_context(|| format!("could not run {tool}"))
 }
 
+/// The newest PostgreSQL's server binaries (`/usr/lib/postgresql/<major>/bin`), which
+/// `scripts/db.sh` installs with apt-get when missing (`make test` runs it first).
+fn pg_bindir() -> anyhow::Result<PathBuf> {
+    std::fs::read_dir("/usr/lib/postgresql")
+        .context("no /usr/lib/postgresql (scripts/db.sh installs postgresql)")?
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join("bin/initdb").exists())
+        .max_by_key(|e| e.file_name().to_string_lossy().parse::<u32>().unwrap_or(0))
+        .map(|e| e.path().join("bin"))
+        .context("no PostgreSQL binaries under /usr/lib/postgresql/*/bin")
+}
+
 fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("write {}", path.display()))
 }
@@ -103,13 +115,7 @@ fn private(path: &Path) -> anyhow::Result<()> {
 impl TlsPg {
     /// Starts a cluster whose server certificate is valid for `server_names` only.
     pub(crate) fn start(server_names: &[&str]) -> anyhow::Result<Self> {
-        let bindir = PathBuf::from("/usr/lib/postgresql/15/bin");
-        if !bindir.join("initdb").exists() {
-            bail!(
-                "no {}/initdb (apt-get install postgresql-15)",
-                bindir.display()
-            );
-        }
+        let bindir = pg_bindir()?;
         let port = raptor_integration_tests::free_port()?;
         let dir = raptor_integration_tests::target_dir()?
             .join("tls-pg")
