@@ -20,6 +20,7 @@ mod ops;
 mod pool_mode;
 mod profile;
 mod retention;
+mod settings;
 mod sign_up;
 mod store_failures;
 mod tls;

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use raptor_integration_tests::{free_port, ORDERS, ORDER_BODY};
 use sqlx::{Connection, PgConnection};
 
-use crate::helpers::tls_pg::{raptor, TlsPg, CERT_USER};
+use crate::helpers::raptor;
+use crate::helpers::tls_pg::{TlsPg, CERT_USER};
 
 /// The stderr of a `raptor` that must fail.
 fn fails(env: &[(&str, String)], args: &[&str]) -> String {

@@ -166,7 +166,14 @@ pub async fn main() -> std::process::ExitCode {
 /// Runs one command; its JSON result is written to `out` (stdout in the binary).
 pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Result<()> {
     let Cli { config, command } = cli;
-    config.validate()?;
+    // `migrate`, `openapi` and `healthcheck` use none of the settings checked against each
+    // other (migrate connects without the pools' timeouts).
+    if !matches!(
+        command,
+        Command::Migrate | Command::Openapi | Command::Healthcheck
+    ) {
+        config.validate()?;
+    }
     // Process-wide, and session unless asked: only `transaction` is ever set (before the
     // first statement), so a command run in-process never switches a running server back.
     if config.database.db_pool_mode == PoolMode::Transaction {

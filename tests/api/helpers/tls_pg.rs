@@ -3,8 +3,6 @@
 //! certificate made here (rcgen), and a `pg_hba.conf` of `hostssl` lines only (the role
 //! `certuser` must show a client certificate the CA signed). The postmaster is stopped and the
 //! directory removed on drop. Each test starts its own (a cluster takes a second or two).
-//!
-//! Also: [`raptor`], the `raptor` binary run as a process with an environment of the test's.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -269,19 +267,4 @@ impl Drop for TlsPg {
         );
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// `raptor <args>` as a process with `env` only (and PATH), in the cluster's directory (no
-/// `.env` of the checkout is read).
-pub(crate) fn raptor(env: &[(&str, String)], args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_raptor-cli"))
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .env("RUST_LOG", "warn")
-        .current_dir(std::env::temp_dir())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run raptor")
 }

@@ -53,8 +53,10 @@ pub struct ServerArgs {
 
     /// On SIGTERM/SIGINT, answer `/readyz` 503 for this many seconds while still serving, so
     /// load balancers stop routing here; then stop accepting and let requests in flight finish.
+    /// 5 s covers a Kubernetes Service, whose endpoint removal reaches the nodes' proxies a few
+    /// seconds after the pod is told to stop.
     #[arg(long, env = "RAPTOR_SHUTDOWN_DRAIN_SECS", value_name = "RAPTOR_SHUTDOWN_DRAIN_SECS",
-          default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=300), global = true)]
+          default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=300), global = true)]
     pub shutdown_drain_secs: u64,
 
     /// Allowed CORS origins for the Antlers web app, comma-separated (none by default); each a
