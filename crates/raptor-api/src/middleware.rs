@@ -251,9 +251,18 @@ async fn json_errors(request: Request, next: Next) -> Response {
             .headers
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     }
-    if status == StatusCode::SERVICE_UNAVAILABLE && !parts.headers.contains_key(header::RETRY_AFTER)
+    // A 503 that waiting does not cure says nothing about retrying (Retry-After means
+    // "retrying can help"): a halt of new orders, a deployment without billing keys.
+    let waiting_helps = !matches!(
+        map.get("error").and_then(serde_json::Value::as_str),
+        Some("new_orders_disabled" | "billing_not_configured")
+    );
+    if status == StatusCode::SERVICE_UNAVAILABLE
+        && waiting_helps
+        && !parts.headers.contains_key(header::RETRY_AFTER)
     {
-        // Every 503 says when to retry; the request timeout's comes from the timeout layer bare.
+        // Every other 503 says when to retry; the request timeout's comes from the timeout
+        // layer bare.
         parts
             .headers
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
