@@ -25,9 +25,10 @@ run:
 docs-assets:
 	@scripts/npm-ci.sh . --omit=dev
 
-## test: start Postgres if needed, then run every test (one database per test)
+## test: start Postgres if needed, install the mail tests' SMTP server (aiosmtpd, in a
+## virtualenv under target/), then run every test (one database per test)
 test:
-	@$(DB) && cargo test --workspace --locked
+	@$(DB) && scripts/smtp-sink.sh >/dev/null && cargo test --workspace --locked
 
 ## lint: formatting, clippy (warnings are errors), spelling, unused dependencies and the crate
 ## docs (scripts/lint.sh installs typos and cargo-machete if missing)

@@ -48,7 +48,13 @@ pub struct ApiConfig {
     /// package) that `/docs` loads; relative to the working directory. Without them `/docs`
     /// answers the built-in route list.
     pub docs_assets: std::path::PathBuf,
+    /// `RAPTOR_PUBLIC_URL`: the app's base URL, without a trailing slash; sign-in messages
+    /// link to `<public_url>/verify?token=…` (sign-up) and `<public_url>/login?token=…`.
+    pub public_url: String,
 }
+
+/// The base of sign-in links when `RAPTOR_PUBLIC_URL` is not set (development: `make run`).
+pub const DEFAULT_PUBLIC_URL: &str = "http://127.0.0.1:8080";
 
 /// Where `npm ci` installs Swagger UI in a checkout, relative to the repository root.
 pub const DEFAULT_DOCS_ASSETS: &str = "node_modules/swagger-ui-dist";
@@ -70,6 +76,7 @@ impl Default for ApiConfig {
             auth_limits: AuthLimits::default(),
             billing: BillingConfig::default(),
             docs_assets: std::path::PathBuf::from(DEFAULT_DOCS_ASSETS),
+            public_url: DEFAULT_PUBLIC_URL.to_owned(),
         }
     }
 }
