@@ -8,6 +8,7 @@ mod probe;
 
 // The behaviours.
 mod auth;
+mod behind_a_proxy;
 mod billing;
 mod cli;
 mod docs;

@@ -147,6 +147,23 @@ pub enum GdprCommand {
     },
 }
 
+/// The `raptor` binary's whole `main`: reads `.env` (development), parses the command line,
+/// starts telemetry and runs the command (the tests' copy of the binary runs this too).
+pub async fn main() -> std::process::ExitCode {
+    // Development convenience only: a missing .env is fine.
+    let _ = dotenvy::dotenv();
+    let cli = Cli::parse();
+    telemetry::init(cli.config.server.log_format);
+    let mut stdout = std::io::stdout();
+    match run(cli, &mut stdout).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("raptor: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Runs one command; its JSON result is written to `out` (stdout in the binary).
 pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Result<()> {
     let Cli { config, command } = cli;

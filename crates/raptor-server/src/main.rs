@@ -1,19 +1,6 @@
 //! `raptor`: see `raptor --help`.
 
-use clap::Parser;
-
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    // Development convenience only: a missing .env is fine.
-    let _ = dotenvy::dotenv();
-    let cli = raptor_server::Cli::parse();
-    raptor_server::telemetry::init(cli.config.server.log_format);
-    let mut stdout = std::io::stdout();
-    match raptor_server::run(cli, &mut stdout).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("raptor: {err:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    raptor_server::main().await
 }

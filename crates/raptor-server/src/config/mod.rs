@@ -29,7 +29,7 @@ use sqlx::PgPool;
 pub use billing::BillingArgs;
 pub use database::{DatabaseArgs, PoolMode, SessionSettings};
 pub use idempotency::{IdempotencyArgs, RequireKeyLevel};
-pub use server::{LogFormat, ServerArgs};
+pub use server::{ForwardedHeaderArg, LogFormat, ServerArgs};
 pub use sessions::SessionArgs;
 pub use trading::TradingArgs;
 
@@ -171,6 +171,7 @@ impl Config {
             auth_limits: self.sessions.limits(),
             billing: self.billing.config(),
             docs_assets: self.server.docs_assets.clone(),
+            trusted_proxies: self.server.trusted_proxies(),
             ..ApiConfig::default()
         }
     }

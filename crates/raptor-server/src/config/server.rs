@@ -32,8 +32,30 @@ fn parse_origin(text: &str) -> Result<String, String> {
     }
 }
 
+/// A proxy range of `RAPTOR_TRUSTED_PROXIES`: a CIDR (`10.0.0.0/8`, `fd00::/8`) or one address.
+fn parse_proxy(text: &str) -> Result<Option<ipnet::IpNet>, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    text.parse::<ipnet::IpNet>()
+        .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map(|net| Some(net.trunc()))
+        .map_err(|_| format!("{text:?} is not a CIDR like 10.0.0.0/8 or an IP address"))
+}
+
+/// The header the trusted proxies write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ForwardedHeaderArg {
+    /// `X-Forwarded-For` (HAProxy's `option forwardfor`, nginx, cloud load balancers).
+    XForwardedFor,
+    /// RFC 7239 `Forwarded`.
+    Forwarded,
+}
+
 /// `RAPTOR_ADDR`, `RAPTOR_REQUEST_TIMEOUT_SECS`, `RAPTOR_SHUTDOWN_DRAIN_SECS`,
-/// `RAPTOR_CORS_ORIGINS`, `RAPTOR_DOCS_ASSETS`, `RAPTOR_LOG_FORMAT`.
+/// `RAPTOR_CORS_ORIGINS`, `RAPTOR_TRUSTED_PROXIES`, `RAPTOR_FORWARDED_HEADER`,
+/// `RAPTOR_DOCS_ASSETS`, `RAPTOR_LOG_FORMAT`.
 #[derive(Debug, Clone, Args)]
 pub struct ServerArgs {
     /// Address `raptor serve` listens on.
@@ -69,6 +91,33 @@ pub struct ServerArgs {
     )]
     pub cors_origins: Vec<String>,
 
+    /// Load balancers and proxies in front of the server, comma-separated CIDRs or addresses
+    /// (none by default). Only a request whose TCP peer is in one of them has its client
+    /// address read from RAPTOR_FORWARDED_HEADER (the right-most address not in these ranges);
+    /// from any other peer the header is ignored. The client address keys per-IP rate limits
+    /// and is in the access log.
+    #[arg(
+        long,
+        env = "RAPTOR_TRUSTED_PROXIES",
+        value_name = "RAPTOR_TRUSTED_PROXIES",
+        value_delimiter = ',',
+        value_parser = parse_proxy,
+        global = true
+    )]
+    pub trusted_proxies: Vec<Option<ipnet::IpNet>>,
+
+    /// The forwarding header the trusted proxies append to; the other one is never read (a
+    /// proxy passes a client's own copy of it through).
+    #[arg(
+        long,
+        env = "RAPTOR_FORWARDED_HEADER",
+        value_name = "RAPTOR_FORWARDED_HEADER",
+        value_enum,
+        default_value = "x-forwarded-for",
+        global = true
+    )]
+    pub forwarded_header: ForwardedHeaderArg,
+
     /// Directory of Swagger UI's files (the `swagger-ui-dist` npm package, installed by
     /// `npm ci --omit=dev`) served at `/docs/assets/`; relative paths are from the working
     /// directory. When it holds no Swagger UI, `/docs` answers a plain route list instead.
@@ -94,6 +143,20 @@ pub struct ServerArgs {
 }
 
 impl ServerArgs {
+    /// `RAPTOR_TRUSTED_PROXIES` and `RAPTOR_FORWARDED_HEADER`, as the API takes them.
+    pub fn trusted_proxies(&self) -> raptor_api::client_addr::TrustedProxies {
+        let header = match self.forwarded_header {
+            ForwardedHeaderArg::XForwardedFor => {
+                raptor_api::client_addr::ForwardedHeader::XForwardedFor
+            }
+            ForwardedHeaderArg::Forwarded => raptor_api::client_addr::ForwardedHeader::Forwarded,
+        };
+        raptor_api::client_addr::TrustedProxies::new(
+            self.trusted_proxies.iter().flatten().copied().collect(),
+            header,
+        )
+    }
+
     /// The configured CORS origins, blanks dropped.
     pub fn cors_origins(&self) -> Vec<String> {
         self.cors_origins
