@@ -11,6 +11,7 @@ mod auth;
 mod behind_a_proxy;
 mod billing;
 mod cli;
+mod connection_edge;
 mod docs;
 mod encryption;
 mod errors;

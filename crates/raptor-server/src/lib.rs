@@ -256,7 +256,11 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             tracing::info!(addr = %listener.local_addr()?, "raptor listening");
             let drain = Duration::from_secs(config.server.shutdown_drain_secs);
             let signal = drain_on(state.clone(), shutdown_signal(), drain);
-            serve_state(listener, state, signal).await?;
+            let edge = Edge {
+                header_read_timeout: Duration::from_secs(config.server.header_read_timeout_secs),
+                ..Edge::default()
+            };
+            serve_state_with(listener, state, edge, signal).await?;
             upkeep.abort();
             // A sweep cut short rolls back and stays queued for the next sweeper.
             if let Some(task) = sweeper {
@@ -469,10 +473,44 @@ pub async fn serve_state(
     state: ApiState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_state_with(listener, state, Edge::default(), shutdown).await
+}
+
+/// [`serve_state`] with the connection limits of `edge`.
+pub async fn serve_state_with(
+    listener: TcpListener,
+    state: ApiState,
+    edge: Edge,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let app = raptor_api::app(state.clone());
-    let served = serve(listener, app, shutdown).await;
+    let served = serve_with(listener, app, edge, shutdown).await;
     state.idempotency.drain(BACKGROUND_DRAIN).await;
     served
+}
+
+/// How the server treats slow or oversized clients at the connection level, before a request
+/// reaches the router.
+#[derive(Debug, Clone, Copy)]
+pub struct Edge {
+    /// A connection whose request head (request line and headers) is not complete this long
+    /// after the connection opened, or after the previous response on it, is closed
+    /// (`RAPTOR_HEADER_READ_TIMEOUT_SECS`).
+    pub header_read_timeout: Duration,
+    /// Request heads larger than this are answered `431` and the connection is closed.
+    pub max_header_bytes: usize,
+}
+
+/// The bound on a request's head: request line and headers together.
+pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+
+impl Default for Edge {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            max_header_bytes: MAX_HEADER_BYTES,
+        }
+    }
 }
 
 /// Serves `app` on an already-bound `listener` until `shutdown` resolves, then lets in-flight
@@ -482,13 +520,60 @@ pub async fn serve(
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    // The peer address reaches handlers as `ConnectInfo` (per-IP rate limits of sign-up).
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    serve_with(listener, app, Edge::default(), shutdown).await
+}
+
+/// [`serve`] with the connection limits of `edge`. One HTTP/1 connection per accepted socket
+/// (hyper's own loop rather than `axum::serve`, which sets no header read timeout and no bound
+/// on the head's size); the peer address reaches handlers as `ConnectInfo` (the client address
+/// of rate limits and the access log).
+pub async fn serve_with(
+    listener: TcpListener,
+    app: Router,
+    edge: Edge,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(edge.header_read_timeout)
+        .max_header_size(edge.max_header_bytes)
+        // The read buffer must hold a whole head; hyper's floor is 8 KiB.
+        .max_buf_size(edge.max_header_bytes.max(8192) + 8192);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
+            request
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+            tower::ServiceExt::oneshot(app.clone(), request)
+        });
+        let connection =
+            graceful.watch(http.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(err) = connection.await {
+                tracing::debug!(error = %err, %peer, "connection closed with an error");
+            }
+        });
+    }
+    drop(listener);
+    // Idle connections are closed now; each busy one after its response.
+    graceful.shutdown().await;
+    Ok(())
 }
 
 /// Resolves `drain` after `signal`: from the signal on, `/readyz` answers 503 while requests

@@ -79,6 +79,14 @@ pub struct ServerArgs {
           default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=300), global = true)]
     pub shutdown_drain_secs: u64,
 
+    /// Seconds a connection may take to send a request's line and headers, counted from the
+    /// connection's start or the previous response on it (an idle keep-alive connection is
+    /// closed after it too); past it the connection is closed. Slow or stalled clients cannot
+    /// hold connections (and file descriptors) open.
+    #[arg(long, env = "RAPTOR_HEADER_READ_TIMEOUT_SECS", value_name = "RAPTOR_HEADER_READ_TIMEOUT_SECS",
+          default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300), global = true)]
+    pub header_read_timeout_secs: u64,
+
     /// Allowed CORS origins for the Antlers web app, comma-separated (none by default); each a
     /// full origin such as `https://app.example.com` (no `*`).
     #[arg(
