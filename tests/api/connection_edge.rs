@@ -1,6 +1,7 @@
 //! The edge of the HTTP server: connections that never finish their request head are closed
 //! after the header read timeout (an idle keep-alive connection too) while other clients are
-//! served, and a request head over 32 KiB is answered `431`.
+//! served, a request head over 32 KiB is answered `431`, and a connection past the bound is
+//! refused with `503 too_many_connections`.
 
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
-use crate::helpers::{Options, TestApp};
+use crate::helpers::{Options, TestApp, PROBLEM_JSON};
 
 /// The real router served by [`raptor_server::serve_with`] with `edge` on 127.0.0.1:0.
 async fn serve(
@@ -143,6 +144,69 @@ async fn oversized_request_headers_get_431(pool: PgPool) {
             "24 KiB of headers got {:?}",
             String::from_utf8_lossy(&sent)
         );
+        let _ = stop.send(());
+        task.await.expect("join").expect("serve");
+    })
+    .await;
+}
+
+/// With the bound at 5 connections, 5 held open make the 6th an immediate `503
+/// too_many_connections` problem with `Connection: close` and `Retry-After`; once they close,
+/// new connections are served again.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn connections_past_the_bound_are_refused(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let edge = raptor_server::Edge {
+            header_read_timeout: Duration::from_secs(120),
+            max_connections: 5,
+            ..raptor_server::Edge::default()
+        };
+        let (addr, stop, task) = serve(app, edge).await;
+        let mut held = Vec::new();
+        for _ in 0..5 {
+            let mut stream = TcpStream::connect(addr).await.expect("connect");
+            stream.write_all(b"GET /healthz HT").await.expect("write");
+            held.push(stream);
+        }
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .expect("client");
+        let refused = client
+            .get(format!("http://{addr}/healthz"))
+            .send()
+            .await
+            .expect("an answer past the bound");
+        assert_eq!(refused.status().as_u16(), 503);
+        let header = |name: &str| {
+            refused
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        assert_eq!(header("content-type").as_deref(), Some(PROBLEM_JSON));
+        assert_eq!(header("connection").as_deref(), Some("close"));
+        assert_eq!(header("retry-after").as_deref(), Some("1"));
+        let body: serde_json::Value = refused.json().await.expect("json");
+        assert_eq!(body["error"], "too_many_connections");
+        assert_eq!(body["status"], 503);
+        drop(held);
+        // The permits come back as the server notices the closes.
+        let mut served = false;
+        for _ in 0..200 {
+            let answer = client
+                .get(format!("http://{addr}/healthz"))
+                .send()
+                .await
+                .expect("healthz");
+            if answer.status().as_u16() == 200 {
+                served = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(served, "closed connections must free their places");
         let _ = stop.send(());
         task.await.expect("join").expect("serve");
     })

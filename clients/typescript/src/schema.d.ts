@@ -760,7 +760,7 @@ export interface components {
          * @description Every error code; `/docs/errors#<code>` explains each (the malformed-key sentence's section is `idempotency_key_invalid`).
          * @enum {string}
          */
-        ErrorCode: "Idempotency-Key must be a UUID string" | "bad_request" | "billing_busy" | "billing_not_configured" | "billing_request_rejected" | "contract_expired" | "database_busy" | "database_unavailable" | "duplicate_client_order_id" | "forbidden" | "idempotency_in_flight" | "idempotency_key_body_mismatch" | "idempotency_key_required" | "idempotency_previous_failed" | "idempotency_store_unavailable" | "insufficient_buying_power" | "insufficient_qty" | "internal" | "invalid_billing_request" | "invalid_body" | "invalid_display_name" | "invalid_email" | "invalid_json" | "invalid_marketing_opt_in" | "invalid_order" | "invalid_path" | "invalid_payload" | "invalid_query" | "invalid_quote" | "invalid_signature" | "invalid_subscription" | "invalid_symbol" | "invalid_time_zone" | "invalid_token" | "live_trading_unavailable" | "method_not_allowed" | "new_orders_disabled" | "not_found" | "order_not_cancelable" | "payload_too_large" | "quote_unavailable" | "rate_limited" | "request_timeout" | "stripe_timeout" | "stripe_unavailable" | "subscription_active" | "too_many_open_orders" | "unauthenticated" | "uncovered_short_option" | "unsupported_media_type";
+        ErrorCode: "Idempotency-Key must be a UUID string" | "bad_request" | "billing_busy" | "billing_not_configured" | "billing_request_rejected" | "contract_expired" | "database_busy" | "database_unavailable" | "duplicate_client_order_id" | "forbidden" | "idempotency_in_flight" | "idempotency_key_body_mismatch" | "idempotency_key_required" | "idempotency_previous_failed" | "idempotency_store_unavailable" | "insufficient_buying_power" | "insufficient_qty" | "internal" | "invalid_billing_request" | "invalid_body" | "invalid_display_name" | "invalid_email" | "invalid_json" | "invalid_marketing_opt_in" | "invalid_order" | "invalid_path" | "invalid_payload" | "invalid_query" | "invalid_quote" | "invalid_signature" | "invalid_subscription" | "invalid_symbol" | "invalid_time_zone" | "invalid_token" | "live_trading_unavailable" | "method_not_allowed" | "new_orders_disabled" | "not_found" | "order_not_cancelable" | "payload_too_large" | "quote_unavailable" | "rate_limited" | "request_timeout" | "stripe_timeout" | "stripe_unavailable" | "subscription_active" | "too_many_connections" | "too_many_open_orders" | "unauthenticated" | "uncovered_short_option" | "unsupported_media_type";
         /** @description A flag's value. */
         FlagResponse: {
             /** @description Its value now. */
@@ -1385,6 +1385,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -1408,7 +1409,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -1525,6 +1526,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -1548,7 +1550,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -1693,6 +1695,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -1716,7 +1719,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -2046,6 +2049,7 @@ export interface operations {
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -2071,7 +2075,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -2339,6 +2343,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -2362,7 +2367,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -2601,6 +2606,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -2624,7 +2630,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -2829,6 +2835,7 @@ export interface operations {
             /**
              * @description Service Unavailable:
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -2852,7 +2859,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "request_timeout";
+                        error: "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -2967,6 +2974,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -2990,7 +2998,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -3195,6 +3203,7 @@ export interface operations {
             /**
              * @description Service Unavailable:
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -3218,7 +3227,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "request_timeout";
+                        error: "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -3393,6 +3402,7 @@ export interface operations {
             /**
              * @description Service Unavailable:
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -3416,7 +3426,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "request_timeout";
+                        error: "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -3749,6 +3759,7 @@ export interface operations {
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `request_timeout`: the request ran past the server's request timeout
              *     - `stripe_unavailable`: Stripe failed or is rate limiting; nothing was committed
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -3774,7 +3785,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable";
+                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable" | "too_many_connections";
                     };
                 };
             };
@@ -4039,6 +4050,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -4062,7 +4074,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -4394,6 +4406,7 @@ export interface operations {
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `request_timeout`: the request ran past the server's request timeout
              *     - `stripe_unavailable`: Stripe failed or is rate limiting; nothing was committed
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -4419,7 +4432,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable";
+                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable" | "too_many_connections";
                     };
                 };
             };
@@ -4810,6 +4823,7 @@ export interface operations {
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `request_timeout`: the request ran past the server's request timeout
              *     - `stripe_unavailable`: Stripe failed or is rate limiting; nothing was committed
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -4835,7 +4849,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable";
+                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable" | "too_many_connections";
                     };
                 };
             };
@@ -4990,6 +5004,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -5013,7 +5028,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "billing_not_configured" | "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "billing_not_configured" | "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -5158,6 +5173,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -5181,7 +5197,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -5541,6 +5557,7 @@ export interface operations {
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -5566,7 +5583,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -5744,6 +5761,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -5767,7 +5785,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -6109,6 +6127,7 @@ export interface operations {
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `new_orders_disabled`: new orders are switched off for now
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -6134,7 +6153,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -6310,6 +6329,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -6333,7 +6353,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -6568,6 +6588,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -6591,7 +6612,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -6736,6 +6757,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -6759,7 +6781,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -7134,6 +7156,7 @@ export interface operations {
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `new_orders_disabled`: new orders are switched off for now
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -7159,7 +7182,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -7534,6 +7557,7 @@ export interface operations {
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `new_orders_disabled`: new orders are switched off for now
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -7559,7 +7583,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -7736,6 +7760,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -7759,7 +7784,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -7813,6 +7838,36 @@ export interface operations {
                     };
                 };
             };
+            /**
+             * @description Service Unavailable:
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the server holds as many connections as it accepts; retry shortly",
+                     *       "error": "too_many_connections",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the server holds as many connections as it accepts; retry shortly",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#too_many_connections"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "too_many_connections";
+                    };
+                };
+            };
         };
     };
     get_metrics: {
@@ -7860,6 +7915,36 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the server holds as many connections as it accepts; retry shortly",
+                     *       "error": "too_many_connections",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the server holds as many connections as it accepts; retry shortly",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#too_many_connections"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "too_many_connections";
                     };
                 };
             };

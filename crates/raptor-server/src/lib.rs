@@ -258,7 +258,9 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             let signal = drain_on(state.clone(), shutdown_signal(), drain);
             let edge = Edge {
                 header_read_timeout: Duration::from_secs(config.server.header_read_timeout_secs),
-                ..Edge::default()
+                max_header_bytes: MAX_HEADER_BYTES,
+                max_connections: usize::try_from(config.server.max_connections)
+                    .unwrap_or(usize::MAX),
             };
             serve_state_with(listener, state, edge, signal).await?;
             upkeep.abort();
@@ -499,6 +501,9 @@ pub struct Edge {
     pub header_read_timeout: Duration,
     /// Request heads larger than this are answered `431` and the connection is closed.
     pub max_header_bytes: usize,
+    /// Open connections this process holds at most (`RAPTOR_MAX_CONNECTIONS`); one past it is
+    /// answered `503 too_many_connections` with `Connection: close` and never served.
+    pub max_connections: usize,
 }
 
 /// The bound on a request's head: request line and headers together.
@@ -509,6 +514,7 @@ impl Default for Edge {
         Self {
             header_read_timeout: Duration::from_secs(10),
             max_header_bytes: MAX_HEADER_BYTES,
+            max_connections: 4096,
         }
     }
 }
@@ -540,6 +546,7 @@ pub async fn serve_with(
         // The read buffer must hold a whole head; hyper's floor is 8 KiB.
         .max_buf_size(edge.max_header_bytes.max(8192) + 8192);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let permits = Arc::new(tokio::sync::Semaphore::new(edge.max_connections));
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -555,6 +562,10 @@ pub async fn serve_with(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tokio::spawn(refuse_connection(stream));
+            continue;
+        };
         let app = app.clone();
         let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
             request
@@ -568,12 +579,55 @@ pub async fn serve_with(
             if let Err(err) = connection.await {
                 tracing::debug!(error = %err, %peer, "connection closed with an error");
             }
+            drop(permit);
         });
     }
     drop(listener);
     // Idle connections are closed now; each busy one after its response.
     graceful.shutdown().await;
     Ok(())
+}
+
+/// Answers a connection past [`Edge::max_connections`]: `503 too_many_connections` (problem
+/// details, `Retry-After: 1`, `Connection: close`) once its request head is in (within 2 s,
+/// else it is just closed), then closes it. The request itself is never served.
+async fn refuse_connection(mut stream: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    tracing::warn!("connection refused: RAPTOR_MAX_CONNECTIONS reached");
+    let mut body = serde_json::Map::new();
+    body.insert("error".into(), "too_many_connections".into());
+    body.insert(
+        "message".into(),
+        "the server holds as many connections as it accepts; retry shortly".into(),
+    );
+    raptor_api::problem::enrich(&mut body, axum::http::StatusCode::SERVICE_UNAVAILABLE, None);
+    let body = serde_json::Value::Object(body).to_string();
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: {}\r\ncontent-length: {}\r\n\
+         retry-after: 1\r\nconnection: close\r\n\r\n{body}",
+        raptor_api::problem::CONTENT_TYPE,
+        body.len()
+    );
+    let refused = async {
+        // An HTTP client reads an answer only after sending its request: wait for the end of
+        // the head (or 16 KiB of it) first, so the refusal is read as the request's answer.
+        let mut head = Vec::with_capacity(1024);
+        let mut chunk = [0u8; 1024];
+        while head.len() < 16 * 1024 && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let read = stream.read(&mut chunk).await?;
+            if read == 0 {
+                return Ok(());
+            }
+            head.extend_from_slice(&chunk[..read]);
+        }
+        stream.write_all(answer.as_bytes()).await?;
+        stream.shutdown().await?;
+        // Read what else the client sends until it closes, so closing does not reset the
+        // connection (which could discard the answer before the client reads it).
+        while stream.read(&mut chunk).await? > 0 {}
+        Ok::<_, std::io::Error>(())
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), refused).await;
 }
 
 /// Resolves `drain` after `signal`: from the signal on, `/readyz` answers 503 while requests

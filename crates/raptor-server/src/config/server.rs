@@ -87,6 +87,13 @@ pub struct ServerArgs {
           default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300), global = true)]
     pub header_read_timeout_secs: u64,
 
+    /// Open connections one process holds at most; a connection past it is answered `503
+    /// too_many_connections` (with `Connection: close` and `Retry-After: 1`) and never served. Keep it
+    /// below the process's file descriptor limit.
+    #[arg(long, env = "RAPTOR_MAX_CONNECTIONS", value_name = "RAPTOR_MAX_CONNECTIONS",
+          default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000), global = true)]
+    pub max_connections: u64,
+
     /// Allowed CORS origins for the Antlers web app, comma-separated (none by default); each a
     /// full origin such as `https://app.example.com` (no `*`).
     #[arg(
