@@ -5,6 +5,7 @@
 mod fake_stripe;
 mod helpers;
 mod probe;
+mod smtp_sink;
 
 // The behaviours.
 mod auth;
@@ -17,6 +18,7 @@ mod encryption;
 mod errors;
 mod gdpr;
 mod idempotency;
+mod mail;
 mod openapi;
 mod ops;
 mod pool_mode;

@@ -1,5 +1,5 @@
-//! Retention (docs/operations.md, "Retention"): the hourly cleanup deletes sent outbox messages
-//! (they hold sign-in tokens in clear), spent or expired sign-in links and Stripe event ids past
+//! Retention (docs/operations.md, "Retention"): the hourly cleanup deletes sent and given-up
+//! outbox messages (personal data; unsent ones hold sign-in tokens in clear), spent or expired sign-in links and Stripe event ids past
 //! the resend window, in bounded batches, and keeps everything still in use.
 
 use sqlx::PgPool;
@@ -35,6 +35,17 @@ async fn cleanup_deletes_spent_credentials_in_batches(pool: PgPool) {
         .execute(&app.pool)
         .await
         .expect("outbox rows");
+        // Given up by the mail relay: two days ago (deleted) and an hour ago (kept).
+        sqlx::query(
+            "insert into email_outbox (email, kind, subject, body, created_at, failed_at)
+             values ('a@example.com', 'login_link', 'old-failed', null, now() - interval '2 days',
+                     now() - interval '2 days'),
+                    ('a@example.com', 'login_link', 'recent-failed', null,
+                     now() - interval '2 days', now() - interval '1 hour')",
+        )
+        .execute(&app.pool)
+        .await
+        .expect("given-up outbox rows");
         // Links: expired two days ago and used two days ago (deleted); used five minutes ago
         // (within its repeat grace) and live (kept).
         sqlx::query(
@@ -62,12 +73,12 @@ async fn cleanup_deletes_spent_credentials_in_batches(pool: PgPool) {
         let deleted = raptor_api::retention::delete_expired(&app.pool, 2)
             .await
             .expect("cleanup");
-        assert_eq!(deleted.email_outbox, 6, "{deleted:?}");
+        assert_eq!(deleted.email_outbox, 7, "{deleted:?}");
         assert_eq!(deleted.sign_in_links, 2, "{deleted:?}");
         assert_eq!(deleted.stripe_events, 1, "{deleted:?}");
         assert_eq!(
             ids(app, "select subject from email_outbox order by subject").await,
-            ["queued", "recent-sent"]
+            ["queued", "recent-failed", "recent-sent"]
         );
         assert_eq!(
             ids(app, "select email from auth_link_tokens order by email").await,

@@ -19,8 +19,9 @@
 //! 7. scenario 2 (1 client) for an account holding 500 resting orders (the per-account cap);
 //! 8. a quote update that makes 2,000 resting orders on 200 accounts marketable, then one for
 //!    20,000 on 2,000 accounts (timed until every order is filled: the request sweeps for a
-//!    quarter of its timeout, the server's sweeper the rest, one account per transaction),
-//!    with keyed orders on another symbol at 8 clients before and during the big one;
+//!    quarter of its timeout, the server's sweeper the rest, one account per transaction), both
+//!    alone (the rates' ratio is the linearity), then the big one again with keyed orders on
+//!    another symbol at 8 clients before and during it;
 //! 9. scenario 2 with `RAPTOR_BENCH_KEY_ROWS` (default 5,000,000) rows in `idempotency_keys`.
 //!
 //! The ceiling: `pgbench -f tests/bench/ceiling.sql` on the same database at 1 and 32 clients
@@ -62,8 +63,10 @@ const USERS: usize = 40;
 const LEVELS: [usize; 2] = [1, 32];
 /// Copies of one key in flight together (scenario 4).
 const COPIES: usize = 16;
-/// Scenario 8's sweeps: (accounts, resting orders per account), the small one first.
-const SWEEPS: [(usize, usize); 2] = [(200, 10), (2_000, 10)];
+/// Scenario 8's sweeps: (accounts, resting orders per account, keyed orders alongside). The
+/// small and the big one run alone (their rates give the linearity), the last one again with
+/// keyed orders alongside (their p99 during it); each on its own symbol.
+const SWEEPS: [(usize, usize, bool); 3] = [(200, 10, false), (2_000, 10, false), (2_000, 10, true)];
 /// Keyed orders on another symbol during the big sweep, and before it for the baseline.
 const SWEEP_CLIENTS: usize = 8;
 /// Resting orders of scenario 7 (`RAPTOR_MAX_OPEN_ORDERS`' default).
@@ -348,13 +351,17 @@ async fn bench(
     runs.push(run);
 
     let mut fills = Vec::new();
-    for (i, &(accounts, per_account)) in SWEEPS.iter().enumerate() {
+    for (i, &(accounts, per_account, background)) in SWEEPS.iter().enumerate() {
         println!(
-            "(8) a quote update sweeping {} resting orders on {accounts} accounts ...",
-            accounts * per_account
+            "(8) a quote update sweeping {} resting orders on {accounts} accounts{} ...",
+            accounts * per_account,
+            if background {
+                ", keyed orders alongside"
+            } else {
+                ""
+            }
         );
-        let symbol = ["MSFT", "NVDA"][i];
-        let background = i + 1 == SWEEPS.len();
+        let symbol = ["MSFT", "NVDA", "AMD"][i];
         fills.push(
             b.fill_scenario(symbol, accounts, per_account, background)
                 .await?,
@@ -1479,12 +1486,22 @@ impl Report {
         let open = run("6 open loop, half of max", 0)?;
         let book = run("7 fresh key, 500 resting", 1)?;
         let keys = run("9 fresh key, big key table", 1)?;
+        let quiet: Vec<&Fill> = self
+            .fills
+            .iter()
+            .filter(|f| f.keyed_during.is_none())
+            .collect();
         let (small, big) = (
-            self.fills.first().context("no sweep")?,
-            self.fills.last().context("no sweep")?,
+            quiet.first().context("no sweep")?,
+            quiet.last().context("no sweep")?,
         );
-        let before = big.keyed_before.as_ref().context("no baseline")?;
-        let during = big
+        let loaded = self
+            .fills
+            .iter()
+            .find(|f| f.keyed_during.is_some())
+            .context("no sweep with keyed orders alongside")?;
+        let before = loaded.keyed_before.as_ref().context("no baseline")?;
+        let during = loaded
             .keyed_during
             .as_ref()
             .context("no keyed run during the sweep")?;

@@ -575,6 +575,13 @@ export interface components {
              * @description Reserved by open orders.
              */
             reserved_cash: string;
+            /**
+             * @description Short options held without a long call on the same underlying expiring no earlier to
+             *     cover them, by symbol (every short put; a short call whose covering long expired first).
+             *     Empty when every short is covered.
+             * @example []
+             */
+            uncovered_short_options: string[];
         };
         /** @description `POST /api/billing/subscription/cancel`: `{}` or no body. */
         CancelSubscriptionRequest: Record<string, never>;

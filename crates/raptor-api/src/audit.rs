@@ -53,6 +53,7 @@ audit_actions! {
     OrderExpired => "order.expired",
     OrderFilled => "order.filled",
     OrderRejected => "order.rejected",
+    PositionExpired => "position.expired",
     ProfileUpdated => "profile.updated",
     QuoteSet => "quote.set",
     ServiceTokenCreated => "service_token.created",

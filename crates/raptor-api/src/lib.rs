@@ -11,6 +11,7 @@ mod docs_ui;
 pub mod error;
 pub mod extract;
 mod health;
+pub mod mail;
 pub mod metrics;
 pub mod middleware;
 pub mod openapi;

@@ -3,8 +3,9 @@
 //! batch its own short transaction, `FOR UPDATE SKIP LOCKED`, so it is safe while the server
 //! runs and never holds many locks):
 //!
-//! - `email_outbox`: a message a day after it was sent (it holds a sign-in token in clear), and
-//!   one never sent a week after it was queued (its link has long expired);
+//! - `email_outbox`: a message a day after the mail relay sent it or gave it up (its token was
+//!   cleared then; the row is kept that long to investigate a delivery, since it names an
+//!   address), and one never sent a week after it was queued (its link has long expired);
 //! - `auth_link_tokens`: a link a day after it stopped working (expired, or used and past its
 //!   repeat grace);
 //! - `processed_stripe_events`: an event 30 days after it was processed (Stripe retries a
@@ -26,7 +27,7 @@ use crate::sessions::REVERIFY_GRACE;
 pub struct Deleted {
     /// Expired idempotency keys.
     pub idempotency_keys: u64,
-    /// Sent (or long-unsent) outbox messages.
+    /// Sent, given-up or long-unsent outbox messages.
     pub email_outbox: u64,
     /// Spent or expired sign-in links.
     pub sign_in_links: u64,
@@ -47,6 +48,7 @@ const OUTBOX: Rule = Rule {
     sql: "delete from email_outbox where id in (
             select id from email_outbox
              where (sent_at is not null and sent_at < now() - interval '1 day')
+                or (failed_at is not null and failed_at < now() - interval '1 day')
                 or created_at < now() - interval '7 days'
              order by id limit $1 for update skip locked)",
     uses_grace: false,

@@ -51,7 +51,13 @@ pub struct ApiConfig {
     /// `RAPTOR_TRUSTED_PROXIES` and `RAPTOR_FORWARDED_HEADER`: whose forwarding header names
     /// the client (none by default: the TCP peer is the client).
     pub trusted_proxies: crate::client_addr::TrustedProxies,
+    /// `RAPTOR_PUBLIC_URL`: the app's base URL, without a trailing slash; sign-in messages
+    /// link to `<public_url>/verify?token=…` (sign-up) and `<public_url>/login?token=…`.
+    pub public_url: String,
 }
+
+/// The base of sign-in links when `RAPTOR_PUBLIC_URL` is not set (development: `make run`).
+pub const DEFAULT_PUBLIC_URL: &str = "http://127.0.0.1:8080";
 
 /// Where `npm ci` installs Swagger UI in a checkout, relative to the repository root.
 pub const DEFAULT_DOCS_ASSETS: &str = "node_modules/swagger-ui-dist";
@@ -74,6 +80,7 @@ impl Default for ApiConfig {
             billing: BillingConfig::default(),
             docs_assets: std::path::PathBuf::from(DEFAULT_DOCS_ASSETS),
             trusted_proxies: crate::client_addr::TrustedProxies::default(),
+            public_url: DEFAULT_PUBLIC_URL.to_owned(),
         }
     }
 }

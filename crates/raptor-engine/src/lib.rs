@@ -6,6 +6,7 @@ mod account;
 pub mod calendar;
 mod engine;
 mod error;
+pub mod expiry;
 mod fees;
 mod order;
 mod position;
@@ -17,6 +18,7 @@ pub use engine::{
     Decision, Engine, Execution, Fill, MAX_LEG_QTY, MAX_PRICE, MAX_QTY_DP, MLEG_LEGS,
 };
 pub use error::{InvalidTransition, OrderRejection, SymbolError, UnknownVariant};
+pub use expiry::{ExpiryRun, Settlement, SettlementOutcome};
 pub use fees::FeeSchedule;
 pub use order::{
     LegSpec, OrderClass, OrderEvent, OrderSpec, OrderStatus, OrderType, PositionIntent, Side,

@@ -468,3 +468,89 @@ proptest! {
         );
     }
 }
+
+/// Expiring option positions on XYZ (calls and puts around a 50.000 strike, all expiring
+/// 2026-12-18) and one that has not expired, with random quantities and entry prices.
+fn expiring_positions() -> impl Strategy<Value = Vec<(usize, i64, i64)>> {
+    prop::collection::vec((0usize..5, -20i64..20, 1i64..5000), 0..8)
+}
+
+const EXPIRING: [&str; 5] = [
+    "XYZ261218C00050000",
+    "XYZ261218P00050000",
+    "XYZ261218C00047500",
+    "XYZ261218P00052500",
+    "XYZ270115C00050000",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Settlement converts each expired position into cash at its intrinsic value: cash plus
+    /// the positions' value at the settlement prices is conserved (to the cent per
+    /// settlement), the realized P&L of the settlements is exactly what the account's realized
+    /// P&L moved by, each one is the cash received minus the position's cost, settled
+    /// positions are flat, and a second pass settles nothing.
+    #[test]
+    fn settlement_conserves_value_and_realizes_the_premium(
+        raw in expiring_positions(),
+        bid in 0i64..10_000,
+        spread in 0i64..100,
+        quoted in any::<bool>(),
+        cash in 0i64..10_000_000,
+    ) {
+        use raptor_engine::expiry::{apply_settlements, settle_expired};
+        let mut account = AccountState::with_cash(cents(cash));
+        for (symbol, qty, avg) in raw {
+            let symbol = EXPIRING[symbol];
+            account.positions.insert(symbol.to_owned(), Position {
+                symbol: symbol.to_owned(),
+                qty: Decimal::from(qty),
+                avg_entry_price: cents(avg),
+                realized_pnl: cents(avg % 7),
+            });
+        }
+        let quotes: BTreeMap<String, Quote> = if quoted {
+            BTreeMap::from([("XYZ".to_owned(), Quote { bid: cents(bid), ask: cents(bid + spread) })])
+        } else {
+            BTreeMap::new()
+        };
+        use chrono::TimeZone;
+        let close = chrono::Utc.with_ymd_and_hms(2026, 12, 18, 21, 0, 0).single().unwrap();
+        let before = account.clone();
+        let run = settle_expired(&account, &quotes, close);
+        apply_settlements(&mut account, &run);
+
+        let expired = |s: &str| s.contains("261218");
+        let open_expired = before.positions.values().filter(|p| expired(&p.symbol) && !p.is_flat()).count();
+        if quoted {
+            prop_assert_eq!(run.settlements.len(), open_expired);
+            prop_assert!(run.awaiting_quote.is_empty());
+        } else {
+            prop_assert!(run.settlements.is_empty());
+            prop_assert_eq!(run.awaiting_quote.len(), open_expired);
+            prop_assert_eq!(&account, &before);
+        }
+        let value: Decimal = run.settlements.iter().map(|s| s.qty * s.intrinsic * Decimal::ONE_HUNDRED).sum();
+        let slack = cents(1) / Decimal::TWO * Decimal::from(run.settlements.len());
+        prop_assert!((account.cash - (before.cash + value)).abs() <= slack);
+        prop_assert_eq!(account.cash - before.cash, run.settlements.iter().map(|s| s.cash_delta).sum::<Decimal>());
+        prop_assert_eq!(
+            account.realized_pnl() - before.realized_pnl(),
+            run.settlements.iter().map(|s| s.realized_pnl).sum::<Decimal>()
+        );
+        for s in &run.settlements {
+            prop_assert!(s.intrinsic >= Decimal::ZERO);
+            let cost = s.qty * s.avg_entry_price * Decimal::ONE_HUNDRED;
+            prop_assert!((s.realized_pnl - (s.cash_delta - cost)).abs() <= cents(1));
+            prop_assert!(account.positions[&s.symbol].is_flat());
+            prop_assert!(expired(&s.symbol));
+        }
+        for (symbol, position) in &before.positions {
+            if !expired(symbol) {
+                prop_assert_eq!(&account.positions[symbol], position);
+            }
+        }
+        prop_assert!(settle_expired(&account, &quotes, close).settlements.is_empty());
+    }
+}

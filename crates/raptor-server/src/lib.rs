@@ -56,6 +56,9 @@ pub enum Command {
     /// Data subject rights.
     #[command(subcommand)]
     Gdpr(GdprCommand),
+    /// Sign-in email.
+    #[command(subcommand)]
+    Mail(MailCommand),
     /// Print the OpenAPI document.
     Openapi,
     /// Exit 0 when the server on RAPTOR_ADDR answers `GET /readyz` with 200 (the container's
@@ -113,7 +116,8 @@ pub enum QuotesCommand {
 #[derive(Debug, Subcommand)]
 pub enum OrdersCommand {
     /// Expire every open order that stopped being good (day orders after the session close,
-    /// orders on expired options); prints `{"expired": N}`.
+    /// orders on expired options) and settle option positions past their expiration's close;
+    /// prints `{"expired": N, "settled": N, "awaiting_quote": N}`.
     Expire,
 }
 
@@ -144,6 +148,18 @@ pub enum GdprCommand {
         /// `users.id`.
         #[arg(long)]
         user_id: i32,
+    },
+}
+
+/// `raptor mail …`
+#[derive(Debug, Subcommand)]
+pub enum MailCommand {
+    /// One pass of the mail relay (what `serve` runs every RAPTOR_MAIL_RELAY_INTERVAL_MS):
+    /// sends every due message of `email_outbox`; prints `{"sent", "retried", "given_up"}`.
+    Relay {
+        /// Messages handled at most.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+        limit: u64,
     },
 }
 
@@ -252,6 +268,25 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
                     Duration::from_millis(config.trading.quote_sweep_interval_ms),
                 )
             });
+            let relay = config.mail.relay()?;
+            if relay.is_smtp() {
+                if config.mail.plain_remote() {
+                    tracing::warn!(
+                        "RAPTOR_SMTP_URL sends in clear (smtp:// without tls=required) to \
+                         another host: use smtps:// or ?tls=required outside a local relay"
+                    );
+                }
+                tracing::info!("sign-in email is sent through RAPTOR_SMTP_URL");
+            } else {
+                tracing::warn!(
+                    "RAPTOR_SMTP_URL is not set: sign-in email is not sent; each message's link \
+                     is logged instead (development)"
+                );
+            }
+            let mail = config
+                .mail
+                .relay_interval()
+                .map(|every| spawn_mail_relay(state.db.clone(), relay, every));
             let upkeep = raptor_api::metrics::spawn_upkeep(Duration::from_secs(5));
             tracing::info!(addr = %listener.local_addr()?, "raptor listening");
             let drain = Duration::from_secs(config.server.shutdown_drain_secs);
@@ -265,6 +300,10 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             serve_state_with(listener, state, edge, signal).await?;
             upkeep.abort();
             // A sweep cut short rolls back and stays queued for the next sweeper.
+            // A message being sent when aborted rolls back: it stays due (docs: at least once).
+            if let Some(task) = mail {
+                task.abort();
+            }
             if let Some(task) = sweeper {
                 task.abort();
             }
@@ -327,7 +366,12 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             let expired = raptor_api::trading::expire_orders(&state)
                 .await
                 .map_err(api_error)?;
-            writeln!(out, "{}", json!({ "expired": expired }))?;
+            writeln!(
+                out,
+                "{}",
+                json!({ "expired": expired.orders, "settled": expired.settled,
+                        "awaiting_quote": expired.awaiting_quote })
+            )?;
             Ok(())
         }
         Command::Idempotency(IdempotencyCommand::Cleanup { batch_size }) => {
@@ -345,6 +389,13 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
                 "{}",
                 json!({ "reencrypted": done.reencrypted, "unreadable": done.unreadable })
             )?;
+            Ok(())
+        }
+        Command::Mail(MailCommand::Relay { limit }) => {
+            let relay = config.mail.relay()?;
+            let pool = config.pool().await?;
+            let pass = relay.run_pass(&pool, limit).await?;
+            writeln!(out, "{}", serde_json::to_string(&pass)?)?;
             Ok(())
         }
         Command::Gdpr(GdprCommand::Erase { user_id }) => {
@@ -404,8 +455,13 @@ pub fn spawn_order_expiry(state: ApiState, every: Duration) -> tokio::task::Join
         loop {
             ticker.tick().await;
             match raptor_api::trading::expire_orders(&state).await {
-                Ok(0) => {}
-                Ok(expired) => tracing::info!(expired, "expired open orders"),
+                Ok(done) if done == raptor_api::trading::Expired::default() => {}
+                Ok(done) => tracing::info!(
+                    expired = done.orders,
+                    settled = done.settled,
+                    awaiting_quote = done.awaiting_quote,
+                    "expired open orders and settled expired option positions"
+                ),
                 Err(err) => tracing::warn!(error = %err, "order expiry failed"),
             }
         }
@@ -422,6 +478,32 @@ pub fn spawn_quote_sweeper(state: ApiState, every: Duration) -> tokio::task::Joi
                 Ok(0) => {}
                 Ok(swept) => tracing::debug!(swept, "quote sweeps"),
                 Err(err) => tracing::warn!(error = %err, "quote sweep failed; retried"),
+            }
+            tokio::time::sleep(every).await;
+        }
+    })
+}
+
+/// Sends due sign-in email ([`raptor_api::mail::Relay::run_pass`]) until none is due, then
+/// waits `every`: each message is its own transaction, taken with `SKIP LOCKED`, so the relays
+/// of every replica share the queue and never send one message twice.
+pub fn spawn_mail_relay(
+    pool: sqlx::PgPool,
+    relay: raptor_api::mail::Relay,
+    every: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            match relay.run_pass(&pool, 100).await {
+                Ok(pass) if pass.total() == 100 => continue,
+                Ok(pass) if pass.total() > 0 => tracing::debug!(
+                    sent = pass.sent,
+                    retried = pass.retried,
+                    given_up = pass.given_up,
+                    "mail relay"
+                ),
+                Ok(_) => {}
+                Err(err) => tracing::warn!(error = %err, "mail relay failed; retried"),
             }
             tokio::time::sleep(every).await;
         }

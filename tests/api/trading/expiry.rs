@@ -95,7 +95,8 @@ async fn the_sweep_expires_day_orders_and_dead_options(pool: PgPool) {
         assert_eq!(
             raptor_api::trading::expire_orders(&before.state)
                 .await
-                .expect("sweep"),
+                .expect("sweep")
+                .orders,
             0
         );
         // After the close of the expiry date (no quote update, no read in between).
@@ -103,7 +104,8 @@ async fn the_sweep_expires_day_orders_and_dead_options(pool: PgPool) {
         assert_eq!(
             raptor_api::trading::expire_orders(&after.state)
                 .await
-                .expect("sweep"),
+                .expect("sweep")
+                .orders,
             1
         );
         let status: String = after
@@ -117,7 +119,8 @@ async fn the_sweep_expires_day_orders_and_dead_options(pool: PgPool) {
         assert_eq!(
             raptor_api::trading::expire_orders(&after.state)
                 .await
-                .expect("sweep"),
+                .expect("sweep")
+                .orders,
             0,
             "each order expires once"
         );

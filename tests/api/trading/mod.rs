@@ -7,6 +7,7 @@ mod limits;
 mod options;
 mod orders;
 mod quotes;
+mod settlement;
 mod sweeps;
 
 use serde_json::Value;

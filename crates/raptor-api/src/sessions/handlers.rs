@@ -76,9 +76,10 @@ pub(crate) async fn register(
         Some(user_id) => {
             let intro = "Someone asked to sign up for Raptor with this address, which already \
                          has an account.";
-            queue_login_link(&mut tx, &email, user_id, &token, intro).await?;
+            queue_login_link(&mut tx, &state, &email, user_id, &token, intro).await?;
         }
         None => {
+            let link = store::link_url(&state.config.public_url, Purpose::Register, &token);
             store::insert_link(
                 &mut tx,
                 &token,
@@ -97,9 +98,11 @@ pub(crate) async fn register(
                     subject: "Confirm your email for Raptor",
                     body: format!(
                         "Welcome to Raptor. To confirm this address and open your paper trading \
-                         account, use this one-time token within 24 hours:\n\n{token}\n\n\
+                         account, open this link within 24 hours:\n\n{link}\n\n\
+                         or enter this one-time token in the app:\n\n{token}\n\n\
                          If this was not you, ignore this message.\n"
                     ),
+                    link,
                 },
             )
             .await?;
@@ -139,7 +142,7 @@ async fn send_login_link(state: &ApiState, email: &Email) -> ApiResult<()> {
     let mut tx = state.db.begin().await.context("begin")?;
     if let Some(user_id) = accounts::find_user_by_email(&mut tx, email).await? {
         let token = store::new_link_token()?;
-        queue_login_link(&mut tx, email, user_id, &token, "").await?;
+        queue_login_link(&mut tx, state, email, user_id, &token, "").await?;
     }
     tx.commit().await.context("commit login")?;
     Ok(())
@@ -148,6 +151,7 @@ async fn send_login_link(state: &ApiState, email: &Email) -> ApiResult<()> {
 /// Writes a login link for `user_id` (valid 1 h) and its message to the outbox.
 async fn queue_login_link(
     tx: &mut sqlx::PgConnection,
+    state: &ApiState,
     email: &Email,
     user_id: i32,
     token: &str,
@@ -162,6 +166,7 @@ async fn queue_login_link(
         LOGIN_LINK_TTL,
     )
     .await?;
+    let link = store::link_url(&state.config.public_url, Purpose::Login, token);
     let intro = if intro.is_empty() {
         String::new()
     } else {
@@ -175,9 +180,11 @@ async fn queue_login_link(
             kind: "login_link",
             subject: "Sign in to Raptor",
             body: format!(
-                "{intro}To sign in to Raptor, use this one-time token within an hour:\n\n\
-                 {token}\n\nIf this was not you, ignore this message.\n"
+                "{intro}To sign in to Raptor, open this link within an hour:\n\n{link}\n\n\
+                 or enter this one-time token in the app:\n\n{token}\n\n\
+                 If this was not you, ignore this message.\n"
             ),
+            link,
         },
     )
     .await

@@ -1,5 +1,6 @@
 //! SQL of sign-in links, the email outbox and sessions. Link and session tokens are stored
-//! only as SHA-256 hashes; a link's token in clear exists once, in its outbox message.
+//! only as SHA-256 hashes; a link's token in clear exists once, in its outbox message, until
+//! the mail relay (`crate::mail`) has sent it.
 
 use std::time::Duration;
 
@@ -32,6 +33,16 @@ impl Purpose {
             _ => None,
         }
     }
+}
+
+/// The link a message carries: `<public_url>/<page>?token=<token>` (the token is hex, so it
+/// needs no escaping).
+pub(crate) fn link_url(public_url: &str, purpose: Purpose, token: &str) -> String {
+    let page = match purpose {
+        Purpose::Register => "verify",
+        Purpose::Login => "login",
+    };
+    format!("{}/{page}?token={token}", public_url.trim_end_matches('/'))
 }
 
 /// A link token: 256 random bits, hex, prefixed `rpl_` (a link, never a bearer token: the two
@@ -77,6 +88,8 @@ pub(crate) struct OutboxMessage<'a> {
     pub(crate) kind: &'static str,
     pub(crate) subject: &'static str,
     pub(crate) body: String,
+    /// The sign-in link the body carries (logged instead of sent when no SMTP relay is set).
+    pub(crate) link: String,
 }
 
 /// Queues `message` in `email_outbox`, the hand-off to the mailer.
@@ -85,14 +98,15 @@ pub(crate) async fn enqueue_email(
     message: OutboxMessage<'_>,
 ) -> ApiResult<()> {
     raptor_db::query(
-        "insert into email_outbox (user_id, email, kind, subject, body)
-         values ($1, $2, $3, $4, $5)",
+        "insert into email_outbox (user_id, email, kind, subject, body, link)
+         values ($1, $2, $3, $4, $5, $6)",
     )
     .bind(message.user_id)
     .bind(message.email)
     .bind(message.kind)
     .bind(message.subject)
     .bind(message.body)
+    .bind(message.link)
     .execute(conn)
     .await
     .context("enqueue email")?;

@@ -225,6 +225,7 @@ pub(crate) async fn list_positions(
     State(state): State<ApiState>,
     user: AuthUser,
 ) -> ApiResult<Json<Vec<PositionResponse>>> {
+    ops::expire_for_read(&state.db, state.desk(), user.id).await?;
     let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
     let rows = store::list_positions(&mut conn, user.id).await?;
     conn.finish().await.context("finish")?;

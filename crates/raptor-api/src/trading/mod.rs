@@ -23,11 +23,12 @@ pub use account_writes::{AccountWrite, AccountWrites};
 pub use desk::Desk;
 pub(crate) use desk::TradingLimits;
 pub use gate::{AccountWriter, NewOrderGate, OrderGates, OrderWriter, PaperTrader, Writer};
+pub use ops::Expired;
 
 /// One sweep of every account's due orders (day orders after the session close, orders on
-/// options after their last close), a batch of accounts per transaction: `raptor orders
-/// expire` and the schedule. The number of orders expired.
-pub async fn expire_orders(state: &ApiState) -> crate::ApiResult<usize> {
+/// options after their last close) and option positions past their last close (settled), a
+/// batch of accounts per transaction: `raptor orders expire` and the schedule.
+pub async fn expire_orders(state: &ApiState) -> crate::ApiResult<Expired> {
     ops::expire_orders(&state.db, state.desk()).await
 }
 

@@ -3,13 +3,14 @@
 //! heading per concern, and a bad value is a clear start-up error naming the variable.
 //!
 //! Each group is a file: `server` (HTTP), `database` (pools and their session settings),
-//! `idempotency`, `trading` (the paper book), `sessions` (sign-up and sign-in) and `billing`
-//! (Stripe). This module holds what spans groups: the checks between settings and the typed
-//! settings the API and the pools are built from.
+//! `idempotency`, `trading` (the paper book), `sessions` (sign-up and sign-in), `billing`
+//! (Stripe) and `mail` (sign-in email). This module holds what spans groups: the checks
+//! between settings and the typed settings the API and the pools are built from.
 
 mod billing;
 mod database;
 mod idempotency;
+mod mail;
 mod server;
 mod sessions;
 mod trading;
@@ -29,6 +30,7 @@ use sqlx::PgPool;
 pub use billing::BillingArgs;
 pub use database::{DatabaseArgs, PoolMode, SessionSettings};
 pub use idempotency::{IdempotencyArgs, RequireKeyLevel};
+pub use mail::MailArgs;
 pub use server::{ForwardedHeaderArg, LogFormat, ServerArgs};
 pub use sessions::SessionArgs;
 pub use trading::TradingArgs;
@@ -88,6 +90,9 @@ pub struct Config {
     /// Stripe.
     #[command(flatten, next_help_heading = "Billing")]
     pub billing: BillingArgs,
+    /// Sign-in email.
+    #[command(flatten, next_help_heading = "Mail")]
+    pub mail: MailArgs,
 }
 
 impl Config {
@@ -142,6 +147,7 @@ impl Config {
             }
         }
         keys.response_keys()?;
+        self.mail.validate()?;
         let base = self.billing.stripe_api_base.trim();
         if !(base.starts_with("https://") || base.starts_with("http://")) {
             bail!("STRIPE_API_BASE must be an http(s) URL, got {base:?}");
@@ -172,6 +178,7 @@ impl Config {
             billing: self.billing.config(),
             docs_assets: self.server.docs_assets.clone(),
             trusted_proxies: self.server.trusted_proxies(),
+            public_url: self.mail.public_url(self.server.addr),
             ..ApiConfig::default()
         }
     }

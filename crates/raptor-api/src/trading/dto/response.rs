@@ -111,6 +111,11 @@ pub struct AccountResponse {
     /// Cumulative realized P&L.
     #[schema(value_type = String, format = "decimal")]
     pub realized_pnl: Decimal,
+    /// Short options held without a long call on the same underlying expiring no earlier to
+    /// cover them, by symbol (every short put; a short call whose covering long expired first).
+    /// Empty when every short is covered.
+    #[schema(example = json!([]))]
+    pub uncovered_short_options: Vec<String>,
 }
 
 /// A position.

@@ -24,6 +24,7 @@ use crate::error::{ApiError, ApiResult};
 
 pub(crate) use super::desk::Desk;
 pub(crate) use cancel_reset::{cancel, reset};
+pub use expiry::Expired;
 pub(crate) use expiry::{expire_due, expire_for_read, expire_orders};
 pub(crate) use place::{place, Placed};
 pub(crate) use quotes::{set_quote, Swept, Worker};
@@ -137,6 +138,11 @@ fn fill_event(
 pub(crate) async fn account(conn: &mut PgConnection, user_id: i32) -> ApiResult<AccountResponse> {
     let account = store::read_account(conn, user_id).await?;
     let reserved = store::open_reservations(conn, user_id).await?;
+    let positions: Vec<raptor_engine::Position> = store::list_positions(conn, user_id)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect();
     Ok(AccountResponse {
         mode: dto::stored(&account.mode, "mode")?,
         currency: dto::CurrencyDto::Usd,
@@ -144,5 +150,6 @@ pub(crate) async fn account(conn: &mut PgConnection, user_id: i32) -> ApiResult<
         buying_power: dto::money(account.cash - reserved),
         reserved_cash: dto::money(reserved),
         realized_pnl: dto::money(account.realized_pnl),
+        uncovered_short_options: raptor_engine::expiry::uncovered_short_options(&positions),
     })
 }

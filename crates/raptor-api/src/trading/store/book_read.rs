@@ -38,7 +38,7 @@ const SCOPED_IDS: &str = "
                                    l.symbol) = any($2))";
 
 /// The book read (`book`): positions, the open orders whose ids `{OPEN_IDS}` selects, and
-/// whether one is due to expire.
+/// whether an order is due to expire or a position to settle (`$4`: the expiry cut-off date).
 const BOOK_TEMPLATE: &str = "select
             coalesce((select jsonb_agg(jsonb_build_object(
                         'symbol', p.symbol, 'qty', p.qty::text,
@@ -61,7 +61,9 @@ const BOOK_TEMPLATE: &str = "select
                         from paper_orders o
                        where o.id in ({OPEN_IDS})), '[]'),
             exists (select 1 from paper_orders d
-                     where d.user_id = $1 and d.status = 'new' and d.expires_at <= $3)";
+                     where d.user_id = $1 and d.status = 'new' and d.expires_at <= $3)
+             or exists (select 1 from paper_positions e
+                         where e.user_id = $1 and e.qty <> 0 and e.expiry_date <= $4)";
 
 /// [`BOOK_TEMPLATE`] with the scoped or the full id list: two statements, not one with
 /// `$2 is null or …`, because a generic plan could not use the underlying index through the
@@ -84,7 +86,8 @@ pub(crate) struct Book {
     pub(crate) positions: BTreeMap<String, Position>,
     /// The open orders in scope, oldest first.
     pub(crate) open: Vec<StoredOrder>,
-    /// Whether an open order of the account is no longer good (expire it first).
+    /// Whether an open order of the account is no longer good or an option position is past
+    /// its last close (expire and settle them first).
     pub(crate) has_due: bool,
 }
 
@@ -134,6 +137,7 @@ pub(crate) async fn book(
         .bind(user_id)
         .bind(scope.map_or(&[][..], |s| s.underlyings))
         .bind(now)
+        .bind(raptor_engine::expiry::expired_through(now))
         .fetch_one(conn)
         .await
         .context("read the book")?;

@@ -1,6 +1,9 @@
-//! Orders that stopped being good: finding and expiring them.
+//! What stopped being good: orders past their expiry and option positions past their last
+//! close, found by index and expired or settled.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
+use raptor_engine::{Quote, Settlement};
+use rust_decimal::Decimal;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -35,41 +38,140 @@ pub(crate) async fn expire_due(
     .context("expire due orders")
 }
 
-/// Whether `user_id` has an open order that is no longer good at `now` (by index).
-pub(crate) async fn has_due_orders(
+/// Whether `user_id` has an open order that is no longer good at `now`, or an open option
+/// position expiring on or before `through` (both by index).
+pub(crate) async fn has_due(
     conn: &mut PgConnection,
     user_id: i32,
     now: DateTime<Utc>,
+    through: NaiveDate,
 ) -> ApiResult<bool> {
     raptor_db::query_scalar(
         "select exists (select 1 from paper_orders
-                         where user_id = $1 and status = 'new' and expires_at <= $2)",
+                         where user_id = $1 and status = 'new' and expires_at <= $2)
+             or exists (select 1 from paper_positions
+                         where user_id = $1 and qty <> 0 and expiry_date <= $3)",
     )
     .bind(user_id)
     .bind(now)
+    .bind(through)
     .fetch_one(conn)
     .await
-    .context("due orders")
+    .context("due orders and positions")
 }
 
-/// Locks (`FOR UPDATE SKIP LOCKED`) up to `limit` accounts that have an open order no longer
-/// good at `now`; their ids.
-pub(crate) async fn lock_accounts_with_due_orders(
+/// Locks (`FOR UPDATE SKIP LOCKED`) up to `limit` accounts after `after` (by id) that have an
+/// open order no longer good at `now` or an open option position expiring on or before
+/// `through`; their ids, ascending.
+pub(crate) async fn lock_accounts_with_due(
     conn: &mut PgConnection,
     now: DateTime<Utc>,
+    through: NaiveDate,
+    after: i32,
     limit: i64,
 ) -> ApiResult<Vec<i32>> {
     raptor_db::query_scalar(
         "select a.user_id from paper_accounts a
-          where a.user_id in (select distinct user_id from paper_orders
-                               where status = 'new' and expires_at <= $1)
+          where a.user_id > $3
+            and a.user_id in (select user_id from paper_orders
+                               where status = 'new' and expires_at <= $1
+                              union
+                              select user_id from paper_positions
+                               where qty <> 0 and expiry_date <= $2)
           order by a.user_id
-          limit $2
+          limit $4
           for update of a skip locked",
     )
     .bind(now)
+    .bind(through)
+    .bind(after)
     .bind(limit)
     .fetch_all(conn)
     .await
-    .context("accounts with due orders")
+    .context("accounts with due orders or positions")
+}
+
+/// The open option positions of `user_id` (whose account the caller has locked) expiring on or
+/// before `through`, by symbol.
+pub(crate) async fn expiring_positions(
+    conn: &mut PgConnection,
+    user_id: i32,
+    through: NaiveDate,
+) -> ApiResult<Vec<super::PositionRow>> {
+    raptor_db::query_as(
+        "select symbol, qty, avg_entry_price, realized_pnl from paper_positions
+          where user_id = $1 and qty <> 0 and expiry_date <= $2
+          order by symbol",
+    )
+    .bind(user_id)
+    .bind(through)
+    .fetch_all(conn)
+    .await
+    .context("expiring positions")
+}
+
+/// The current quotes of `symbols` (those that have one), unlocked: an expiry settles at the
+/// quote of the moment it runs.
+pub(crate) async fn current_quotes(
+    conn: &mut PgConnection,
+    symbols: &[String],
+) -> ApiResult<Vec<(String, Quote)>> {
+    let rows: Vec<(String, Decimal, Decimal)> =
+        raptor_db::query_as("select symbol, bid, ask from quotes where symbol = any($1)")
+            .bind(symbols)
+            .fetch_all(conn)
+            .await
+            .context("underlying quotes")?;
+    Ok(rows
+        .into_iter()
+        .map(|(symbol, bid, ask)| (symbol, Quote { bid, ask }))
+        .collect())
+}
+
+/// Applies settlements to `user_id`'s (locked) account in one statement: each position goes
+/// flat with its realized P&L, and the account's cash and realized P&L move by the sums. Each
+/// position is updated only if it still holds the quantity settled (the fence: a settlement
+/// another transaction already applied leaves its position flat, so it matches nothing). The
+/// number of positions settled.
+pub(crate) async fn settle_positions(
+    conn: &mut PgConnection,
+    user_id: i32,
+    settlements: &[Settlement],
+    at: DateTime<Utc>,
+) -> ApiResult<usize> {
+    let settled: i64 = raptor_db::query_scalar(
+        "with p as (
+            update paper_positions p
+               set qty = 0, avg_entry_price = 0, realized_pnl = s.realized_pnl, updated_at = $2
+              from unnest($3::text[], $4::numeric[], $5::numeric[])
+                     as s(symbol, qty, realized_pnl)
+             where p.user_id = $1 and p.symbol = s.symbol and p.qty = s.qty
+            returning p.symbol),
+        cash as (
+            update paper_accounts
+               set cash = cash + $6, realized_pnl = realized_pnl + $7, updated_at = $2
+             where user_id = $1 and (select count(*) from p) = cardinality($3::text[]))
+        select count(*) from p",
+    )
+    .bind(user_id)
+    .bind(at)
+    .bind(
+        settlements
+            .iter()
+            .map(|s| s.symbol.clone())
+            .collect::<Vec<_>>(),
+    )
+    .bind(settlements.iter().map(|s| s.qty).collect::<Vec<_>>())
+    .bind(
+        settlements
+            .iter()
+            .map(|s| s.position.realized_pnl)
+            .collect::<Vec<_>>(),
+    )
+    .bind(settlements.iter().map(|s| s.cash_delta).sum::<Decimal>())
+    .bind(settlements.iter().map(|s| s.realized_pnl).sum::<Decimal>())
+    .fetch_one(conn)
+    .await
+    .context("settle expired positions")?;
+    Ok(usize::try_from(settled).unwrap_or(0))
 }

@@ -1,0 +1,358 @@
+//! The mail relay: sends the sign-in messages that register and login queue in `email_outbox`
+//! (docs/operations.md, "Sign-in email").
+//!
+//! Each message is sent in a transaction of its own that holds the row locked (`FOR UPDATE
+//! SKIP LOCKED`) from before the SMTP conversation until its outcome is recorded, so any number
+//! of relays (loops in one process, replicas) share the queue and never send one message twice
+//! while they run. What is not covered is a crash (or a lost connection to Postgres) after the
+//! SMTP server accepted a message and before the transaction that marks it sent commits: the
+//! row is then still unsent, and the next relay sends it again. Sign-in mail is delivered at
+//! least once; both copies carry the same Message-ID and the same, still valid, link.
+//!
+//! A failure is retried with exponential backoff; an SMTP server's permanent refusal (5xx), an
+//! address it cannot be sent to, or the last allowed attempt gives the message up. Sent and
+//! given-up messages lose their body and link: the sign-in token is kept in clear only while
+//! the message waits.
+//!
+//! Without an SMTP relay configured ([`Relay::log`], development), the relay logs each link
+//! instead of sending it.
+
+mod store;
+
+use std::time::Duration;
+
+use lettre::message::header::ContentType;
+use lettre::message::Mailbox;
+use lettre::transport::smtp::Error as SmtpError;
+use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+use serde::Serialize;
+use sqlx::PgPool;
+
+/// How failures are retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts before a message is given up (at least 1).
+    pub max_attempts: u32,
+    /// The wait after the first failure; doubled after each further one.
+    pub base: Duration,
+    /// The longest wait between two attempts.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 10,
+            base: Duration::from_secs(10),
+            max_delay: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait after the `failures`-th failure (1-based): `base × 2^(failures-1)`, capped.
+    pub fn delay(&self, failures: u32) -> Duration {
+        let doubling = 2u32.saturating_pow(failures.saturating_sub(1));
+        self.base.saturating_mul(doubling).min(self.max_delay)
+    }
+}
+
+/// A relay setting that cannot work: a start-up error naming the variable.
+#[derive(Debug, thiserror::Error)]
+pub enum MailConfigError {
+    /// `RAPTOR_SMTP_URL` is not an SMTP URL lettre understands.
+    #[error("RAPTOR_SMTP_URL is not a valid SMTP URL ({0}); expected smtps://[user:pass@]host:port, smtp://[user:pass@]host:port?tls=required, or smtp://host:port for a local relay")]
+    Url(String),
+    /// `RAPTOR_MAIL_FROM` is not a mailbox.
+    #[error("RAPTOR_MAIL_FROM is not an email address or `Name <address>` ({0})")]
+    From(String),
+}
+
+/// How messages leave.
+#[derive(Clone)]
+enum Delivery {
+    Smtp(AsyncSmtpTransport<Tokio1Executor>),
+    /// Development: the link is logged.
+    Log,
+}
+
+/// The relay: a delivery, a sender address and a retry policy. Cheap to clone.
+#[derive(Clone)]
+pub struct Relay {
+    delivery: Delivery,
+    from: Mailbox,
+    retry: RetryPolicy,
+}
+
+impl std::fmt::Debug for Relay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Relay")
+            .field("smtp", &self.is_smtp())
+            .field("from", &self.from.to_string())
+            .field("retry", &self.retry)
+            .finish()
+    }
+}
+
+/// What one pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Pass {
+    /// Messages accepted by the SMTP server (or logged, without one).
+    pub sent: u64,
+    /// Messages that failed and wait for another attempt.
+    pub retried: u64,
+    /// Messages given up.
+    pub given_up: u64,
+}
+
+impl Pass {
+    /// Messages the pass handled.
+    pub fn total(&self) -> u64 {
+        self.sent + self.retried + self.given_up
+    }
+}
+
+/// Why a message was not sent.
+struct Failure {
+    permanent: bool,
+    reason: String,
+}
+
+impl Failure {
+    fn smtp(err: &SmtpError) -> Self {
+        Self {
+            // A 5xx reply will not change on retry; anything else (4xx, connection refused,
+            // TLS, timeout) may.
+            permanent: err.is_permanent(),
+            reason: err.to_string(),
+        }
+    }
+}
+
+/// What became of one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Sent,
+    Retried,
+    GivenUp,
+}
+
+impl Outcome {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Sent => "sent",
+            Self::Retried => "retried",
+            Self::GivenUp => "given_up",
+        }
+    }
+}
+
+impl Relay {
+    /// A relay that sends through the SMTP server of `url` (lettre's URL form: `smtps://` is
+    /// implicit TLS, `smtp://…?tls=required` STARTTLS, plain `smtp://` a local relay; user and
+    /// password from the URL), from `from`, giving each SMTP command `timeout`.
+    pub fn smtp(
+        url: &str,
+        from: &str,
+        timeout: Duration,
+        retry: RetryPolicy,
+    ) -> Result<Self, MailConfigError> {
+        let from = parse_from(from)?;
+        let transport = AsyncSmtpTransport::<Tokio1Executor>::from_url(url)
+            .map_err(|err| MailConfigError::Url(err.to_string()))?
+            .timeout(Some(timeout))
+            .build();
+        Ok(Self {
+            delivery: Delivery::Smtp(transport),
+            from,
+            retry: normalized(retry),
+        })
+    }
+
+    /// A relay that logs each message's link instead of sending it (development).
+    pub fn log(from: &str, retry: RetryPolicy) -> Result<Self, MailConfigError> {
+        Ok(Self {
+            delivery: Delivery::Log,
+            from: parse_from(from)?,
+            retry: normalized(retry),
+        })
+    }
+
+    /// Whether messages go to an SMTP server (not to the log).
+    pub fn is_smtp(&self) -> bool {
+        matches!(self.delivery, Delivery::Smtp(_))
+    }
+
+    /// Sends due messages, one transaction each, until none is due or `limit` were handled;
+    /// each message at most once per pass. A database error ends the pass (the message in
+    /// hand stays due).
+    pub async fn run_pass(&self, pool: &PgPool, limit: u64) -> Result<Pass, sqlx::Error> {
+        let mut pass = Pass::default();
+        let mut done = Vec::new();
+        while pass.total() < limit {
+            let Some((id, outcome)) = self.relay_one(pool, &done).await? else {
+                break;
+            };
+            done.push(id);
+            match outcome {
+                Outcome::Sent => pass.sent += 1,
+                Outcome::Retried => pass.retried += 1,
+                Outcome::GivenUp => pass.given_up += 1,
+            }
+        }
+        Ok(pass)
+    }
+
+    #[tracing::instrument(name = "mail.relay", skip_all, fields(outbox.id))]
+    async fn relay_one(
+        &self,
+        pool: &PgPool,
+        done: &[i64],
+    ) -> Result<Option<(i64, Outcome)>, sqlx::Error> {
+        let mut tx = pool.begin().await?;
+        let Some(due) = store::lock_due(&mut tx, done).await? else {
+            tx.commit().await?;
+            return Ok(None);
+        };
+        tracing::Span::current().record("outbox.id", due.id);
+        let outcome = match self.deliver(&due).await {
+            Ok(()) => {
+                store::mark_sent(&mut tx, due.id).await?;
+                Outcome::Sent
+            }
+            Err(failure) => {
+                let failures = u32::try_from(due.attempts).unwrap_or(0).saturating_add(1);
+                if failure.permanent || failures >= self.retry.max_attempts {
+                    tracing::warn!(
+                        attempts = failures,
+                        permanent = failure.permanent,
+                        error = %failure.reason,
+                        "sign-in email given up"
+                    );
+                    store::mark_failed(&mut tx, due.id, &failure.reason).await?;
+                    Outcome::GivenUp
+                } else {
+                    let delay = self.retry.delay(failures);
+                    tracing::info!(
+                        attempts = failures,
+                        retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                        error = %failure.reason,
+                        "sign-in email not sent; retried"
+                    );
+                    store::mark_retry(&mut tx, due.id, delay, &failure.reason).await?;
+                    Outcome::Retried
+                }
+            }
+        };
+        if let Err(err) = tx.commit().await {
+            if outcome == Outcome::Sent {
+                // The window of at-least-once: the server has the message, the row says unsent.
+                tracing::error!(error = %err, "a sent sign-in email could not be marked sent; it will be sent again");
+            }
+            return Err(err);
+        }
+        metrics::counter!("raptor_mail_messages_total", "outcome" => outcome.label()).increment(1);
+        Ok(Some((due.id, outcome)))
+    }
+
+    async fn deliver(&self, due: &store::Due) -> Result<(), Failure> {
+        let Some(body) = due.body.clone() else {
+            return Err(Failure {
+                permanent: true,
+                reason: "the message has no body".to_owned(),
+            });
+        };
+        match &self.delivery {
+            Delivery::Log => {
+                tracing::info!(
+                    to = %due.email,
+                    subject = %due.subject,
+                    link = due.link.as_deref().unwrap_or_default(),
+                    "RAPTOR_SMTP_URL is not set: sign-in email logged, not sent"
+                );
+                Ok(())
+            }
+            Delivery::Smtp(transport) => {
+                let message = self.message(due, body)?;
+                transport
+                    .send(message)
+                    .await
+                    .map(|_| ())
+                    .map_err(|err| Failure::smtp(&err))
+            }
+        }
+    }
+
+    fn message(&self, due: &store::Due, body: String) -> Result<Message, Failure> {
+        let to: Mailbox = due.email.parse().map_err(|err| Failure {
+            permanent: true,
+            reason: format!("not a deliverable address: {err}"),
+        })?;
+        // Stable across attempts: a copy sent again after a crash carries the same id.
+        let message_id = format!(
+            "<raptor.{}.{}@{}>",
+            due.id,
+            due.created_us,
+            self.from.email.domain()
+        );
+        Message::builder()
+            .from(self.from.clone())
+            .to(to)
+            .subject(due.subject.clone())
+            .message_id(Some(message_id))
+            .header(ContentType::TEXT_PLAIN)
+            .body(body)
+            .map_err(|err| Failure {
+                permanent: true,
+                reason: format!("could not build the message: {err}"),
+            })
+    }
+}
+
+fn parse_from(from: &str) -> Result<Mailbox, MailConfigError> {
+    from.trim()
+        .parse()
+        .map_err(|err: lettre::address::AddressError| MailConfigError::From(err.to_string()))
+}
+
+fn normalized(retry: RetryPolicy) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: retry.max_attempts.max(1),
+        ..retry
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let policy = RetryPolicy {
+            max_attempts: 10,
+            base: Duration::from_secs(10),
+            max_delay: Duration::from_secs(60),
+        };
+        let waits: Vec<u64> = (1..=5).map(|n| policy.delay(n).as_secs()).collect();
+        assert_eq!(waits, [10, 20, 40, 60, 60]);
+        assert_eq!(policy.delay(200).as_secs(), 60);
+    }
+
+    #[test]
+    fn bad_settings_name_their_variable() {
+        let policy = RetryPolicy::default();
+        let url = Relay::smtp(
+            "http://mail",
+            "a@example.com",
+            Duration::from_secs(1),
+            policy,
+        )
+        .err()
+        .map(|err| err.to_string());
+        assert!(url.is_some_and(|m| m.starts_with("RAPTOR_SMTP_URL")));
+        let from = Relay::log("not an address", policy)
+            .err()
+            .map(|err| err.to_string());
+        assert!(from.is_some_and(|m| m.starts_with("RAPTOR_MAIL_FROM")));
+    }
+}
