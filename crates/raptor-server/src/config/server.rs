@@ -181,3 +181,21 @@ impl ServerArgs {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trusted_proxies_take_cidrs_and_addresses() {
+        let net = |text: &str| parse_proxy(text).expect("valid").expect("a range");
+        assert_eq!(net(" 10.0.0.0/8"), "10.0.0.0/8".parse().expect("cidr"));
+        assert_eq!(net("192.0.2.7"), "192.0.2.7/32".parse().expect("cidr"));
+        assert_eq!(net("10.1.2.3/8"), "10.0.0.0/8".parse().expect("cidr"));
+        assert_eq!(net("fd00::/8"), "fd00::/8".parse().expect("cidr"));
+        assert_eq!(parse_proxy(" ").expect("blank"), None);
+        let err = parse_proxy("10.0.0.0/33").expect_err("bad prefix");
+        assert!(err.contains("not a CIDR"), "{err}");
+        assert!(parse_proxy("bogus").is_err());
+    }
+}
