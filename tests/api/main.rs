@@ -9,8 +9,10 @@ mod smtp_sink;
 
 // The behaviours.
 mod auth;
+mod behind_a_proxy;
 mod billing;
 mod cli;
+mod connection_edge;
 mod docs;
 mod encryption;
 mod errors;

@@ -767,7 +767,7 @@ export interface components {
          * @description Every error code; `/docs/errors#<code>` explains each (the malformed-key sentence's section is `idempotency_key_invalid`).
          * @enum {string}
          */
-        ErrorCode: "Idempotency-Key must be a UUID string" | "bad_request" | "billing_busy" | "billing_not_configured" | "billing_request_rejected" | "contract_expired" | "database_busy" | "database_unavailable" | "duplicate_client_order_id" | "forbidden" | "idempotency_in_flight" | "idempotency_key_body_mismatch" | "idempotency_key_required" | "idempotency_previous_failed" | "idempotency_store_unavailable" | "insufficient_buying_power" | "insufficient_qty" | "internal" | "invalid_billing_request" | "invalid_body" | "invalid_display_name" | "invalid_email" | "invalid_json" | "invalid_marketing_opt_in" | "invalid_order" | "invalid_path" | "invalid_payload" | "invalid_query" | "invalid_quote" | "invalid_signature" | "invalid_subscription" | "invalid_symbol" | "invalid_time_zone" | "invalid_token" | "live_trading_unavailable" | "method_not_allowed" | "new_orders_disabled" | "not_found" | "order_not_cancelable" | "payload_too_large" | "quote_unavailable" | "rate_limited" | "request_timeout" | "stripe_timeout" | "stripe_unavailable" | "subscription_active" | "too_many_open_orders" | "unauthenticated" | "uncovered_short_option" | "unsupported_media_type";
+        ErrorCode: "Idempotency-Key must be a UUID string" | "bad_request" | "billing_busy" | "billing_not_configured" | "billing_request_rejected" | "contract_expired" | "database_busy" | "database_unavailable" | "duplicate_client_order_id" | "forbidden" | "idempotency_in_flight" | "idempotency_key_body_mismatch" | "idempotency_key_required" | "idempotency_previous_failed" | "idempotency_store_unavailable" | "insufficient_buying_power" | "insufficient_qty" | "internal" | "invalid_billing_request" | "invalid_body" | "invalid_display_name" | "invalid_email" | "invalid_json" | "invalid_marketing_opt_in" | "invalid_order" | "invalid_path" | "invalid_payload" | "invalid_query" | "invalid_quote" | "invalid_signature" | "invalid_subscription" | "invalid_symbol" | "invalid_time_zone" | "invalid_token" | "live_trading_unavailable" | "method_not_allowed" | "new_orders_disabled" | "not_found" | "order_not_cancelable" | "payload_too_large" | "quote_unavailable" | "rate_limited" | "request_timeout" | "stripe_timeout" | "stripe_unavailable" | "subscription_active" | "too_many_connections" | "too_many_open_orders" | "unauthenticated" | "uncovered_short_option" | "unsupported_media_type";
         /** @description A flag's value. */
         FlagResponse: {
             /** @description Its value now. */
@@ -1392,6 +1392,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -1415,7 +1416,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -1532,6 +1533,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -1555,7 +1557,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -1700,6 +1702,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -1723,7 +1726,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -2053,6 +2056,7 @@ export interface operations {
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -2078,7 +2082,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -2346,6 +2350,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -2369,7 +2374,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -2608,6 +2613,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -2631,7 +2637,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -2836,6 +2842,7 @@ export interface operations {
             /**
              * @description Service Unavailable:
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -2859,7 +2866,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "request_timeout";
+                        error: "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -2974,6 +2981,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -2997,7 +3005,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -3202,6 +3210,7 @@ export interface operations {
             /**
              * @description Service Unavailable:
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -3225,7 +3234,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "request_timeout";
+                        error: "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -3400,6 +3409,7 @@ export interface operations {
             /**
              * @description Service Unavailable:
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -3423,7 +3433,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "request_timeout";
+                        error: "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -3756,6 +3766,7 @@ export interface operations {
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `request_timeout`: the request ran past the server's request timeout
              *     - `stripe_unavailable`: Stripe failed or is rate limiting; nothing was committed
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -3781,7 +3792,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable";
+                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable" | "too_many_connections";
                     };
                 };
             };
@@ -4046,6 +4057,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -4069,7 +4081,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -4401,6 +4413,7 @@ export interface operations {
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `request_timeout`: the request ran past the server's request timeout
              *     - `stripe_unavailable`: Stripe failed or is rate limiting; nothing was committed
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -4426,7 +4439,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable";
+                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable" | "too_many_connections";
                     };
                 };
             };
@@ -4817,6 +4830,7 @@ export interface operations {
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `request_timeout`: the request ran past the server's request timeout
              *     - `stripe_unavailable`: Stripe failed or is rate limiting; nothing was committed
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -4842,7 +4856,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable";
+                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable" | "too_many_connections";
                     };
                 };
             };
@@ -4997,6 +5011,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -5020,7 +5035,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "billing_not_configured" | "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "billing_not_configured" | "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -5165,6 +5180,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -5188,7 +5204,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -5548,6 +5564,7 @@ export interface operations {
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -5573,7 +5590,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -5751,6 +5768,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -5774,7 +5792,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -6116,6 +6134,7 @@ export interface operations {
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `new_orders_disabled`: new orders are switched off for now
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -6141,7 +6160,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -6317,6 +6336,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -6340,7 +6360,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -6575,6 +6595,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -6598,7 +6619,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -6743,6 +6764,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -6766,7 +6788,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -7141,6 +7163,7 @@ export interface operations {
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `new_orders_disabled`: new orders are switched off for now
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -7166,7 +7189,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -7541,6 +7564,7 @@ export interface operations {
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `new_orders_disabled`: new orders are switched off for now
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -7566,7 +7590,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -7743,6 +7767,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -7766,7 +7791,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -7820,6 +7845,36 @@ export interface operations {
                     };
                 };
             };
+            /**
+             * @description Service Unavailable:
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the server holds as many connections as it accepts; retry shortly",
+                     *       "error": "too_many_connections",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the server holds as many connections as it accepts; retry shortly",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#too_many_connections"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "too_many_connections";
+                    };
+                };
+            };
         };
     };
     get_metrics: {
@@ -7867,6 +7922,36 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the server holds as many connections as it accepts; retry shortly",
+                     *       "error": "too_many_connections",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the server holds as many connections as it accepts; retry shortly",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#too_many_connections"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "too_many_connections";
                     };
                 };
             };

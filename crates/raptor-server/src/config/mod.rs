@@ -31,7 +31,7 @@ pub use billing::BillingArgs;
 pub use database::{DatabaseArgs, PoolMode, SessionSettings};
 pub use idempotency::{IdempotencyArgs, RequireKeyLevel};
 pub use mail::MailArgs;
-pub use server::{LogFormat, ServerArgs};
+pub use server::{ForwardedHeaderArg, LogFormat, ServerArgs};
 pub use sessions::SessionArgs;
 pub use trading::TradingArgs;
 
@@ -202,6 +202,7 @@ impl Config {
             auth_limits: self.sessions.limits(),
             billing: self.billing.config(self.request_ms()),
             docs_assets: self.server.docs_assets.clone(),
+            trusted_proxies: self.server.trusted_proxies(),
             public_url: self.mail.public_url(self.server.addr),
             ..ApiConfig::default()
         }
