@@ -43,7 +43,7 @@ async fn start_raptor(pool: &PgPool, port: u16, log: &Path, env: &[(&str, &str)]
     child
 }
 
-async fn wait_for_health(port: u16, log: &Path) {
+pub(crate) async fn wait_for_health(port: u16, log: &Path) {
     let client = reqwest::Client::new();
     for _ in 0..300 {
         let answer = client
@@ -71,7 +71,7 @@ fn haproxy_binary() -> PathBuf {
 }
 
 /// HAProxy on `port`, HTTP mode, `option forwardfor`, in front of the server on `backend`.
-async fn start_haproxy(dir: &Path, port: u16, backend: u16) -> Child {
+pub(crate) async fn start_haproxy(dir: &Path, port: u16, backend: u16) -> Child {
     let config = format!(
         "global\n  maxconn 256\n\
          defaults\n  mode http\n  timeout connect 5s\n  timeout client 30s\n  timeout server 30s\n\
@@ -120,7 +120,7 @@ async fn stop(mut child: Child) {
 }
 
 /// The access log's `request` lines (JSON format) of `route`.
-fn request_lines(log: &Path, route: &str) -> Vec<Value> {
+pub(crate) fn request_lines(log: &Path, route: &str) -> Vec<Value> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
