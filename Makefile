@@ -26,9 +26,10 @@ docs-assets:
 	@scripts/npm-ci.sh . --omit=dev
 
 ## test: start Postgres if needed, install the mail tests' SMTP server (aiosmtpd, in a
-## virtualenv under target/), then run every test (one database per test)
+## virtualenv under target/) and HAProxy (the load-balancer tests start it) when missing, then
+## run every test (one database per test)
 test:
-	@$(DB) && scripts/smtp-sink.sh >/dev/null && cargo test --workspace --locked
+	@scripts/haproxy-deps.sh && $(DB) && scripts/smtp-sink.sh >/dev/null && cargo test --workspace --locked
 
 ## lint: formatting, clippy (warnings are errors), spelling, unused dependencies and the crate
 ## docs (scripts/lint.sh installs typos and cargo-machete if missing)

@@ -576,6 +576,11 @@ async fn without_secret_key_billing_is_not_configured(pool: PgPool) {
                 StatusCode::SERVICE_UNAVAILABLE,
                 ErrorCode::BillingNotConfigured,
             );
+            assert_eq!(
+                response.header("retry-after"),
+                None,
+                "retrying does not configure billing"
+            );
         }
         let webhook = app
             .send(

@@ -113,8 +113,20 @@ fn bad_configuration_is_a_clear_error() {
         err.to_string().contains("FLAG_IDEMPOTENCY_MIDDLEWARE"),
         "{err}"
     );
+    // The stale threshold's default follows a longer request timeout; an explicit one under
+    // it is refused.
     let cli =
         Cli::try_parse_from(["raptor", "--request-timeout-secs", "60", "serve"]).expect("parses");
+    cli.config.validate().expect("the default follows");
+    let cli = Cli::try_parse_from([
+        "raptor",
+        "--request-timeout-secs",
+        "60",
+        "--idempotency-stale-after-secs",
+        "30",
+        "serve",
+    ])
+    .expect("parses");
     let err = cli.config.validate().expect_err("stale < timeout");
     assert!(
         err.to_string().contains("IDEMPOTENCY_STALE_AFTER_SECS"),

@@ -9,8 +9,11 @@ mod smtp_sink;
 
 // The behaviours.
 mod auth;
+mod behind_a_proxy;
 mod billing;
 mod cli;
+mod connection_edge;
+mod deployment;
 mod docs;
 mod encryption;
 mod errors;
@@ -22,6 +25,8 @@ mod ops;
 mod pool_mode;
 mod profile;
 mod retention;
+mod settings;
 mod sign_up;
 mod store_failures;
+mod tls;
 mod trading;

@@ -942,7 +942,7 @@ export interface components {
          * @description Every error code; `/docs/errors#<code>` explains each (the malformed-key sentence's section is `idempotency_key_invalid`).
          * @enum {string}
          */
-        ErrorCode: "Idempotency-Key must be a UUID string" | "bad_request" | "billing_busy" | "billing_not_configured" | "billing_request_rejected" | "contract_expired" | "database_busy" | "database_unavailable" | "duplicate_client_order_id" | "forbidden" | "idempotency_in_flight" | "idempotency_key_body_mismatch" | "idempotency_key_required" | "idempotency_previous_failed" | "idempotency_store_unavailable" | "insufficient_buying_power" | "insufficient_qty" | "internal" | "invalid_billing_request" | "invalid_body" | "invalid_display_name" | "invalid_email" | "invalid_json" | "invalid_marketing_opt_in" | "invalid_order" | "invalid_path" | "invalid_payload" | "invalid_query" | "invalid_quote" | "invalid_signature" | "invalid_subscription" | "invalid_symbol" | "invalid_time_zone" | "invalid_token" | "live_trading_unavailable" | "method_not_allowed" | "new_orders_disabled" | "not_found" | "order_not_cancelable" | "payload_too_large" | "quote_unavailable" | "rate_limited" | "request_timeout" | "stripe_timeout" | "stripe_unavailable" | "subscription_active" | "too_many_open_orders" | "unauthenticated" | "uncovered_short_option" | "unsupported_media_type";
+        ErrorCode: "Idempotency-Key must be a UUID string" | "bad_request" | "billing_busy" | "billing_not_configured" | "billing_request_rejected" | "contract_expired" | "database_busy" | "database_unavailable" | "duplicate_client_order_id" | "forbidden" | "idempotency_in_flight" | "idempotency_key_body_mismatch" | "idempotency_key_required" | "idempotency_previous_failed" | "idempotency_store_unavailable" | "insufficient_buying_power" | "insufficient_qty" | "internal" | "invalid_billing_request" | "invalid_body" | "invalid_display_name" | "invalid_email" | "invalid_json" | "invalid_marketing_opt_in" | "invalid_order" | "invalid_path" | "invalid_payload" | "invalid_query" | "invalid_quote" | "invalid_signature" | "invalid_subscription" | "invalid_symbol" | "invalid_time_zone" | "invalid_token" | "live_trading_unavailable" | "method_not_allowed" | "new_orders_disabled" | "not_found" | "order_not_cancelable" | "payload_too_large" | "quote_unavailable" | "rate_limited" | "request_timeout" | "stripe_timeout" | "stripe_unavailable" | "subscription_active" | "too_many_connections" | "too_many_open_orders" | "unauthenticated" | "uncovered_short_option" | "unsupported_media_type";
         /** @description A flag's value. */
         FlagResponse: {
             /** @description Its value now. */
@@ -1603,6 +1603,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -1626,7 +1627,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -1743,6 +1744,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -1766,7 +1768,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -1911,6 +1913,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -1934,7 +1937,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -2264,6 +2267,7 @@ export interface operations {
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -2289,7 +2293,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -2557,6 +2561,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -2580,7 +2585,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -2819,6 +2824,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -2842,7 +2848,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -3047,6 +3053,7 @@ export interface operations {
             /**
              * @description Service Unavailable:
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -3070,7 +3077,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "request_timeout";
+                        error: "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -3185,6 +3192,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -3208,7 +3216,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -3413,6 +3421,7 @@ export interface operations {
             /**
              * @description Service Unavailable:
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -3436,7 +3445,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "request_timeout";
+                        error: "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -3611,6 +3620,7 @@ export interface operations {
             /**
              * @description Service Unavailable:
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -3634,7 +3644,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "request_timeout";
+                        error: "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -3967,6 +3977,7 @@ export interface operations {
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `request_timeout`: the request ran past the server's request timeout
              *     - `stripe_unavailable`: Stripe failed or is rate limiting; nothing was committed
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -3992,7 +4003,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable";
+                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable" | "too_many_connections";
                     };
                 };
             };
@@ -4257,6 +4268,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -4280,7 +4292,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -4612,6 +4624,7 @@ export interface operations {
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `request_timeout`: the request ran past the server's request timeout
              *     - `stripe_unavailable`: Stripe failed or is rate limiting; nothing was committed
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -4637,7 +4650,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable";
+                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable" | "too_many_connections";
                     };
                 };
             };
@@ -5196,6 +5209,7 @@ export interface operations {
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `request_timeout`: the request ran past the server's request timeout
              *     - `stripe_unavailable`: Stripe failed or is rate limiting; nothing was committed
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -5221,7 +5235,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable";
+                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable" | "too_many_connections";
                     };
                 };
             };
@@ -5376,6 +5390,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -5399,7 +5414,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "billing_not_configured" | "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "billing_not_configured" | "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -5544,6 +5559,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -5567,7 +5583,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -5927,6 +5943,7 @@ export interface operations {
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -5952,7 +5969,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -6339,6 +6356,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -6362,7 +6380,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -6734,6 +6752,7 @@ export interface operations {
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `new_orders_disabled`: new orders are switched off for now
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -6759,7 +6778,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -7106,6 +7125,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -7129,7 +7149,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -7364,6 +7384,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -7387,7 +7408,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -7532,6 +7553,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -7555,7 +7577,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -8102,6 +8124,7 @@ export interface operations {
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `new_orders_disabled`: new orders are switched off for now
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -8127,7 +8150,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -8503,6 +8526,7 @@ export interface operations {
              *     - `idempotency_store_unavailable`: the key store did not answer; nothing was executed
              *     - `new_orders_disabled`: new orders are switched off for now
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -8528,7 +8552,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -8904,6 +8928,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -8927,7 +8952,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -8981,6 +9006,36 @@ export interface operations {
                     };
                 };
             };
+            /**
+             * @description Service Unavailable:
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the server holds as many connections as it accepts; retry shortly",
+                     *       "error": "too_many_connections",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the server holds as many connections as it accepts; retry shortly",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#too_many_connections"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "too_many_connections";
+                    };
+                };
+            };
         };
     };
     get_metrics: {
@@ -9028,6 +9083,36 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "internal";
+                    };
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the server holds as many connections as it accepts; retry shortly",
+                     *       "error": "too_many_connections",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the server holds as many connections as it accepts; retry shortly",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#too_many_connections"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "too_many_connections";
                     };
                 };
             };

@@ -200,6 +200,12 @@ where
             (None, _, Some(name)) => Principal::Service { name },
             _ => return Err(ApiError::Unauthenticated),
         };
+        if let (Some(seen), Some(id)) = (
+            parts.extensions.get::<crate::middleware::SeenUser>(),
+            principal.user_id(),
+        ) {
+            seen.set(id);
+        }
         parts.extensions.insert(AccountMode(row.account_mode));
         parts.extensions.insert(principal.clone());
         Ok(principal)

@@ -8,7 +8,8 @@
 //! every code; a test checks that the two list the same codes.
 //!
 //! How an operation's codes are computed ([`operation_codes`]):
-//! - every operation outside `ops`: `internal`, `request_timeout`;
+//! - every operation: `internal`, `too_many_connections` (the connection bound, answered
+//!   before the request reaches the router); outside `ops` also `request_timeout`;
 //! - a bearer-authenticated one: `unauthenticated`, `forbidden` and the database's two 503s
 //!   (authentication reads the database);
 //! - one with a JSON body: `invalid_json`, `invalid_body`, `payload_too_large`,
@@ -135,6 +136,7 @@ error_codes! {
     StripeTimeout "stripe_timeout", [504], "Stripe did not answer in time; nothing was committed";
     StripeUnavailable "stripe_unavailable", [502, 503], "Stripe failed or is rate limiting; nothing was committed";
     SubscriptionActive "subscription_active", [409], "a subscription still renews";
+    TooManyConnections "too_many_connections", [503], "the server holds as many connections as it accepts; retry shortly";
     TooManyOpenOrders "too_many_open_orders", [422], "the account has too many open orders for another to rest";
     Unauthenticated "unauthenticated", [401], "missing, unknown or expired bearer token";
     UncoveredShortOption "uncovered_short_option", [403], "the order would leave a short call uncovered";
@@ -263,7 +265,9 @@ pub struct Shape {
 /// resource declares it.
 pub fn operation_codes(operation_id: &str, shape: Shape) -> Option<Vec<ErrorCode>> {
     let own = route_codes().find(|(id, _)| *id == operation_id)?.1;
-    let mut codes: Vec<ErrorCode> = vec![E::Internal];
+    // A connection past the server's bound is refused before its request reaches the router:
+    // any operation can get that answer.
+    let mut codes: Vec<ErrorCode> = vec![E::Internal, E::TooManyConnections];
     if !shape.ops {
         codes.push(E::RequestTimeout);
     }

@@ -324,7 +324,9 @@ impl IntoResponse for ApiError {
         }
         let mut response = (self.status(), axum::Json(self.to_body())).into_response();
         let retry_after = match &self {
-            Self::Unavailable(_) | Self::Busy(_) | Self::NewOrdersDisabled => Some(1),
+            // Retry-After means "retrying can help": not for a halt (`new_orders_disabled`,
+            // which lasts until an operator lifts it) nor for `billing_not_configured`.
+            Self::Unavailable(_) | Self::Busy(_) => Some(1),
             Self::TooManyRequests { retry_after_secs } => Some(*retry_after_secs),
             Self::ServiceUnavailable {
                 retry_after_secs, ..

@@ -5,6 +5,7 @@ pub mod admin;
 pub mod audit;
 pub mod auth;
 pub mod billing;
+pub mod client_addr;
 pub mod codes;
 mod docs_ui;
 pub mod error;

@@ -1,9 +1,10 @@
 //! Cross-cutting HTTP layers: request ids, the request span, latency metrics, CORS, limits,
 //! timeouts, panics, and the safety net that turns any non-JSON error into the JSON envelope.
 
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
+use axum::body::{Body, HttpBody};
 use axum::extract::{MatchedPath, Request};
 use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
@@ -38,6 +39,10 @@ pub fn layers(router: Router, config: &ApiConfig) -> Router {
         .layer(axum::middleware::from_fn(json_errors))
         .layer(cors(&config.cors_origins))
         .layer(axum::middleware::from_fn(access_log))
+        .layer(axum::middleware::from_fn_with_state(
+            config.trusted_proxies.clone(),
+            crate::client_addr::resolve,
+        ))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID_HEADER))
         // The span only: `access_log` writes the one line per request.
         .layer(
@@ -149,18 +154,53 @@ async fn scope_request_id(request: Request, next: Next) -> Response {
     REQUEST_ID.scope(id, next.run(request)).await
 }
 
-/// One log line per request, inside the request span (method, route, request id): status and
-/// latency at INFO. A 500-class answer other than 503 is an ERROR; a 503 (readiness, a gate, a
-/// busy or unavailable database) says "retry", and is a WARN at most, logged where it arose.
-async fn access_log(request: Request, next: Next) -> Response {
+/// The user a request authenticated as, filled in by the `Principal` extractor for the access
+/// log (which runs outside the handler and cannot see its extractors).
+#[derive(Debug, Clone, Default)]
+pub struct SeenUser(Arc<OnceLock<i32>>);
+
+impl SeenUser {
+    /// Records `users.id` (the first one wins; a request has one principal).
+    pub fn set(&self, id: i32) {
+        let _ = self.0.set(id);
+    }
+}
+
+/// One log line per request, inside the request span (method, route, request id): status,
+/// latency, the client's address ([`crate::client_addr`]), the user id when one signed in, and
+/// the response body's size in bytes when it is known before sending (every JSON answer) at
+/// INFO. A 500-class answer other than 503 is an ERROR; a 503 (readiness, a gate, a busy or
+/// unavailable database) says "retry", and is a WARN at most, logged where it arose.
+async fn access_log(mut request: Request, next: Next) -> Response {
     let started = Instant::now();
+    let client = request
+        .extensions()
+        .get::<crate::client_addr::ClientAddr>()
+        .map(|addr| addr.0);
+    let seen = SeenUser::default();
+    request.extensions_mut().insert(seen.clone());
     let response = next.run(request).await;
     let status = response.status().as_u16();
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let client_addr = client.map(tracing::field::display);
+    let user_id = seen.0.get().copied();
+    let bytes = HttpBody::size_hint(response.body()).exact().or_else(|| {
+        response
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse().ok())
+    });
     if response.status().is_server_error() && response.status() != StatusCode::SERVICE_UNAVAILABLE {
-        tracing::error!(status, latency_ms, "request failed");
+        tracing::error!(
+            status,
+            latency_ms,
+            client_addr,
+            user_id,
+            bytes,
+            "request failed"
+        );
     } else {
-        tracing::info!(status, latency_ms, "request");
+        tracing::info!(status, latency_ms, client_addr, user_id, bytes, "request");
     }
     response
 }
@@ -251,9 +291,18 @@ async fn json_errors(request: Request, next: Next) -> Response {
             .headers
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     }
-    if status == StatusCode::SERVICE_UNAVAILABLE && !parts.headers.contains_key(header::RETRY_AFTER)
+    // A 503 that waiting does not cure says nothing about retrying (Retry-After means
+    // "retrying can help"): a halt of new orders, a deployment without billing keys.
+    let waiting_helps = !matches!(
+        map.get("error").and_then(serde_json::Value::as_str),
+        Some("new_orders_disabled" | "billing_not_configured")
+    );
+    if status == StatusCode::SERVICE_UNAVAILABLE
+        && waiting_helps
+        && !parts.headers.contains_key(header::RETRY_AFTER)
     {
-        // Every 503 says when to retry; the request timeout's comes from the timeout layer bare.
+        // Every other 503 says when to retry; the request timeout's comes from the timeout
+        // layer bare.
         parts
             .headers
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

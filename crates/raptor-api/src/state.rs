@@ -48,6 +48,9 @@ pub struct ApiConfig {
     /// package) that `/docs` loads; relative to the working directory. Without them `/docs`
     /// answers the built-in route list.
     pub docs_assets: std::path::PathBuf,
+    /// `RAPTOR_TRUSTED_PROXIES` and `RAPTOR_FORWARDED_HEADER`: whose forwarding header names
+    /// the client (none by default: the TCP peer is the client).
+    pub trusted_proxies: crate::client_addr::TrustedProxies,
     /// `RAPTOR_PUBLIC_URL`: the app's base URL, without a trailing slash; sign-in messages
     /// link to `<public_url>/verify?token=…` (sign-up) and `<public_url>/login?token=…`.
     pub public_url: String,
@@ -76,6 +79,7 @@ impl Default for ApiConfig {
             auth_limits: AuthLimits::default(),
             billing: BillingConfig::default(),
             docs_assets: std::path::PathBuf::from(DEFAULT_DOCS_ASSETS),
+            trusted_proxies: crate::client_addr::TrustedProxies::default(),
             public_url: DEFAULT_PUBLIC_URL.to_owned(),
         }
     }

@@ -7,6 +7,7 @@ pub mod mode;
 pub mod pool;
 pub mod query;
 pub mod reach;
+pub mod tls;
 
 pub use conn::{conn, try_conn, Conn, ConnError};
 pub use error::{classify, Failure};

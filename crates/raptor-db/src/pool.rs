@@ -6,7 +6,6 @@
 //! environment. Error messages name the variables the settings came from, so a start-up error
 //! says what to fix.
 
-use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -113,8 +112,7 @@ impl PoolSettings {
     /// `DATABASE_URL`'s connect options, as every business connection (and the migration's)
     /// uses them.
     pub fn connect_options(&self) -> anyhow::Result<PgConnectOptions> {
-        Ok(PgConnectOptions::from_str(&self.url)
-            .context("DATABASE_URL is not a valid Postgres URL")?
+        Ok(crate::tls::connect_options("DATABASE_URL", &self.url)?
             .application_name("raptor")
             .statement_cache_capacity(self.statement_cache))
     }
@@ -150,7 +148,14 @@ pub async fn business(settings: &PoolSettings) -> anyhow::Result<PgPool> {
         .acquire_timeout(Duration::from_secs(3))
         .connect_with(options)
         .await
-        .context("could not connect to DATABASE_URL")
+        .map_err(|error| connect_error("DATABASE_URL", &settings.url, error))
+}
+
+/// A failed connection to `url` (the value of `var`), explained ([`crate::tls::explain`]).
+fn connect_error(var: &str, url: &str, error: sqlx::Error) -> anyhow::Error {
+    crate::tls::explain(var, url, error)
+        .1
+        .context(format!("could not connect to {var}"))
 }
 
 /// The idempotency store's own pool: on `IDEMPOTENCY_STORE_DATABASE_URL` when set, else on
@@ -158,8 +163,7 @@ pub async fn business(settings: &PoolSettings) -> anyhow::Result<PgPool> {
 /// [`store_options`]; with `role` they are the role's ([`check_role_settings`]).
 pub fn store(settings: &PoolSettings, business: &PgPool) -> anyhow::Result<PgPool> {
     let base = match &settings.store.url {
-        Some(url) => PgConnectOptions::from_str(url)
-            .context("IDEMPOTENCY_STORE_DATABASE_URL is not a valid Postgres URL")?
+        Some(url) => crate::tls::connect_options("IDEMPOTENCY_STORE_DATABASE_URL", url)?
             .application_name("raptor-idempotency")
             .statement_cache_capacity(settings.statement_cache),
         None => (*business.connect_options()).clone(),
@@ -212,18 +216,61 @@ pub fn store_options(base: PgConnectOptions, store_timeout: Duration) -> PgConne
 }
 
 /// Creates the database named by `DATABASE_URL` if it does not exist (serve and migrate).
+/// It asks the `postgres` database, with DATABASE_URL's options (its TLS settings included).
 pub async fn ensure_database(settings: &PoolSettings) -> anyhow::Result<()> {
-    use sqlx::migrate::MigrateDatabase;
-    if !sqlx::Postgres::database_exists(&settings.url)
+    let options = settings.connect_options()?;
+    let Some(name) = options.get_database().map(str::to_owned) else {
+        // No database in the URL: Postgres uses the user's name, which we do not create.
+        return Ok(());
+    };
+    let mut conn = sqlx::PgConnection::connect_with(&options.clone().database("postgres"))
         .await
-        .context("could not connect to DATABASE_URL")?
-    {
-        sqlx::Postgres::create_database(&settings.url)
-            .await
-            .context("could not create the database named in DATABASE_URL")?;
+        .map_err(|error| connect_error("DATABASE_URL", &settings.url, error))?;
+    let exists: bool = query_scalar("select exists (select 1 from pg_database where datname = $1)")
+        .bind(&name)
+        .fetch_one(&mut conn)
+        .await
+        .context("could not list the databases of DATABASE_URL's server")?;
+    if !exists {
+        let create = format!("create database \"{}\"", name.replace('"', "\"\""));
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "create database cannot run inside a transaction block, whatever the pool mode"
+        )]
+        let created = sqlx::raw_sql(&create).execute(&mut conn).await;
+        created.context("could not create the database named in DATABASE_URL")?;
         tracing::info!("created the database named in DATABASE_URL");
     }
+    conn.close().await.ok();
     Ok(())
+}
+
+/// With `IDEMPOTENCY_STORE_DATABASE_URL` set: one connection with the store pool's options at
+/// start-up, so that TLS or `pg_hba.conf` settings the server refuses are a start-up error
+/// (the store pool itself connects lazily). A store that cannot be reached only warns: the
+/// claims' fail-closed and fail-open paths handle it.
+pub async fn check_store(settings: &PoolSettings, store: &PgPool) -> anyhow::Result<()> {
+    let Some(url) = &settings.store.url else {
+        return Ok(());
+    };
+    match sqlx::PgConnection::connect_with(&store.connect_options()).await {
+        Ok(conn) => {
+            conn.close().await.ok();
+            Ok(())
+        }
+        Err(error) => match crate::tls::explain("IDEMPOTENCY_STORE_DATABASE_URL", url, error) {
+            (crate::tls::Cause::Settings, error) => {
+                Err(error.context("could not connect to IDEMPOTENCY_STORE_DATABASE_URL"))
+            }
+            (crate::tls::Cause::Other, error) => {
+                tracing::warn!(
+                    error = format!("{error:#}"),
+                    "the idempotency store cannot be reached at start-up"
+                );
+                Ok(())
+            }
+        },
+    }
 }
 
 /// Applies pending migrations on a connection of its own, without the pool's statement
@@ -231,7 +278,7 @@ pub async fn ensure_database(settings: &PoolSettings) -> anyhow::Result<()> {
 pub async fn migrate(settings: &PoolSettings) -> anyhow::Result<()> {
     let mut conn = sqlx::PgConnection::connect_with(&settings.connect_options()?)
         .await
-        .context("could not connect to DATABASE_URL")?;
+        .map_err(|error| connect_error("DATABASE_URL", &settings.url, error))?;
     MIGRATOR.run(&mut conn).await.context("migration failed")?;
     conn.close().await.ok();
     Ok(())

@@ -163,10 +163,34 @@ pub enum MailCommand {
     },
 }
 
+/// The `raptor` binary's whole `main`: reads `.env` (development), parses the command line,
+/// starts telemetry and runs the command (the tests' copy of the binary runs this too).
+pub async fn main() -> std::process::ExitCode {
+    // Development convenience only: a missing .env is fine.
+    let _ = dotenvy::dotenv();
+    let cli = Cli::parse();
+    telemetry::init(cli.config.server.log_format);
+    let mut stdout = std::io::stdout();
+    match run(cli, &mut stdout).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("raptor: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Runs one command; its JSON result is written to `out` (stdout in the binary).
 pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Result<()> {
     let Cli { config, command } = cli;
-    config.validate()?;
+    // `migrate`, `openapi` and `healthcheck` use none of the settings checked against each
+    // other (migrate connects without the pools' timeouts).
+    if !matches!(
+        command,
+        Command::Migrate | Command::Openapi | Command::Healthcheck
+    ) {
+        config.validate()?;
+    }
     // Process-wide, and session unless asked: only `transaction` is ever set (before the
     // first statement), so a command run in-process never switches a running server back.
     if config.database.db_pool_mode == PoolMode::Transaction {
@@ -205,6 +229,7 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             }
             let pool = raptor_db::pool::business(&settings).await?;
             let store = raptor_db::pool::store(&settings, &pool)?;
+            raptor_db::pool::check_store(&settings, &store).await?;
             if config.role_settings() {
                 raptor_db::pool::check_role_settings(&settings, &pool, &store).await?;
             }
@@ -274,7 +299,13 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             tracing::info!(addr = %listener.local_addr()?, "raptor listening");
             let drain = Duration::from_secs(config.server.shutdown_drain_secs);
             let signal = drain_on(state.clone(), shutdown_signal(), drain);
-            serve_state(listener, state, signal).await?;
+            let edge = Edge {
+                header_read_timeout: Duration::from_secs(config.server.header_read_timeout_secs),
+                max_header_bytes: MAX_HEADER_BYTES,
+                max_connections: usize::try_from(config.server.max_connections)
+                    .unwrap_or(usize::MAX),
+            };
+            serve_state_with(listener, state, edge, signal).await?;
             upkeep.abort();
             // A sweep cut short rolls back and stays queued for the next sweeper.
             // A message being sent when aborted rolls back: it stays due (docs: at least once).
@@ -534,10 +565,48 @@ pub async fn serve_state(
     state: ApiState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_state_with(listener, state, Edge::default(), shutdown).await
+}
+
+/// [`serve_state`] with the connection limits of `edge`.
+pub async fn serve_state_with(
+    listener: TcpListener,
+    state: ApiState,
+    edge: Edge,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let app = raptor_api::app(state.clone());
-    let served = serve(listener, app, shutdown).await;
+    let served = serve_with(listener, app, edge, shutdown).await;
     state.idempotency.drain(BACKGROUND_DRAIN).await;
     served
+}
+
+/// How the server treats slow or oversized clients at the connection level, before a request
+/// reaches the router.
+#[derive(Debug, Clone, Copy)]
+pub struct Edge {
+    /// A connection whose request head (request line and headers) is not complete this long
+    /// after the connection opened, or after the previous response on it, is closed
+    /// (`RAPTOR_HEADER_READ_TIMEOUT_SECS`).
+    pub header_read_timeout: Duration,
+    /// Request heads larger than this are answered `431` and the connection is closed.
+    pub max_header_bytes: usize,
+    /// Open connections this process holds at most (`RAPTOR_MAX_CONNECTIONS`); one past it is
+    /// answered `503 too_many_connections` with `Connection: close` and never served.
+    pub max_connections: usize,
+}
+
+/// The bound on a request's head: request line and headers together.
+pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+
+impl Default for Edge {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            max_header_bytes: MAX_HEADER_BYTES,
+            max_connections: 4096,
+        }
+    }
 }
 
 /// Serves `app` on an already-bound `listener` until `shutdown` resolves, then lets in-flight
@@ -547,13 +616,108 @@ pub async fn serve(
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    // The peer address reaches handlers as `ConnectInfo` (per-IP rate limits of sign-up).
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    serve_with(listener, app, Edge::default(), shutdown).await
+}
+
+/// [`serve`] with the connection limits of `edge`. One HTTP/1 connection per accepted socket
+/// (hyper's own loop rather than `axum::serve`, which sets no header read timeout and no bound
+/// on the head's size); the peer address reaches handlers as `ConnectInfo` (the client address
+/// of rate limits and the access log).
+pub async fn serve_with(
+    listener: TcpListener,
+    app: Router,
+    edge: Edge,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(edge.header_read_timeout)
+        .max_header_size(edge.max_header_bytes)
+        // The read buffer must hold a whole head; hyper's floor is 8 KiB.
+        .max_buf_size(edge.max_header_bytes.max(8192) + 8192);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let permits = Arc::new(tokio::sync::Semaphore::new(edge.max_connections));
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tokio::spawn(refuse_connection(stream));
+            continue;
+        };
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
+            request
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+            tower::ServiceExt::oneshot(app.clone(), request)
+        });
+        let connection =
+            graceful.watch(http.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(err) = connection.await {
+                tracing::debug!(error = %err, %peer, "connection closed with an error");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    // Idle connections are closed now; each busy one after its response.
+    graceful.shutdown().await;
+    Ok(())
+}
+
+/// Answers a connection past [`Edge::max_connections`]: `503 too_many_connections` (problem
+/// details, `Retry-After: 1`, `Connection: close`) once its request head is in (within 2 s,
+/// else it is just closed), then closes it. The request itself is never served.
+async fn refuse_connection(mut stream: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    tracing::warn!("connection refused: RAPTOR_MAX_CONNECTIONS reached");
+    let mut body = serde_json::Map::new();
+    body.insert("error".into(), "too_many_connections".into());
+    body.insert(
+        "message".into(),
+        "the server holds as many connections as it accepts; retry shortly".into(),
+    );
+    raptor_api::problem::enrich(&mut body, axum::http::StatusCode::SERVICE_UNAVAILABLE, None);
+    let body = serde_json::Value::Object(body).to_string();
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: {}\r\ncontent-length: {}\r\n\
+         retry-after: 1\r\nconnection: close\r\n\r\n{body}",
+        raptor_api::problem::CONTENT_TYPE,
+        body.len()
+    );
+    let refused = async {
+        // An HTTP client reads an answer only after sending its request: wait for the end of
+        // the head (or 16 KiB of it) first, so the refusal is read as the request's answer.
+        let mut head = Vec::with_capacity(1024);
+        let mut chunk = [0u8; 1024];
+        while head.len() < 16 * 1024 && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let read = stream.read(&mut chunk).await?;
+            if read == 0 {
+                return Ok(());
+            }
+            head.extend_from_slice(&chunk[..read]);
+        }
+        stream.write_all(answer.as_bytes()).await?;
+        stream.shutdown().await?;
+        // Read what else the client sends until it closes, so closing does not reset the
+        // connection (which could discard the answer before the client reads it).
+        while stream.read(&mut chunk).await? > 0 {}
+        Ok::<_, std::io::Error>(())
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), refused).await;
 }
 
 /// Resolves `drain` after `signal`: from the signal on, `/readyz` answers 503 while requests

@@ -1,4 +1,5 @@
-//! The `raptor` command line, in-process, against the test's database.
+//! The `raptor` command line: in-process against the test's database ([`cli`]), or the
+//! binary as a process with an environment of the test's ([`raptor`]).
 
 use anyhow::Context;
 use clap::Parser;
@@ -16,4 +17,19 @@ pub(crate) async fn cli(pool: &PgPool, args: &[&str]) -> anyhow::Result<Value> {
     raptor_server::run(cli, &mut out).await?;
     serde_json::from_slice(&out)
         .with_context(|| format!("{args:?} printed {:?}", String::from_utf8_lossy(&out)))
+}
+
+/// `raptor <args>` as a process with `env` only (and PATH), in the temp directory (no `.env` of
+/// the checkout is read).
+pub(crate) fn raptor(env: &[(&str, String)], args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_raptor-cli"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .env("RUST_LOG", "warn")
+        .current_dir(std::env::temp_dir())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run raptor")
 }

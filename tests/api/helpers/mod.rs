@@ -16,6 +16,7 @@ mod bodies;
 mod calls;
 mod cli;
 mod db;
+pub(crate) mod tls_pg;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -40,7 +41,7 @@ use uuid::Uuid;
 
 pub(crate) use bodies::{label, Order};
 pub(crate) use calls::{assert_problem, IDEMPOTENCY_FLAG, PROBLEM_JSON};
-pub(crate) use cli::cli;
+pub(crate) use cli::{cli, raptor};
 /// The migrations every `#[sqlx::test]` applies.
 pub(crate) use raptor_db::MIGRATOR;
 

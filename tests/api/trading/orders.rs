@@ -138,6 +138,11 @@ async fn gates_come_before_replays(pool: PgPool) {
             StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::NewOrdersDisabled,
         );
+        assert_eq!(
+            replay.header("retry-after"),
+            None,
+            "a halt: retrying soon does not help"
+        );
         let close = halted
             .close_position(&token, Uuid::new_v4(), "AAPL", &json!({}))
             .await;

@@ -3,10 +3,9 @@
 //! instead (a repeated register or login only queues another link, a repeated verification
 //! returns the same user, a repeated logout finds no session).
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use axum::extract::{ConnectInfo, State};
+use axum::extract::State;
 use axum::http::header::{AUTHORIZATION, CACHE_CONTROL};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -19,6 +18,7 @@ use crate::accounts::dto::Email;
 use crate::accounts::store as accounts;
 use crate::audit::{self, AuditAction, AuditEvent};
 use crate::auth::{AuthUser, Role};
+use crate::client_addr::ClientAddr;
 use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::extract::ApiJson;
@@ -32,8 +32,9 @@ const LOGIN_LINK_TTL: Duration = Duration::from_secs(60 * 60);
 /// response was lost can retry. After it, the link is spent (`400 invalid_token`).
 pub const REVERIFY_GRACE: Duration = Duration::from_secs(15 * 60);
 
-/// The peer address, when the server was started with connect info (`raptor serve` is).
-type Peer = Option<Extension<ConnectInfo<SocketAddr>>>;
+/// The client's address ([`crate::client_addr`]), when the server was started with connect
+/// info (`raptor serve` is).
+type Peer = Option<Extension<ClientAddr>>;
 
 fn accepted() -> (StatusCode, Json<AcceptedResponse>) {
     (StatusCode::ACCEPTED, Json(AcceptedResponse::ACCEPTED))
@@ -49,10 +50,9 @@ fn invalid_token() -> ApiError {
 /// The request's address, once the address and the client IP are within their rate limits.
 fn admit(state: &ApiState, peer: Peer, request: &EmailRequest) -> ApiResult<Email> {
     let email = Email::parse(&request.email)?;
-    state.auth_limiter.check(
-        &email.key(),
-        peer.map(|Extension(ConnectInfo(addr))| addr.ip()),
-    )?;
+    state
+        .auth_limiter
+        .check(&email.key(), peer.map(|Extension(ClientAddr(ip))| ip))?;
     Ok(email)
 }
 

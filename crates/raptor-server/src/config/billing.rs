@@ -16,9 +16,10 @@ pub struct BillingArgs {
     pub billing_concurrency: u32,
 
     /// Deadline of one Stripe API call in milliseconds (must be below the request timeout).
+    /// Default: 10000, or half of RAPTOR_REQUEST_TIMEOUT_SECS when that is less.
     #[arg(long, env = "STRIPE_TIMEOUT_MS", value_name = "STRIPE_TIMEOUT_MS",
-          default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000), global = true)]
-    pub stripe_timeout_ms: u64,
+          value_parser = clap::value_parser!(u64).range(1..=600_000), global = true)]
+    pub stripe_timeout_ms: Option<u64>,
 
     /// Stripe API base URL (billing routes).
     #[arg(
@@ -52,8 +53,15 @@ pub struct BillingArgs {
 }
 
 impl BillingArgs {
-    /// The billing routes' settings (blank keys are unset).
-    pub fn config(&self) -> raptor_api::BillingConfig {
+    /// `STRIPE_TIMEOUT_MS`, or its default for a request timeout of `request_ms`.
+    pub fn timeout_ms(&self, request_ms: u64) -> u64 {
+        self.stripe_timeout_ms
+            .unwrap_or_else(|| super::follow(10_000, request_ms, 2))
+    }
+
+    /// The billing routes' settings (blank keys are unset) for a request timeout of
+    /// `request_ms`.
+    pub fn config(&self, request_ms: u64) -> raptor_api::BillingConfig {
         let secret = |s: &Option<Secret>| {
             s.as_ref()
                 .map(|s| s.expose().trim().to_owned())
@@ -63,7 +71,7 @@ impl BillingArgs {
             api_base: self.stripe_api_base.trim().trim_end_matches('/').to_owned(),
             secret_key: secret(&self.stripe_secret_key),
             webhook_secret: secret(&self.stripe_webhook_secret),
-            timeout: Duration::from_millis(self.stripe_timeout_ms),
+            timeout: Duration::from_millis(self.timeout_ms(request_ms)),
             concurrency: usize::try_from(self.billing_concurrency).unwrap_or(usize::MAX),
         }
     }

@@ -53,16 +53,18 @@ pub struct DatabaseArgs {
     pub db_pool_size: u32,
 
     /// Postgres `lock_timeout` of every business transaction, in ms (below the request
-    /// timeout); when it fires the request answers 503 database_busy and rolls back.
+    /// timeout); when it fires the request answers 503 database_busy and rolls back. Default:
+    /// 5000, or a third of RAPTOR_REQUEST_TIMEOUT_SECS when that is less.
     #[arg(long, env = "RAPTOR_DB_LOCK_TIMEOUT_MS", value_name = "RAPTOR_DB_LOCK_TIMEOUT_MS",
-          default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000), global = true)]
-    pub db_lock_timeout_ms: u64,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000), global = true)]
+    pub db_lock_timeout_ms: Option<u64>,
 
     /// Postgres `statement_timeout` of every business statement, in ms (below the request
-    /// timeout); when it fires the request answers 503 database_busy and rolls back.
+    /// timeout); when it fires the request answers 503 database_busy and rolls back. Default:
+    /// 10000, or half of RAPTOR_REQUEST_TIMEOUT_SECS when that is less.
     #[arg(long, env = "RAPTOR_DB_STATEMENT_TIMEOUT_MS", value_name = "RAPTOR_DB_STATEMENT_TIMEOUT_MS",
-          default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000), global = true)]
-    pub db_statement_timeout_ms: u64,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000), global = true)]
+    pub db_statement_timeout_ms: Option<u64>,
 
     /// Prepared statements cached per connection (sqlx's statement cache), at least 1. No 0:
     /// with its cache off sqlx still names every statement and never closes it, so each
@@ -127,16 +129,30 @@ impl DatabaseArgs {
         self.db_session_settings == SessionSettings::Role
     }
 
-    /// The pools' settings ([`raptor_db::pool`]); the store pool waits `store_timeout` at most.
+    /// `RAPTOR_DB_LOCK_TIMEOUT_MS`, or its default for a request timeout of `request_ms`.
+    pub fn lock_timeout_ms(&self, request_ms: u64) -> u64 {
+        self.db_lock_timeout_ms
+            .unwrap_or_else(|| super::follow(5_000, request_ms, 3))
+    }
+
+    /// `RAPTOR_DB_STATEMENT_TIMEOUT_MS`, or its default for a request timeout of `request_ms`.
+    pub fn statement_timeout_ms(&self, request_ms: u64) -> u64 {
+        self.db_statement_timeout_ms
+            .unwrap_or_else(|| super::follow(10_000, request_ms, 2))
+    }
+
+    /// The pools' settings ([`raptor_db::pool`]) for a request timeout of `request_ms`; the
+    /// store pool waits `store_timeout` at most.
     pub fn pool_settings(
         &self,
+        request_ms: u64,
         store_timeout: Duration,
     ) -> anyhow::Result<raptor_db::PoolSettings> {
         Ok(raptor_db::PoolSettings {
             url: self.url()?.to_owned(),
             size: self.db_pool_size,
-            lock_timeout: Duration::from_millis(self.db_lock_timeout_ms),
-            statement_timeout: Duration::from_millis(self.db_statement_timeout_ms),
+            lock_timeout: Duration::from_millis(self.lock_timeout_ms(request_ms)),
+            statement_timeout: Duration::from_millis(self.statement_timeout_ms(request_ms)),
             statement_cache: usize::try_from(self.db_statement_cache).unwrap_or(usize::MAX),
             session_settings: match self.db_session_settings {
                 SessionSettings::Connect => raptor_db::SessionSettings::Connect,

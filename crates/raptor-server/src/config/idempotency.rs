@@ -35,10 +35,11 @@ impl From<RequireKeyLevel> for RequireKey {
 /// `RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS`.
 #[derive(Debug, Clone, Args)]
 pub struct IdempotencyArgs {
-    /// An in-flight idempotency key older than this is abandoned (must be >= the request timeout).
+    /// An in-flight idempotency key older than this is abandoned (must be >= the request
+    /// timeout). Default: 30, or RAPTOR_REQUEST_TIMEOUT_SECS when that is more.
     #[arg(long, env = "IDEMPOTENCY_STALE_AFTER_SECS", value_name = "IDEMPOTENCY_STALE_AFTER_SECS",
-          default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=86_400), global = true)]
-    pub idempotency_stale_after_secs: u64,
+          value_parser = clap::value_parser!(u64).range(1..=86_400), global = true)]
+    pub idempotency_stale_after_secs: Option<u64>,
 
     /// How long a claim may take before fail-closed routes answer 503.
     #[arg(long, env = "IDEMPOTENCY_STORE_TIMEOUT_MS", value_name = "IDEMPOTENCY_STORE_TIMEOUT_MS",
@@ -97,10 +98,17 @@ impl IdempotencyArgs {
         Duration::from_millis(self.idempotency_store_timeout_ms)
     }
 
-    /// The idempotency service's settings.
-    pub fn config(&self) -> anyhow::Result<IdempotencyConfig> {
+    /// `IDEMPOTENCY_STALE_AFTER_SECS`, or its default for a request timeout of
+    /// `request_secs`.
+    pub fn stale_after_secs(&self, request_secs: u64) -> u64 {
+        self.idempotency_stale_after_secs
+            .unwrap_or(request_secs.max(30))
+    }
+
+    /// The idempotency service's settings for a request timeout of `request_secs`.
+    pub fn config(&self, request_secs: u64) -> anyhow::Result<IdempotencyConfig> {
         Ok(IdempotencyConfig {
-            stale_after: Duration::from_secs(self.idempotency_stale_after_secs),
+            stale_after: Duration::from_secs(self.stale_after_secs(request_secs)),
             store_timeout: self.store_timeout(),
             flag_default: self.flag_idempotency_middleware,
             response_keys: self.response_keys()?,

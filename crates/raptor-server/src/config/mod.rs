@@ -31,7 +31,7 @@ pub use billing::BillingArgs;
 pub use database::{DatabaseArgs, PoolMode, SessionSettings};
 pub use idempotency::{IdempotencyArgs, RequireKeyLevel};
 pub use mail::MailArgs;
-pub use server::{LogFormat, ServerArgs};
+pub use server::{ForwardedHeaderArg, LogFormat, ServerArgs};
 pub use sessions::SessionArgs;
 pub use trading::TradingArgs;
 
@@ -69,6 +69,12 @@ fn parse_flag(text: &str) -> Result<bool, String> {
     }
 }
 
+/// The default of a timeout that must end before the request does: `default` ms, or the
+/// request timeout (`request_ms`) divided by `share` when that is less (at least 1 ms).
+fn follow(default: u64, request_ms: u64, share: u64) -> u64 {
+    default.min(request_ms / share).max(1)
+}
+
 /// Every setting, by group (each a `--help` heading).
 #[derive(Debug, Clone, Args)]
 pub struct Config {
@@ -96,7 +102,14 @@ pub struct Config {
 }
 
 impl Config {
-    /// Checks relations between settings.
+    /// The request timeout in milliseconds.
+    pub fn request_ms(&self) -> u64 {
+        self.server.request_timeout_secs.saturating_mul(1000)
+    }
+
+    /// Checks relations between settings. Timeouts that must end before the request are
+    /// checked only when set explicitly (their defaults follow the request timeout), and every
+    /// such conflict is listed in one error.
     pub fn validate(&self) -> anyhow::Result<()> {
         let (server, database, keys) = (&self.server, &self.database, &self.idempotency);
         if database.db_session_settings == SessionSettings::Role
@@ -114,37 +127,49 @@ impl Config {
                  transaction pooler does not forward the startup options that `connect` sends"
             );
         }
-        if keys.idempotency_stale_after_secs < server.request_timeout_secs {
+        let request_ms = self.request_ms();
+        let mut conflicts: Vec<String> = keys
+            .idempotency_stale_after_secs
+            .filter(|stale| *stale < server.request_timeout_secs)
+            .map(|stale| {
+                format!(
+                    "IDEMPOTENCY_STALE_AFTER_SECS ({stale}) must be at least it: an attempt must \
+                     not be declared stale while it may still be running"
+                )
+            })
+            .into_iter()
+            .collect();
+        conflicts.extend(
+            [
+                (
+                    "STRIPE_TIMEOUT_MS",
+                    self.billing.stripe_timeout_ms,
+                    "a Stripe call must give up before the request does",
+                ),
+                (
+                    "RAPTOR_DB_LOCK_TIMEOUT_MS",
+                    database.db_lock_timeout_ms,
+                    "the database must give up before the request does",
+                ),
+                (
+                    "RAPTOR_DB_STATEMENT_TIMEOUT_MS",
+                    database.db_statement_timeout_ms,
+                    "the database must give up before the request does",
+                ),
+            ]
+            .into_iter()
+            .filter_map(|(name, value, why)| {
+                let value = value.filter(|v| *v >= request_ms)?;
+                Some(format!("{name} ({value}) must be below it: {why}"))
+            }),
+        );
+        if !conflicts.is_empty() {
             bail!(
-                "IDEMPOTENCY_STALE_AFTER_SECS ({}) must be >= RAPTOR_REQUEST_TIMEOUT_SECS ({}): \
-                 an attempt must not be declared stale while it may still be running",
-                keys.idempotency_stale_after_secs,
-                server.request_timeout_secs
+                "settings conflict with RAPTOR_REQUEST_TIMEOUT_SECS ({} s); unset them to take \
+                 defaults that follow it, or lower them: {}",
+                server.request_timeout_secs,
+                conflicts.join("; ")
             );
-        }
-        let request_ms = server.request_timeout_secs.saturating_mul(1000);
-        if self.billing.stripe_timeout_ms >= request_ms {
-            bail!(
-                "STRIPE_TIMEOUT_MS ({}) must be below RAPTOR_REQUEST_TIMEOUT_SECS ({} s): a Stripe \
-                 call must give up before the request does",
-                self.billing.stripe_timeout_ms,
-                server.request_timeout_secs
-            );
-        }
-        for (name, value) in [
-            ("RAPTOR_DB_LOCK_TIMEOUT_MS", database.db_lock_timeout_ms),
-            (
-                "RAPTOR_DB_STATEMENT_TIMEOUT_MS",
-                database.db_statement_timeout_ms,
-            ),
-        ] {
-            if value >= request_ms {
-                bail!(
-                    "{name} ({value}) must be below RAPTOR_REQUEST_TIMEOUT_SECS ({} s): the \
-                     database must give up before the request does",
-                    server.request_timeout_secs
-                );
-            }
         }
         keys.response_keys()?;
         self.mail.validate()?;
@@ -175,8 +200,9 @@ impl Config {
                 .clone()
                 .unwrap_or_else(SessionKey::random),
             auth_limits: self.sessions.limits(),
-            billing: self.billing.config(),
+            billing: self.billing.config(self.request_ms()),
             docs_assets: self.server.docs_assets.clone(),
+            trusted_proxies: self.server.trusted_proxies(),
             public_url: self.mail.public_url(self.server.addr),
             ..ApiConfig::default()
         }
@@ -189,13 +215,13 @@ impl Config {
 
     /// The idempotency settings.
     pub fn idempotency(&self) -> anyhow::Result<IdempotencyConfig> {
-        self.idempotency.config()
+        self.idempotency.config(self.server.request_timeout_secs)
     }
 
     /// The pools' settings ([`raptor_db::pool`]).
     pub fn pool_settings(&self) -> anyhow::Result<PoolSettings> {
         self.database
-            .pool_settings(self.idempotency.store_timeout())
+            .pool_settings(self.request_ms(), self.idempotency.store_timeout())
     }
 
     /// Whether the pools' session settings come from the roles (PgBouncer).

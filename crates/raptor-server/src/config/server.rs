@@ -32,8 +32,30 @@ fn parse_origin(text: &str) -> Result<String, String> {
     }
 }
 
+/// A proxy range of `RAPTOR_TRUSTED_PROXIES`: a CIDR (`10.0.0.0/8`, `fd00::/8`) or one address.
+fn parse_proxy(text: &str) -> Result<Option<ipnet::IpNet>, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    text.parse::<ipnet::IpNet>()
+        .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map(|net| Some(net.trunc()))
+        .map_err(|_| format!("{text:?} is not a CIDR like 10.0.0.0/8 or an IP address"))
+}
+
+/// The header the trusted proxies write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ForwardedHeaderArg {
+    /// `X-Forwarded-For` (HAProxy's `option forwardfor`, nginx, cloud load balancers).
+    XForwardedFor,
+    /// RFC 7239 `Forwarded`.
+    Forwarded,
+}
+
 /// `RAPTOR_ADDR`, `RAPTOR_REQUEST_TIMEOUT_SECS`, `RAPTOR_SHUTDOWN_DRAIN_SECS`,
-/// `RAPTOR_CORS_ORIGINS`, `RAPTOR_DOCS_ASSETS`, `RAPTOR_LOG_FORMAT`.
+/// `RAPTOR_CORS_ORIGINS`, `RAPTOR_TRUSTED_PROXIES`, `RAPTOR_FORWARDED_HEADER`,
+/// `RAPTOR_DOCS_ASSETS`, `RAPTOR_LOG_FORMAT`.
 #[derive(Debug, Clone, Args)]
 pub struct ServerArgs {
     /// Address `raptor serve` listens on.
@@ -53,9 +75,26 @@ pub struct ServerArgs {
 
     /// On SIGTERM/SIGINT, answer `/readyz` 503 for this many seconds while still serving, so
     /// load balancers stop routing here; then stop accepting and let requests in flight finish.
+    /// 5 s covers a Kubernetes Service, whose endpoint removal reaches the nodes' proxies a few
+    /// seconds after the pod is told to stop.
     #[arg(long, env = "RAPTOR_SHUTDOWN_DRAIN_SECS", value_name = "RAPTOR_SHUTDOWN_DRAIN_SECS",
-          default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=300), global = true)]
+          default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=300), global = true)]
     pub shutdown_drain_secs: u64,
+
+    /// Seconds a connection may take to send a request's line and headers, counted from the
+    /// connection's start or the previous response on it (an idle keep-alive connection is
+    /// closed after it too); past it the connection is closed. Slow or stalled clients cannot
+    /// hold connections (and file descriptors) open.
+    #[arg(long, env = "RAPTOR_HEADER_READ_TIMEOUT_SECS", value_name = "RAPTOR_HEADER_READ_TIMEOUT_SECS",
+          default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300), global = true)]
+    pub header_read_timeout_secs: u64,
+
+    /// Open connections one process holds at most; a connection past it is answered `503
+    /// too_many_connections` (with `Connection: close` and `Retry-After: 1`) and never served. Keep it
+    /// below the process's file descriptor limit.
+    #[arg(long, env = "RAPTOR_MAX_CONNECTIONS", value_name = "RAPTOR_MAX_CONNECTIONS",
+          default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000), global = true)]
+    pub max_connections: u64,
 
     /// Allowed CORS origins for the Antlers web app, comma-separated (none by default); each a
     /// full origin such as `https://app.example.com` (no `*`).
@@ -68,6 +107,33 @@ pub struct ServerArgs {
         global = true
     )]
     pub cors_origins: Vec<String>,
+
+    /// Load balancers and proxies in front of the server, comma-separated CIDRs or addresses
+    /// (none by default). Only a request whose TCP peer is in one of them has its client
+    /// address read from RAPTOR_FORWARDED_HEADER (the right-most address not in these ranges);
+    /// from any other peer the header is ignored. The client address keys per-IP rate limits
+    /// and is in the access log.
+    #[arg(
+        long,
+        env = "RAPTOR_TRUSTED_PROXIES",
+        value_name = "RAPTOR_TRUSTED_PROXIES",
+        value_delimiter = ',',
+        value_parser = parse_proxy,
+        global = true
+    )]
+    pub trusted_proxies: Vec<Option<ipnet::IpNet>>,
+
+    /// The forwarding header the trusted proxies append to; the other one is never read (a
+    /// proxy passes a client's own copy of it through).
+    #[arg(
+        long,
+        env = "RAPTOR_FORWARDED_HEADER",
+        value_name = "RAPTOR_FORWARDED_HEADER",
+        value_enum,
+        default_value = "x-forwarded-for",
+        global = true
+    )]
+    pub forwarded_header: ForwardedHeaderArg,
 
     /// Directory of Swagger UI's files (the `swagger-ui-dist` npm package, installed by
     /// `npm ci --omit=dev`) served at `/docs/assets/`; relative paths are from the working
@@ -94,6 +160,20 @@ pub struct ServerArgs {
 }
 
 impl ServerArgs {
+    /// `RAPTOR_TRUSTED_PROXIES` and `RAPTOR_FORWARDED_HEADER`, as the API takes them.
+    pub fn trusted_proxies(&self) -> raptor_api::client_addr::TrustedProxies {
+        let header = match self.forwarded_header {
+            ForwardedHeaderArg::XForwardedFor => {
+                raptor_api::client_addr::ForwardedHeader::XForwardedFor
+            }
+            ForwardedHeaderArg::Forwarded => raptor_api::client_addr::ForwardedHeader::Forwarded,
+        };
+        raptor_api::client_addr::TrustedProxies::new(
+            self.trusted_proxies.iter().flatten().copied().collect(),
+            header,
+        )
+    }
+
     /// The configured CORS origins, blanks dropped.
     pub fn cors_origins(&self) -> Vec<String> {
         self.cors_origins
@@ -101,5 +181,23 @@ impl ServerArgs {
             .map(|o| o.trim().to_owned())
             .filter(|o| !o.is_empty())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trusted_proxies_take_cidrs_and_addresses() {
+        let net = |text: &str| parse_proxy(text).expect("valid").expect("a range");
+        assert_eq!(net(" 10.0.0.0/8"), "10.0.0.0/8".parse().expect("cidr"));
+        assert_eq!(net("192.0.2.7"), "192.0.2.7/32".parse().expect("cidr"));
+        assert_eq!(net("10.1.2.3/8"), "10.0.0.0/8".parse().expect("cidr"));
+        assert_eq!(net("fd00::/8"), "fd00::/8".parse().expect("cidr"));
+        assert_eq!(parse_proxy(" ").expect("blank"), None);
+        let err = parse_proxy("10.0.0.0/33").expect_err("bad prefix");
+        assert!(err.contains("not a CIDR"), "{err}");
+        assert!(parse_proxy("bogus").is_err());
     }
 }
