@@ -4825,6 +4825,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -4848,7 +4849,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -6147,6 +6148,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -6170,7 +6172,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -6926,6 +6928,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -6949,7 +6952,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -7725,6 +7728,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -7748,7 +7752,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
@@ -8728,6 +8732,7 @@ export interface operations {
              *     - `database_busy`: a lock or statement timeout fired; nothing was committed
              *     - `database_unavailable`: the database did not answer; nothing was committed
              *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
              */
             503: {
                 headers: {
@@ -8751,7 +8756,7 @@ export interface operations {
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout";
+                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
                     };
                 };
             };
