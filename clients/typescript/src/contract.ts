@@ -68,6 +68,7 @@ export function retryAdvice(code: ErrorCode): Advice {
     case "stripe_unavailable":
     case "new_orders_disabled":
     case "rate_limited":
+    case "too_many_connections":
       return "retry_same_key";
     case "idempotency_previous_failed":
     case "idempotency_key_body_mismatch":
