@@ -7,28 +7,18 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use raptor_integration_tests::{free_port, ORDERS, ORDER_BODY};
+use raptor_integration_tests::free_port;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use sqlx::{Connection, PgConnection};
 use tokio::process::{Child, Command};
 
 use crate::behind_a_proxy::{request_lines, start_haproxy, wait_for_health};
-use crate::helpers::raptor;
 use crate::helpers::tls_pg::TlsPg;
+use crate::helpers::{post_keyed_order, raptor_ok};
 use crate::smtp_sink::{SinkOptions, SmtpSink};
 
 const PUBLIC_URL: &str = "https://app.raptor.test";
-
-fn succeeds(env: &[(&str, String)], args: &[&str]) -> Value {
-    let out = raptor(env, args);
-    assert!(
-        out.status.success(),
-        "raptor {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON output")
-}
 
 async fn stop(mut child: Child) {
     let _ = child.start_kill();
@@ -66,8 +56,8 @@ async fn a_new_user_signs_up_by_email_and_trades_through_the_proxy_on_tls_postgr
             "3q2+7wXrYb0Pp1zL4nQ8mA6tVdK9cF2sH5jU0gBiRwE=".to_owned(),
         ),
     ];
-    assert_eq!(succeeds(&env, &["migrate"])["migrated"], true);
-    succeeds(
+    assert_eq!(raptor_ok(&env, &["migrate"])["migrated"], true);
+    raptor_ok(
         &env,
         &[
             "quotes", "set", "AAPL", "--bid", "189.90", "--ask", "190.10",
@@ -127,17 +117,7 @@ async fn a_new_user_signs_up_by_email_and_trades_through_the_proxy_on_tls_postgr
     let token = session["token"].as_str().expect("session token").to_owned();
 
     let key = uuid::Uuid::new_v4().to_string();
-    let place = async || {
-        client
-            .post(format!("{base}{ORDERS}"))
-            .bearer_auth(&token)
-            .header("Idempotency-Key", &key)
-            .header("Content-Type", "application/json")
-            .body(ORDER_BODY)
-            .send()
-            .await
-            .expect("order")
-    };
+    let place = async || post_keyed_order(&client, &base, &token, &key).await;
     let first = place().await;
     assert_eq!(first.status(), StatusCode::CREATED);
     let order: Value = first.json().await.expect("order body");

@@ -7,11 +7,11 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use raptor_integration_tests::{free_port, ORDERS, ORDER_BODY};
+use raptor_integration_tests::free_port;
 use sqlx::{Connection, PgConnection};
 
-use crate::helpers::raptor;
 use crate::helpers::tls_pg::{TlsPg, CERT_USER};
+use crate::helpers::{post_keyed_order, raptor, raptor_ok};
 
 /// The stderr of a `raptor` that must fail.
 fn fails(env: &[(&str, String)], args: &[&str]) -> String {
@@ -23,16 +23,6 @@ fn fails(env: &[(&str, String)], args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stdout)
     );
     stderr
-}
-
-fn succeeds(env: &[(&str, String)], args: &[&str]) -> serde_json::Value {
-    let out = raptor(env, args);
-    assert!(
-        out.status.success(),
-        "raptor {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON output")
 }
 
 /// `raptor serve`, killed on drop.
@@ -61,10 +51,10 @@ async fn verify_full_with_the_right_ca_migrates_and_serves_a_keyed_order() {
         ("IDEMPOTENCY_STORE_DATABASE_URL", store_url),
         ("RAPTOR_ADDR", format!("127.0.0.1:{port}")),
     ];
-    assert_eq!(succeeds(&env, &["migrate"])["migrated"], true);
-    let user = succeeds(&env, &["users", "create", "--email", "tls@example.com"]);
+    assert_eq!(raptor_ok(&env, &["migrate"])["migrated"], true);
+    let user = raptor_ok(&env, &["users", "create", "--email", "tls@example.com"]);
     let token = user["token"].as_str().expect("token").to_owned();
-    succeeds(
+    raptor_ok(
         &env,
         &[
             "quotes", "set", "AAPL", "--bid", "189.90", "--ask", "190.10",
@@ -95,17 +85,7 @@ async fn verify_full_with_the_right_ca_migrates_and_serves_a_keyed_order() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let key = uuid::Uuid::new_v4().to_string();
-    let place = async || {
-        client
-            .post(format!("{base}{ORDERS}"))
-            .bearer_auth(&token)
-            .header("Idempotency-Key", &key)
-            .header("Content-Type", "application/json")
-            .body(ORDER_BODY)
-            .send()
-            .await
-            .expect("order")
-    };
+    let place = async || post_keyed_order(&client, &base, &token, &key).await;
     let first = place().await;
     assert_eq!(first.status(), 201, "{:?}", first.text().await);
     let replay = place().await;
@@ -211,7 +191,7 @@ async fn a_host_name_the_certificate_does_not_list_is_a_clear_start_up_error() {
     }
     // The name the certificate lists connects.
     let by_name = pg.url("localhost", &format!("sslmode=verify-full&{ca}"));
-    succeeds(&[("DATABASE_URL", by_name)], &["migrate"]);
+    raptor_ok(&[("DATABASE_URL", by_name)], &["migrate"]);
     // sqlx checks the name with verify-ca too (unlike libpq), and the error says so.
     let ca_only = pg.url("127.0.0.1", &format!("sslmode=verify-ca&{ca}"));
     let stderr = fails(&[("DATABASE_URL", ca_only)], &["migrate"]);

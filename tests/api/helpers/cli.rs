@@ -33,3 +33,33 @@ pub(crate) fn raptor(env: &[(&str, String)], args: &[&str]) -> std::process::Out
         .output()
         .expect("run raptor")
 }
+
+/// `raptor <args>` as a process ([`raptor`]) that must succeed; what it printed, as JSON.
+pub(crate) fn raptor_ok(env: &[(&str, String)], args: &[&str]) -> Value {
+    let out = raptor(env, args);
+    assert!(
+        out.status.success(),
+        "raptor {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON output")
+}
+
+/// A keyed market order (`ORDER_BODY`) by `token` with `key`, over HTTP to `base` — the call of
+/// the tests that drive a `raptor serve` process.
+pub(crate) async fn post_keyed_order(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+    key: &str,
+) -> reqwest::Response {
+    client
+        .post(format!("{base}{}", raptor_integration_tests::ORDERS))
+        .bearer_auth(token)
+        .header("Idempotency-Key", key)
+        .header("Content-Type", "application/json")
+        .body(raptor_integration_tests::ORDER_BODY)
+        .send()
+        .await
+        .expect("order")
+}

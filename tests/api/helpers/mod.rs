@@ -41,7 +41,7 @@ use uuid::Uuid;
 
 pub(crate) use bodies::{label, Order};
 pub(crate) use calls::{assert_problem, IDEMPOTENCY_FLAG, PROBLEM_JSON};
-pub(crate) use cli::{cli, raptor};
+pub(crate) use cli::{cli, post_keyed_order, raptor, raptor_ok};
 /// The migrations every `#[sqlx::test]` applies.
 pub(crate) use raptor_db::MIGRATOR;
 
