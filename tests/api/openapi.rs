@@ -38,3 +38,35 @@ fn order_routes_document_every_outcome() {
         "create_order"
     );
 }
+
+/// The checked-in document is the one `CHANGELOG.md`'s newest entry names (by SHA-256), and that
+/// entry's version is the document's `info.version`: a document that changed without a new
+/// entry, or a version that did not follow, fails here.
+#[test]
+fn the_changelog_names_the_current_document_and_version() {
+    use sha2::Digest;
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let document = std::fs::read(format!("{root}/openapi/openapi.json")).expect("openapi.json");
+    let hash = hex::encode(sha2::Sha256::digest(&document));
+    let version = serde_json::from_slice::<serde_json::Value>(&document).expect("JSON")["info"]
+        ["version"]
+        .as_str()
+        .expect("info.version")
+        .to_owned();
+    let changelog = std::fs::read_to_string(format!("{root}/CHANGELOG.md")).expect("CHANGELOG.md");
+    let newest = changelog
+        .split("\n## ")
+        .nth(1)
+        .expect("CHANGELOG.md has an entry");
+    let heading = newest.lines().next().unwrap_or_default();
+    assert!(
+        heading.starts_with(&format!("{version} ")),
+        "CHANGELOG.md's newest entry is {heading:?}, the document's info.version is {version}: \
+         add an entry for the new version"
+    );
+    assert!(
+        newest.contains(&format!("document: sha256 {hash}")),
+        "openapi/openapi.json (sha256 {hash}) is not the document CHANGELOG.md's newest entry \
+         ({heading}) names: a changed document needs a new version and an entry"
+    );
+}
