@@ -616,7 +616,7 @@ export interface components {
             /** @description The caller's audit rows. */
             audit_log: Record<string, never>[];
             /** @description The Stripe customer link, if any. */
-            billing_customer?: Record<string, never> | null;
+            billing_customer: Record<string, never> | null;
             /** @description The subscription mirror. */
             billing_subscriptions: Record<string, never>[];
             /** @description Messages queued for the caller's address. */
@@ -976,7 +976,7 @@ export interface components {
              * Format: decimal
              * @description Fill price.
              */
-            filled_avg_price?: string | null;
+            filled_avg_price: string | null;
             /**
              * Format: decimal
              * @description Filled contracts.
@@ -1099,7 +1099,7 @@ export interface components {
              * Format: date-time
              * @description Canceled.
              */
-            canceled_at?: string | null;
+            canceled_at: string | null;
             /** @description Client order id. */
             client_order_id: string;
             /**
@@ -1116,12 +1116,12 @@ export interface components {
              * Format: date-time
              * @description Filled.
              */
-            filled_at?: string | null;
+            filled_at: string | null;
             /**
              * Format: decimal
              * @description Average fill price (net per unit for mleg).
              */
-            filled_avg_price?: string | null;
+            filled_avg_price: string | null;
             /**
              * Format: decimal
              * @description Filled quantity.
@@ -1140,7 +1140,7 @@ export interface components {
              * Format: decimal
              * @description Limit.
              */
-            limit_price?: string | null;
+            limit_price: string | null;
             /** @description `simple` or `mleg`. */
             order_class: components["schemas"]["OrderClass"];
             /** @description Simple orders: intent. */
@@ -1157,7 +1157,7 @@ export interface components {
             /** @description `new`, `filled`, `canceled` or `expired`. */
             status: components["schemas"]["OrderStatus"];
             /** @description Simple orders: symbol. */
-            symbol?: string | null;
+            symbol: string | null;
             /** @description `day` or `gtc`. */
             time_in_force: components["schemas"]["TimeInForce"];
             /** @description `market` or `limit`. */
@@ -1244,7 +1244,7 @@ export interface components {
         /** @description The caller's profile. */
         ProfileResponse: {
             /** @description Display name, if set. */
-            display_name?: string | null;
+            display_name: string | null;
             /** @description The sign-up address. */
             email: string;
             /** @description Present (`true`) only on a replay of a stored answer. */
@@ -1252,7 +1252,7 @@ export interface components {
             /** @description Marketing email consent. */
             marketing_opt_in: boolean;
             /** @description IANA time zone, if set. */
-            time_zone?: string | null;
+            time_zone: string | null;
             /**
              * Format: date-time
              * @description Last change of the profile.
@@ -1374,16 +1374,16 @@ export interface components {
              * Format: date-time
              * @description When it was canceled (RFC 3339).
              */
-            canceled_at?: string | null;
+            canceled_at: string | null;
             /**
              * Format: date-time
              * @description End of the paid period (RFC 3339).
              */
-            current_period_end?: string | null;
+            current_period_end: string | null;
             /** @description Present (`true`) only on a replay of a stored answer. */
             idempotency_replayed?: boolean;
             /** @description The subscribed price. */
-            price_id?: string | null;
+            price_id: string | null;
             /**
              * Format: date-time
              * @description Stripe time of the state this mirror holds (RFC 3339): older events never overwrite it.
@@ -1404,7 +1404,7 @@ export interface components {
              * Format: int32
              * @description Our user, when known.
              */
-            user_id?: number | null;
+            user_id: number | null;
         };
         /**
          * @description `day` or `gtc`.

@@ -164,8 +164,10 @@ pub struct ProfileResponse {
     /// The sign-up address.
     pub email: String,
     /// Display name, if set.
+    #[schema(required = true)]
     pub display_name: Option<String>,
     /// IANA time zone, if set.
+    #[schema(required = true)]
     pub time_zone: Option<String>,
     /// Marketing email consent.
     pub marketing_opt_in: bool,
@@ -294,7 +296,7 @@ pub struct AccountExport {
     #[schema(value_type = Vec<Object>)]
     pub waitlist: Vec<Row>,
     /// The Stripe customer link, if any.
-    #[schema(value_type = Option<Object>)]
+    #[schema(required = true, value_type = Option<Object>)]
     pub billing_customer: Option<Row>,
     /// The subscription mirror.
     #[schema(value_type = Vec<Object>)]

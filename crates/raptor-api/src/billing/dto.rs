@@ -189,16 +189,20 @@ pub struct SubscriptionResponse {
     /// `cus_…`.
     pub stripe_customer_id: String,
     /// Our user, when known.
+    #[schema(required = true)]
     pub user_id: Option<i32>,
     /// Stripe's status (`active`, `trialing`, `past_due`, `canceled`, …).
     pub status: String,
     /// The subscribed price.
+    #[schema(required = true)]
     pub price_id: Option<String>,
     /// End of the paid period (RFC 3339).
+    #[schema(required = true)]
     pub current_period_end: Option<DateTime<Utc>>,
     /// The subscription ends when the period does.
     pub cancel_at_period_end: bool,
     /// When it was canceled (RFC 3339).
+    #[schema(required = true)]
     pub canceled_at: Option<DateTime<Utc>>,
     /// Stripe time of the state this mirror holds (RFC 3339): older events never overwrite it.
     pub source_at: DateTime<Utc>,

@@ -31,7 +31,7 @@ pub struct LegResponse {
     #[schema(value_type = String, format = "decimal")]
     pub filled_qty: Decimal,
     /// Fill price.
-    #[schema(value_type = Option<String>, format = "decimal")]
+    #[schema(required = true, value_type = Option<String>, format = "decimal")]
     pub filled_avg_price: Option<Decimal>,
     /// The parent's status.
     pub status: OrderStatusDto,
@@ -54,6 +54,7 @@ pub struct OrderResponse {
     /// `day` or `gtc`.
     pub time_in_force: TimeInForceDto,
     /// Simple orders: symbol.
+    #[schema(required = true)]
     pub symbol: Option<String>,
     /// Simple orders: side.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -70,10 +71,10 @@ pub struct OrderResponse {
     #[schema(value_type = String, format = "decimal")]
     pub filled_qty: Decimal,
     /// Average fill price (net per unit for mleg).
-    #[schema(value_type = Option<String>, format = "decimal")]
+    #[schema(required = true, value_type = Option<String>, format = "decimal")]
     pub filled_avg_price: Option<Decimal>,
     /// Limit.
-    #[schema(value_type = Option<String>, format = "decimal")]
+    #[schema(required = true, value_type = Option<String>, format = "decimal")]
     pub limit_price: Option<Decimal>,
     /// `new`, `filled`, `canceled` or `expired`.
     pub status: OrderStatusDto,
@@ -87,8 +88,10 @@ pub struct OrderResponse {
     /// Updated.
     pub updated_at: DateTime<Utc>,
     /// Filled.
+    #[schema(required = true)]
     pub filled_at: Option<DateTime<Utc>>,
     /// Canceled.
+    #[schema(required = true)]
     pub canceled_at: Option<DateTime<Utc>>,
 }
 
