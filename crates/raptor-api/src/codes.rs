@@ -171,22 +171,30 @@ impl serde::Serialize for ErrorCode {
 /// The `ErrorCode` schema: an enum of every code an HTTP answer can carry.
 impl utoipa::PartialSchema for ErrorCode {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        // By wire value (the malformed-key sentence first).
+        let mut codes: Vec<ErrorCode> = Self::ALL
+            .iter()
+            .copied()
+            .filter(|code| code.over_http())
+            .collect();
+        codes.sort_unstable_by_key(|code| code.as_str());
         utoipa::openapi::ObjectBuilder::new()
             .schema_type(utoipa::openapi::schema::Type::String)
             .description(Some(
                 "Every error code; `/docs/errors#<code>` explains each (the malformed-key \
                  sentence's section is `idempotency_key_invalid`).",
             ))
-            .enum_values(Some({
-                // By wire value (the malformed-key sentence first).
-                let mut wires: Vec<&str> = Self::ALL
-                    .iter()
-                    .filter(|code| code.over_http())
-                    .map(|code| code.as_str())
-                    .collect();
-                wires.sort_unstable();
-                wires
-            }))
+            .enum_values(Some(codes.iter().map(|code| code.as_str())))
+            // Generators name enum members from `x-enum-varnames` (the anchor: an identifier
+            // for every code, the malformed-key sentence included).
+            .extensions(Some(
+                utoipa::openapi::extensions::ExtensionsBuilder::new()
+                    .add(
+                        "x-enum-varnames",
+                        codes.iter().map(|code| code.anchor()).collect::<Vec<_>>(),
+                    )
+                    .build(),
+            ))
             .into()
     }
 }

@@ -143,7 +143,7 @@ fn header(description: &str, schema: utoipa::openapi::schema::Type) -> utoipa::o
 ///   routes; `WWW-Authenticate` on 401; `Retry-After` where a retry is asked for (409, 429,
 ///   503); `Location` on a created order;
 /// - the parameters' accepted forms (symbols, both `Idempotency-Key` forms), bodies that may be
-///   absent, `security: [{}]` on public operations, the server;
+///   absent, `security: [{}]` on public operations, `x-internal` on the ops probes, the server;
 /// - decimal and symbol patterns, and the `idempotency_replayed` member a replay adds to its
 ///   stored body.
 pub fn finish(spec: &mut Spec) {
@@ -162,6 +162,7 @@ pub fn finish(spec: &mut Spec) {
             parameter_forms(operation);
             optional_body(operation, components.as_ref());
             mark_public(operation);
+            mark_internal(operation);
         }
     }
     *servers = Some(vec![utoipa::openapi::server::Server::new("/")]);
@@ -185,6 +186,20 @@ pub fn finish(spec: &mut Spec) {
                         .into(),
                 );
             }
+        }
+    }
+}
+
+/// The `ops` operations (`/healthz`, `/readyz`, `/metrics`) are for load balancers, probes and
+/// Prometheus, not for the apps: `x-internal: true` tells client generators to leave them out.
+fn mark_internal(operation: &mut utoipa::openapi::path::Operation) {
+    if operation.tags.iter().flatten().any(|t| t == "ops") {
+        let internal = utoipa::openapi::extensions::ExtensionsBuilder::new()
+            .add("x-internal", true)
+            .build();
+        match operation.extensions.as_mut() {
+            Some(extensions) => extensions.merge(internal),
+            None => operation.extensions = Some(internal),
         }
     }
 }
