@@ -43,8 +43,10 @@ pub struct CreateOrderRequest {
     #[schema(nullable = false)]
     pub order_class: Option<OrderClassDto>,
     /// Multi-leg orders: 2-4 legs.
+    #[schema(max_items = 4)]
     pub legs: Option<Vec<LegRequest>>,
     /// Unique per account; derived from the account and the Idempotency-Key when absent.
+    #[schema(min_length = 1, max_length = 128)]
     pub client_order_id: Option<String>,
 }
 
@@ -55,6 +57,7 @@ pub struct LegRequest {
     /// OCC option symbol.
     pub symbol: String,
     /// Contracts per strategy unit (default 1).
+    #[schema(minimum = 1)]
     pub ratio_qty: Option<u32>,
     /// `buy` or `sell` (may be implied by `position_intent`).
     #[serde(default, deserialize_with = "not_null")]
