@@ -143,7 +143,7 @@ fn header(description: &str, schema: utoipa::openapi::schema::Type) -> utoipa::o
 ///   routes; `WWW-Authenticate` on 401; `Retry-After` where a retry is asked for (409, 429,
 ///   503); `Location` on a created order;
 /// - the parameters' accepted forms (symbols, both `Idempotency-Key` forms), bodies that may be
-///   absent, `security: [{}]` on public operations, `x-internal` on the ops probes, the server;
+///   absent, `security: []` on public operations, `x-internal` on the ops probes, the server;
 /// - decimal and symbol patterns, and the `idempotency_replayed` member a replay adds to its
 ///   stored body.
 pub fn finish(spec: &mut Spec) {
@@ -479,14 +479,13 @@ fn parameter_forms(operation: &mut utoipa::openapi::path::Operation) {
     }
 }
 
-/// An operation without a bearer token says so (`security: [{}]`, anonymous), so a reader and
-/// a linter can tell "public" from "forgot to say". Runs after `error_responses`, which reads an
-/// absent `security` as public.
+/// An operation without a bearer token says so (`security: []`: no requirement), so a reader
+/// and a linter can tell "public" from "forgot to say". Not `[{}]` (an empty requirement, which
+/// also means anonymous): openapi-python-client reads that as "a token is required". Runs after
+/// `error_responses`, which reads an absent `security` as public.
 fn mark_public(operation: &mut utoipa::openapi::path::Operation) {
-    if operation.security.as_ref().is_none_or(Vec::is_empty) {
-        operation.security = Some(vec![
-            utoipa::openapi::security::SecurityRequirement::default(),
-        ]);
+    if operation.security.is_none() {
+        operation.security = Some(Vec::new());
     }
 }
 
