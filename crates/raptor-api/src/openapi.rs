@@ -456,7 +456,9 @@ fn optional_body(
 /// in double quotes).
 fn parameter_forms(operation: &mut utoipa::openapi::path::Operation) {
     use utoipa::openapi::path::ParameterIn;
-    use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+    use utoipa::openapi::schema::{
+        AnyOfBuilder, KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type,
+    };
     use utoipa::openapi::RefOr;
     for parameter in operation.parameters.iter_mut().flatten() {
         if matches!(parameter.parameter_in, ParameterIn::Path) && parameter.name == "symbol" {
@@ -467,14 +469,19 @@ fn parameter_forms(operation: &mut utoipa::openapi::path::Operation) {
         if parameter.name == KEY_HEADER {
             let uuid =
                 "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
-            // One string schema with one pattern for both forms (generators type it `string`;
-            // an `anyOf` of a uuid and a pattern made some of them choke).
-            let key = ObjectBuilder::new()
-                .schema_type(Type::String)
-                .pattern(Some(format!("^({uuid}|\"{uuid}\")$")))
-                .max_length(Some(38))
+            let forms = AnyOfBuilder::new()
+                .item(
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid))),
+                )
+                .item(
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .pattern(Some(format!("^\"{uuid}\"$"))),
+                )
                 .build();
-            parameter.schema = Some(RefOr::T(Schema::Object(key)));
+            parameter.schema = Some(RefOr::T(Schema::AnyOf(forms)));
         }
     }
 }
