@@ -105,3 +105,21 @@ pub enum CurrencyDto {
     #[serde(rename = "USD")]
     Usd,
 }
+
+/// What an activity records. Clients must accept values they do not know yet: new kinds are
+/// added without a new version of the API.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = ActivityType)]
+pub enum ActivityTypeDto {
+    /// An order's leg filled.
+    Fill,
+    /// An open order was canceled (by the trader or by a reset).
+    Cancel,
+    /// An option position expired worthless.
+    Expiry,
+    /// An option position settled in cash.
+    Settlement,
+    /// The account was reset.
+    Reset,
+}

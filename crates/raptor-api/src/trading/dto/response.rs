@@ -185,24 +185,6 @@ pub struct QuoteResponse {
     pub pending_accounts: i64,
 }
 
-/// What an activity records. Clients must accept values they do not know yet: new kinds are
-/// added without a new version of the API.
-#[derive(Debug, Clone, Copy, Serialize, serde::Deserialize, ToSchema, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = ActivityType)]
-pub enum ActivityTypeDto {
-    /// An order's leg filled.
-    Fill,
-    /// An open order was canceled (by the trader or by a reset).
-    Cancel,
-    /// An option position expired worthless.
-    Expiry,
-    /// An option position settled in cash.
-    Settlement,
-    /// The account was reset.
-    Reset,
-}
-
 /// One entry of the activity feed.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ActivityResponse {

@@ -144,8 +144,7 @@ struct Marks {
 
 /// Marks every open position at its quote's mid (the engine's arithmetic), or at cost when the
 /// symbol has no quote. A read: the quotes are not locked, so the marks are as of this moment.
-async fn marks(conn: &mut PgConnection, user_id: i32) -> ApiResult<Marks> {
-    let positions = store::list_positions(conn, user_id).await?;
+async fn marks(conn: &mut PgConnection, positions: &[raptor_engine::Position]) -> ApiResult<Marks> {
     let symbols: Vec<String> = positions.iter().map(|p| p.symbol.clone()).collect();
     let quotes = store::quotes(conn, &symbols).await?;
     let mut marks = Marks {
@@ -153,18 +152,21 @@ async fn marks(conn: &mut PgConnection, user_id: i32) -> ApiResult<Marks> {
         unrealized_pnl: rust_decimal::Decimal::ZERO,
         at_cost: Vec::new(),
     };
-    for row in positions {
-        let instrument = raptor_engine::Instrument::parse(&row.symbol).map_err(|e| {
-            crate::error::ApiError::Internal(anyhow::anyhow!("stored symbol {}: {e}", row.symbol))
+    for position in positions {
+        let instrument = raptor_engine::Instrument::parse(&position.symbol).map_err(|e| {
+            crate::error::ApiError::Internal(anyhow::anyhow!(
+                "stored symbol {}: {e}",
+                position.symbol
+            ))
         })?;
-        let price = match quotes.quotes.get(&row.symbol) {
+        let price = match quotes.quotes.get(&position.symbol) {
             Some(quote) => (quote.bid + quote.ask) / rust_decimal::Decimal::TWO,
             None => {
-                marks.at_cost.push(row.symbol.clone());
-                row.avg_entry_price
+                marks.at_cost.push(position.symbol.clone());
+                position.avg_entry_price
             }
         };
-        let mark = raptor_engine::Position::from(row).mark(price, instrument.multiplier());
+        let mark = position.mark(price, instrument.multiplier());
         marks.market_value += mark.market_value;
         marks.unrealized_pnl += mark.unrealized_pnl;
     }
@@ -175,12 +177,13 @@ async fn marks(conn: &mut PgConnection, user_id: i32) -> ApiResult<Marks> {
 pub(crate) async fn account(conn: &mut PgConnection, user_id: i32) -> ApiResult<AccountResponse> {
     let account = store::read_account(conn, user_id).await?;
     let reserved = store::open_reservations(conn, user_id).await?;
-    let marks = marks(conn, user_id).await?;
+    // One read of the positions serves the marks and the uncovered shorts.
     let positions: Vec<raptor_engine::Position> = store::list_positions(conn, user_id)
         .await?
         .into_iter()
         .map(Into::into)
         .collect();
+    let marks = marks(conn, &positions).await?;
     Ok(AccountResponse {
         market_value: dto::money(marks.market_value),
         equity: dto::money(account.cash + marks.market_value),
