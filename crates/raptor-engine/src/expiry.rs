@@ -6,7 +6,6 @@
 //! and settled in cash (long receives, short pays). Out of the money the intrinsic value is zero
 //! and the position expires worthless. No fees are charged.
 
-use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, NaiveDate, Utc};
@@ -218,21 +217,11 @@ pub fn uncovered_short_options<'a>(
                 longs.push((contract.expiry, position.qty));
             }
         }
-        shorts.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-        longs.sort_by_key(|&(expiry, _)| Reverse(expiry));
-        let mut eligible = longs.into_iter().peekable();
-        let mut pool = Decimal::ZERO;
-        for (expiry, symbol, qty) in shorts {
-            while let Some((_, long)) = eligible.next_if(|(e, _)| *e >= expiry) {
-                pool += long;
-            }
-            if pool < qty {
-                uncovered.push(symbol.to_owned());
-                pool = Decimal::ZERO;
-            } else {
-                pool -= qty;
-            }
-        }
+        uncovered.extend(
+            crate::risk::uncovered_short_calls(shorts, longs)
+                .into_iter()
+                .map(str::to_owned),
+        );
     }
     uncovered.sort();
     uncovered

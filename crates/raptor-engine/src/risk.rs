@@ -182,34 +182,22 @@ pub(crate) fn check_coverage(
             return Err(uncovered(symbol));
         }
         let calls = || on_root().filter(|(_, h)| h.contract.right == Right::Call);
-        let mut shorts: Vec<(NaiveDate, &String, Decimal)> = calls()
+        let shorts = calls()
             .filter(|(_, h)| h.short > Decimal::ZERO)
-            .map(|(symbol, h)| (h.contract.expiry, symbol, h.short))
+            .map(|(symbol, h)| (h.contract.expiry, symbol.as_str(), h.short))
             .collect();
-        let mut longs: Vec<(NaiveDate, Decimal)> = calls()
+        let longs = calls()
             .filter(|(_, h)| h.long > Decimal::ZERO)
             .map(|(_, h)| (h.contract.expiry, h.long))
             .collect();
-        // Latest expiry first; among equal expiries, symbols ascending.
-        shorts.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-        longs.sort_by_key(|&(expiry, _)| Reverse(expiry));
-
-        let mut eligible = longs.into_iter().peekable();
-        let mut pool = Decimal::ZERO;
-        for (expiry, symbol, qty) in shorts {
-            while let Some((_, long)) = eligible.next_if(|(e, _)| *e >= expiry) {
-                pool += long;
-            }
-            if pool < qty {
-                let own_short = spec.legs.iter().find(|leg| {
-                    leg.position_intent == PositionIntent::SellToOpen
-                        && leg.instrument.underlying() == root
-                });
-                return Err(uncovered(
-                    own_short.map_or(symbol.as_str(), |leg| leg.instrument.symbol()),
-                ));
-            }
-            pool -= qty;
+        if let Some(symbol) = uncovered_short_calls(shorts, longs).first() {
+            let own_short = spec.legs.iter().find(|leg| {
+                leg.position_intent == PositionIntent::SellToOpen
+                    && leg.instrument.underlying() == root
+            });
+            return Err(uncovered(
+                own_short.map_or(*symbol, |leg| leg.instrument.symbol()),
+            ));
         }
     }
     Ok(())
@@ -219,4 +207,32 @@ fn uncovered(symbol: &str) -> OrderRejection {
     OrderRejection::UncoveredShortOption {
         symbol: symbol.to_owned(),
     }
+}
+
+/// The coverage rule for the short calls of one root: `shorts` (expiry, symbol, contracts) are
+/// matched latest expiry first (equal expiries by symbol, ascending) against the `longs`
+/// (expiry, contracts) expiring no earlier, contract for contract. Returns the shorts left
+/// uncovered, in that order; a short partly covered is uncovered and uses up what it found.
+/// The order check refuses on the first; the account read lists them all.
+pub(crate) fn uncovered_short_calls(
+    mut shorts: Vec<(NaiveDate, &str, Decimal)>,
+    mut longs: Vec<(NaiveDate, Decimal)>,
+) -> Vec<&str> {
+    shorts.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    longs.sort_by_key(|&(expiry, _)| Reverse(expiry));
+    let mut eligible = longs.into_iter().peekable();
+    let mut pool = Decimal::ZERO;
+    let mut uncovered = Vec::new();
+    for (expiry, symbol, qty) in shorts {
+        while let Some((_, long)) = eligible.next_if(|(e, _)| *e >= expiry) {
+            pool += long;
+        }
+        if pool < qty {
+            uncovered.push(symbol);
+            pool = Decimal::ZERO;
+        } else {
+            pool -= qty;
+        }
+    }
+    uncovered
 }
