@@ -26,11 +26,7 @@ pub(crate) const STARTING_CASH: rust_decimal::Decimal =
     rust_decimal::Decimal::from_parts(100_000_000, 0, 0, false, 0);
 const RESPONSE_KEYS: &str = "chaos:Q2hhb3NLZXlDaGFvc0tleUNoYW9zS2V5Q2hhb3NLZXk=";
 
-pub(crate) fn is_root() -> bool {
-    std::fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
-        .unwrap_or(false)
-}
+pub(crate) use raptor_integration_tests::pg::{chown_postgres, is_root, pg_bindir, pg_tool};
 
 /// (uid, gid) of the `postgres` user (when running as root).
 pub(crate) fn postgres_ids() -> anyhow::Result<(u32, u32)> {
@@ -42,58 +38,6 @@ pub(crate) fn postgres_ids() -> anyhow::Result<(u32, u32)> {
         }
     }
     bail!("no postgres user (scripts/chaos-deps.sh, run by `make chaos`, creates one)")
-}
-
-/// Runs a PostgreSQL tool, as `postgres` via runuser when root (initdb and postgres refuse root).
-pub(crate) fn pg_tool(
-    bindir: &Path,
-    tool: &str,
-    args: &[&str],
-) -> anyhow::Result<std::process::Output> {
-    let program = bindir.join(tool);
-    let mut command = if is_root() {
-        let mut c = std::process::Command::new("runuser");
-        c.args(["-u", "postgres", "--"]).arg(&program);
-        c
-    } else {
-        std::process::Command::new(&program)
-    };
-    let output = command
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("could not run {tool}"))?;
-    Ok(output)
-}
-
-pub(crate) fn chown_postgres(path: &Path) -> anyhow::Result<()> {
-    if is_root() {
-        let status = std::process::Command::new("chown")
-            .args(["-R", "postgres"])
-            .arg(path)
-            .status()?;
-        if !status.success() {
-            bail!("chown postgres {} failed", path.display());
-        }
-    }
-    Ok(())
-}
-
-/// The newest PostgreSQL's server binaries (`/usr/lib/postgresql/<major>/bin`).
-pub(crate) fn pg_bindir() -> anyhow::Result<PathBuf> {
-    std::fs::read_dir("/usr/lib/postgresql")
-        .context("no /usr/lib/postgresql (apt-get install postgresql)")?
-        .filter_map(Result::ok)
-        .filter(|e| e.path().join("bin/initdb").exists())
-        // The newest major version, compared as a number (as `sort -V` does in db.sh).
-        .max_by_key(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .parse::<f64>()
-                .unwrap_or(0.0) as u64
-        })
-        .map(|e| e.path().join("bin"))
-        .context("no PostgreSQL binaries under /usr/lib/postgresql/*/bin")
 }
 
 /// The driver's own cluster: `initdb` into `target/chaos/pg`, a free port, stopped on drop.

@@ -1,6 +1,8 @@
 //! Integration tests live in `api/`. This library holds what the two drivers that run release
 //! `raptor` processes (`make bench` in `bench/`, `make chaos` in `chaos/`) share.
 
+pub mod pg;
+
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};

@@ -5,9 +5,9 @@
 //! directory removed on drop. Each test starts its own (a cluster takes a second or two).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 
 use anyhow::{bail, Context};
+use raptor_integration_tests::pg::{chown_postgres, pg_bindir, pg_tool};
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
 };
@@ -64,42 +64,6 @@ pub(crate) struct TlsPg {
     pub(crate) client_key: PathBuf,
 }
 
-fn is_root() -> bool {
-    std::fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
-        .unwrap_or(false)
-}
-
-/// Runs a PostgreSQL tool, as `postgres` via runuser when root (initdb and postgres refuse
-/// root).
-fn pg_tool(bindir: &Path, tool: &str, args: &[&str]) -> anyhow::Result<Output> {
-    let program = bindir.join(tool);
-    let mut command = if is_root() {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--"]).arg(&program);
-        c
-    } else {
-        Command::new(&program)
-    };
-    command
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("could not run {tool}"))
-}
-
-/// The newest PostgreSQL's server binaries (`/usr/lib/postgresql/<major>/bin`), which
-/// `scripts/db.sh` installs with apt-get when missing (`make test` runs it first).
-fn pg_bindir() -> anyhow::Result<PathBuf> {
-    std::fs::read_dir("/usr/lib/postgresql")
-        .context("no /usr/lib/postgresql (scripts/db.sh installs postgresql)")?
-        .filter_map(Result::ok)
-        .filter(|e| e.path().join("bin/initdb").exists())
-        .max_by_key(|e| e.file_name().to_string_lossy().parse::<u32>().unwrap_or(0))
-        .map(|e| e.path().join("bin"))
-        .context("no PostgreSQL binaries under /usr/lib/postgresql/*/bin")
-}
-
 fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("write {}", path.display()))
 }
@@ -145,15 +109,7 @@ impl TlsPg {
         write(&this.client_cert, &client_cert)?;
         write(&this.client_key, &client_key)?;
         private(&this.client_key)?;
-        if is_root() {
-            let status = Command::new("chown")
-                .args(["-R", "postgres"])
-                .arg(&this.dir)
-                .status()?;
-            if !status.success() {
-                bail!("chown postgres {} failed", this.dir.display());
-            }
-        }
+        chown_postgres(&this.dir)?;
         let data_s = data.to_string_lossy().into_owned();
         let out = pg_tool(
             &this.bindir,
@@ -196,12 +152,7 @@ impl TlsPg {
             this.dir.join("sock").display()
         ));
         write(&data.join("postgresql.conf"), &conf)?;
-        if is_root() {
-            Command::new("chown")
-                .args(["-R", "postgres"])
-                .arg(&data)
-                .status()?;
-        }
+        chown_postgres(&data)?;
         let log = this.dir.join("log").to_string_lossy().into_owned();
         let out = pg_tool(
             &this.bindir,
