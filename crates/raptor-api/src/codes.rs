@@ -148,6 +148,12 @@ impl ErrorCode {
     pub fn from_wire(wire: &str) -> Option<Self> {
         Self::ALL.iter().copied().find(|code| code.as_str() == wire)
     }
+
+    /// Whether waiting and retrying can help (`Retry-After` means that): not for a halt of new
+    /// orders, nor for a deployment without billing keys, which no retry cures.
+    pub fn retrying_helps(self) -> bool {
+        !matches!(self, Self::NewOrdersDisabled | Self::BillingNotConfigured)
+    }
 }
 
 impl AsRef<str> for ErrorCode {

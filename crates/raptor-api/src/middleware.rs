@@ -291,12 +291,12 @@ async fn json_errors(request: Request, next: Next) -> Response {
             .headers
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     }
-    // A 503 that waiting does not cure says nothing about retrying (Retry-After means
-    // "retrying can help"): a halt of new orders, a deployment without billing keys.
-    let waiting_helps = !matches!(
-        map.get("error").and_then(serde_json::Value::as_str),
-        Some("new_orders_disabled" | "billing_not_configured")
-    );
+    // A 503 that waiting does not cure says nothing about retrying (`ErrorCode::retrying_helps`).
+    let waiting_helps = map
+        .get("error")
+        .and_then(serde_json::Value::as_str)
+        .and_then(crate::codes::ErrorCode::from_wire)
+        .is_none_or(crate::codes::ErrorCode::retrying_helps);
     if status == StatusCode::SERVICE_UNAVAILABLE
         && waiting_helps
         && !parts.headers.contains_key(header::RETRY_AFTER)
