@@ -13,6 +13,7 @@ mod behind_a_proxy;
 mod billing;
 mod cli;
 mod connection_edge;
+mod connection_use;
 mod deployment;
 mod docs;
 mod encryption;

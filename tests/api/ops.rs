@@ -218,15 +218,18 @@ async fn shutdown_waits_for_pending_key_releases(pool: PgPool) {
                 );
                 let claim = state
                     .idempotency
-                    .claim(raptor_idempotency::ClaimRequest {
-                        scope_user_id: Some(user_id),
-                        endpoint: "POST /probe/items".to_owned(),
-                        key,
-                        request_hash: "drain".to_owned(),
-                        ttl: Duration::from_secs(60),
-                        tier: raptor_idempotency::Tier::FailClosed,
-                        replay: raptor_idempotency::Replay::Stored,
-                    })
+                    .claim(
+                        raptor_idempotency::ClaimRequest {
+                            scope_user_id: Some(user_id),
+                            endpoint: "POST /probe/items".to_owned(),
+                            key,
+                            request_hash: "drain".to_owned(),
+                            ttl: Duration::from_secs(60),
+                            tier: raptor_idempotency::Tier::FailClosed,
+                            replay: raptor_idempotency::Replay::Stored,
+                        },
+                        None,
+                    )
                     .await
                     .expect("claimed");
                 // Every store connection busy for a while (other requests' claims).

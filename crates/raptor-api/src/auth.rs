@@ -189,8 +189,12 @@ where
         .bind(hash_token(token))
         .fetch_optional(&mut *conn)
         .await?;
-        conn.finish().await?;
         let row = row.ok_or(ApiError::Unauthenticated)?;
+        // An instrumented request's transaction goes on on this connection (one checkout for
+        // the request instead of two); anything else gives it back now.
+        if let Some(conn) = raptor_idempotency::held::keep(parts, conn) {
+            conn.finish().await?;
+        }
         let principal = match (
             row.user_id,
             row.role.as_deref().and_then(Role::parse),

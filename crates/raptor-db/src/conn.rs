@@ -71,6 +71,16 @@ impl Conn {
             Inner::Block(tx) => tx.commit().await,
         }
     }
+
+    /// A transaction on this connection: `BEGIN` on a pooled connection; in transaction mode
+    /// the connection's transaction block itself, which goes on (what ran on it so far becomes
+    /// part of the transaction).
+    pub async fn begin(self) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+        match self.0 {
+            Inner::Pooled(pooled) => Transaction::begin(pooled, None).await,
+            Inner::Block(tx) => Ok(tx),
+        }
+    }
 }
 
 impl Deref for Conn {

@@ -1,7 +1,7 @@
 //! The axum integration: [`Idempotent<T, P, A>`], the last extractor of an instrumented
 //! handler.
 //!
-//! It runs the authentication (and gates) `A` first, so a replay can never bypass a gate and
+//! It reads the body, then runs the authentication (and gates) `A`, so a replay can never bypass a gate and
 //! the key's scope is the principal's; then it counts a request without a key, parses the key
 //! (refusing a missing one where it is required), reads and deserialises the body,
 //! fingerprints the request and claims. A replay, 400, 409, 422 or 503 is its rejection, so the
@@ -10,14 +10,18 @@
 use std::marker::PhantomData;
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRef, FromRequest, FromRequestParts, MatchedPath, Request};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use raptor_db::Conn;
 use serde::de::DeserializeOwned;
 
 use crate::claim::Claim;
 use crate::claim::ClaimRequest;
 use crate::fingerprint::fingerprint;
+use crate::held;
 use crate::key::IdempotencyKey;
 use crate::outcome::Outcome;
 use crate::policy::Policy;
@@ -83,11 +87,18 @@ where
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let (mut parts, payload) = req.into_parts();
+        // The body first, so the connection the authentication keeps for the transaction is
+        // never held while a slow client sends it. What reading it found is reported where it
+        // always was: after authentication and the key.
+        let mut body_request = Request::new(payload);
+        *body_request.extensions_mut() = parts.extensions.clone();
+        let bytes = Bytes::from_request(body_request, state).await;
+        held::want(&mut parts);
         let auth = A::from_request_parts(&mut parts, state)
             .await
             .map_err(IdempotentRejection::Auth)?;
-        let req = Request::from_parts(parts, payload);
-        let (claim, body) = claim_request::<S, T, P>(req, state, auth.scope())
+        let conn = held::take(&mut parts.extensions);
+        let (claim, body) = claim_request::<S, T, P>(&parts, bytes, conn, state, auth.scope())
             .await
             .map_err(IdempotentRejection::Refusal)?;
         Ok(Self {
@@ -100,9 +111,12 @@ where
 }
 
 /// Everything after authentication: count a keyless request, parse the key (refusing a missing
-/// one where it is required), read and deserialise the body, fingerprint the request, claim.
+/// one where it is required), deserialise the body, fingerprint the request, claim. `conn` is
+/// the connection the authentication kept, for the request's transaction.
 async fn claim_request<S, T, P>(
-    req: Request,
+    parts: &Parts,
+    bytes: Result<Bytes, BytesRejection>,
+    conn: Option<Conn>,
     state: &S,
     scope: Scope,
 ) -> Result<(Claim, T), Refusal>
@@ -113,19 +127,19 @@ where
     P: Policy,
 {
     let idem = Idempotency::from_ref(state);
-    let method = req.method().to_string();
-    let route = req
-        .extensions()
+    let method = parts.method.to_string();
+    let route = parts
+        .extensions
         .get::<MatchedPath>()
-        .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned());
+        .map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
     let endpoint = format!("{method} {route}");
-    let path_and_query = req
-        .uri()
+    let path_and_query = parts
+        .uri
         .path_and_query()
-        .map_or_else(|| req.uri().path().to_owned(), |pq| pq.as_str().to_owned());
+        .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned());
 
-    if !req.headers().contains_key(crate::key::HEADER) {
-        idem.inner.keyless.record(&endpoint, req.headers());
+    if !parts.headers.contains_key(crate::key::HEADER) {
+        idem.inner.keyless.record(&endpoint, &parts.headers);
     }
     let enabled = idem.enabled().await;
     // A malformed key is refused whether or not the mechanism is on: its syntax does not
@@ -133,7 +147,7 @@ where
     // during one. With the kill switch off a valid key is not used for dedup, but still
     // reaches the handler, so ids derived from it (a client_order_id) stop a retry from
     // executing twice once the switch is back on.
-    let key = match IdempotencyKey::from_headers(req.headers()) {
+    let key = match IdempotencyKey::from_headers(&parts.headers) {
         Ok(key) => key,
         Err(err) => {
             Outcome::InvalidKey.record(&endpoint);
@@ -147,8 +161,8 @@ where
         return Err(Refusal::KeyRequired);
     }
 
-    let json_content = is_json(req.headers());
-    let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+    let json_content = is_json(&parts.headers);
+    let bytes = bytes.map_err(|rejection| {
         let status = rejection.status();
         let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
             "payload_too_large"
@@ -161,7 +175,7 @@ where
 
     let (true, Some(key)) = (enabled, key) else {
         Outcome::Passthrough.record(&endpoint);
-        let claim = idem.untracked(endpoint, enabled, key).await?;
+        let claim = idem.untracked(endpoint, enabled, key, conn).await?;
         return Ok((claim, body));
     };
 
@@ -177,7 +191,7 @@ where
         tier: P::TIER,
         replay: P::REPLAY,
     };
-    let claim = idem.claim(request).await?;
+    let claim = idem.claim(request, conn).await?;
     Ok((claim, body))
 }
 

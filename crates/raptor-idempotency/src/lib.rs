@@ -7,6 +7,7 @@ mod config;
 mod extract;
 pub mod fingerprint;
 mod flag;
+pub mod held;
 pub mod key;
 mod keyless;
 mod outcome;

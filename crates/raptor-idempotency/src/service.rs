@@ -171,16 +171,30 @@ impl Idempotency {
         self.inner.flag.set_local(enabled);
     }
 
+    /// The request's transaction: on the connection the authentication kept for it
+    /// ([`crate::held`]), else on a new one from the pool.
+    pub(crate) async fn begin(
+        &self,
+        conn: Option<raptor_db::Conn>,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+        match conn {
+            Some(conn) => conn.begin().await,
+            None => self.inner.pool.begin().await,
+        }
+    }
+
     /// A claim with no key row: the request runs in one transaction, without dedup.
     /// `instrumented` adds `Idempotent-Replayed: false` to the response. `key` is the request's
     /// valid key, if it sent one (kill switch off, fail-open): handlers still derive ids from it.
+    /// `conn`: the connection the authentication kept, if any.
     pub async fn untracked(
         &self,
         endpoint: String,
         instrumented: bool,
         key: Option<IdempotencyKey>,
+        conn: Option<raptor_db::Conn>,
     ) -> Result<Claim, Refusal> {
-        let tx = self.inner.pool.begin().await.map_err(|err| {
+        let tx = self.begin(conn).await.map_err(|err| {
             tracing::error!(error = %err, "could not begin a transaction");
             Refusal::DatabaseUnavailable
         })?;

@@ -48,8 +48,11 @@ impl AccountWrites {
             .clone()
     }
 
-    async fn acquire(&self, user_id: i32) -> ApiResult<OwnedSemaphorePermit> {
-        let semaphore = self.semaphore(user_id);
+    async fn acquire(
+        &self,
+        user_id: i32,
+        semaphore: Arc<Semaphore>,
+    ) -> ApiResult<OwnedSemaphorePermit> {
         match tokio::time::timeout(self.wait, semaphore.acquire_owned()).await {
             Ok(Ok(permit)) => Ok(permit),
             Ok(Err(_closed)) => Err(ApiError::Internal(anyhow::anyhow!(
@@ -69,7 +72,8 @@ impl AccountWrites {
 }
 
 /// A permit to write to the caller's account, held until the handler ends. Put it after the
-/// gates and before the idempotency claim, so a waiting request holds no connection.
+/// gates and before the idempotency claim, so a waiting request holds no connection (one its
+/// authentication kept for the transaction is let go of before it waits).
 #[derive(Debug)]
 pub struct AccountWrite {
     _permit: OwnedSemaphorePermit,
@@ -85,9 +89,17 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
         let user = AuthUser::from_request_parts(parts, state).await?;
-        let permit = Arc::<AccountWrites>::from_ref(state)
-            .acquire(user.id)
-            .await?;
+        let writes = Arc::<AccountWrites>::from_ref(state);
+        let semaphore = writes.semaphore(user.id);
+        let permit = match semaphore.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                // It must wait: not with a connection the authentication kept for the
+                // request's transaction (the transaction will take a new one).
+                raptor_idempotency::held::let_go(parts);
+                writes.acquire(user.id, semaphore).await?
+            }
+        };
         Ok(Self { _permit: permit })
     }
 }
