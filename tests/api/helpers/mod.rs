@@ -297,6 +297,8 @@ impl TestApp {
             let mut opened = opened.lock().expect("pools");
             opened.push(pool.clone());
             opened.push(state.idempotency.store_pool().clone());
+            opened.push(state.readiness().database.clone());
+            opened.push(state.readiness().store.clone());
         }
         Self {
             pool,
