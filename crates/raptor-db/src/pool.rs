@@ -213,7 +213,11 @@ pub fn probe(of: &PgPool, timeout: Duration) -> PgPool {
         .min_connections(0)
         .acquire_timeout(timeout)
         .test_before_acquire(true)
-        .connect_lazy_with((*of.connect_options()).clone().application_name("raptor-readyz"))
+        .connect_lazy_with(
+            (*of.connect_options())
+                .clone()
+                .application_name("raptor-readyz"),
+        )
 }
 
 /// The connect options of the store pool: `base` plus `synchronous_commit=off` (a claim is

@@ -108,7 +108,8 @@ impl<S: AsyncWrite + Unpin> EdgeIo<S> {
     /// Writes what is left of the replacement answer; ready once it is all written.
     fn poll_pending(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while !self.pending.is_empty() {
-            let written = std::task::ready!(Pin::new(&mut self.inner).poll_write(cx, &self.pending))?;
+            let written =
+                std::task::ready!(Pin::new(&mut self.inner).poll_write(cx, &self.pending))?;
             if written == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }

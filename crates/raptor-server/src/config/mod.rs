@@ -225,12 +225,11 @@ impl Config {
 
     /// The pools' settings ([`raptor_db::pool`]).
     pub fn pool_settings(&self) -> anyhow::Result<PoolSettings> {
-        self.database
-            .pool_settings(
-                self.request_ms(),
-                self.idempotency
-                    .store_timeout(self.server.request_timeout_secs),
-            )
+        self.database.pool_settings(
+            self.request_ms(),
+            self.idempotency
+                .store_timeout(self.server.request_timeout_secs),
+        )
     }
 
     /// Whether the pools' session settings come from the roles (PgBouncer).
