@@ -6,6 +6,9 @@
 //!   then closes the idle connection cleanly. hyper's header read timeout also runs from the
 //!   previous response, so the shorter of the two ends an idle connection; this one exists so
 //!   that idle connections can be let go sooner than a slow client's head is waited for.
+//!   "Idle" is seen from the socket: the last thing that happened on it was a write, and nothing
+//!   has been read since. So a client that asked for `100-continue` and then waits longer than
+//!   the timeout to send its body, or stops reading a response for that long, is closed too.
 //! - **431 with a problem body**: a request head over the bound is refused by hyper's parser
 //!   before any request exists (hyper writes `431` with an empty body and closes; it has no
 //!   hook for the answer). The answer is recognised as hyper writes it (a `431` status line
