@@ -8,7 +8,8 @@
 //!   that idle connections can be let go sooner than a slow client's head is waited for.
 //!   "Idle" is seen from the socket: the last thing that happened on it was a write, and nothing
 //!   has been read since. So a client that asked for `100-continue` and then waits longer than
-//!   the timeout to send its body, or stops reading a response for that long, is closed too.
+//!   the timeout to send its body is closed too (and possibly one that stops reading a long
+//!   response for that long).
 //! - **431 with a problem body**: a request head over the bound is refused by hyper's parser
 //!   before any request exists (hyper writes `431` with an empty body and closes; it has no
 //!   hook for the answer). The answer is recognised as hyper writes it (a `431` status line
