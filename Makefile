@@ -31,12 +31,14 @@ docs-assets:
 test:
 	@scripts/haproxy-deps.sh && $(DB) && scripts/smtp-sink.sh >/dev/null && cargo test --workspace --locked
 
-## lint: formatting, clippy (warnings are errors), spelling, unused dependencies and the crate
-## docs (scripts/lint.sh installs typos and cargo-machete if missing)
+## lint: formatting, clippy (warnings are errors), spelling, unused dependencies, the crate
+## docs (scripts/lint.sh installs typos and cargo-machete if missing) and cargo-deny's
+## licenses, bans, sources and advisories (scripts/deny.sh, deny.toml)
 lint:
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	scripts/lint.sh
+	scripts/deny.sh
 
 fmt:
 	cargo fmt --all

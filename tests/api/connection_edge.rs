@@ -1,7 +1,8 @@
 //! The edge of the HTTP server: connections that never finish their request head are closed
 //! after the header read timeout (an idle keep-alive connection too) while other clients are
-//! served, a request head over 32 KiB is answered `431`, and a connection past the bound is
-//! refused with `503 too_many_connections`.
+//! served, an idle keep-alive connection is closed after the keep-alive timeout, a request head
+//! over 32 KiB is answered `431 request_headers_too_large`, and a connection past the bound is
+//! refused with `503 too_many_connections` and counted.
 
 use std::time::Duration;
 
@@ -128,10 +129,29 @@ async fn oversized_request_headers_get_431(pool: PgPool) {
         // The server may close while the rest is still being written.
         let _ = big.write_all(request(200 * 1024).as_bytes()).await;
         let sent = read_until_closed(&mut big).await;
+        let text = String::from_utf8_lossy(&sent);
         assert!(
             sent.starts_with(b"HTTP/1.1 431"),
-            "200 KiB of headers got {:?}",
-            String::from_utf8_lossy(&sent)
+            "200 KiB of headers got {text:?}"
+        );
+        let (head, body) = text.split_once("\r\n\r\n").expect("a head and a body");
+        let head = format!("{}\r\n", head.to_ascii_lowercase());
+        assert!(
+            head.contains(&format!("\r\ncontent-type: {PROBLEM_JSON}\r\n")),
+            "{head}"
+        );
+        assert!(head.contains("\r\nconnection: close\r\n"), "{head}");
+        assert!(
+            head.contains(&format!("\r\ncontent-length: {}\r\n", body.len())),
+            "{head}"
+        );
+        let body: serde_json::Value = serde_json::from_str(body).expect("a JSON body");
+        assert_eq!(body["error"], "request_headers_too_large");
+        assert_eq!(body["status"], 431);
+        let document = raptor_api::openapi::to_json(&raptor_api::openapi());
+        assert!(
+            document.contains("\"request_headers_too_large\""),
+            "the code is in the OpenAPI document"
         );
         let mut under = TcpStream::connect(addr).await.expect("connect");
         under
@@ -172,11 +192,16 @@ async fn connections_past_the_bound_are_refused(pool: PgPool) {
             .pool_max_idle_per_host(0)
             .build()
             .expect("client");
+        let refused_before = refused_total(app).await;
         let refused = client
             .get(format!("http://{addr}/healthz"))
             .send()
             .await
             .expect("an answer past the bound");
+        assert!(
+            refused_total(app).await > refused_before,
+            "raptor_connections_refused_total counts the refusal"
+        );
         assert_eq!(refused.status().as_u16(), 503);
         let header = |name: &str| {
             refused
@@ -207,6 +232,75 @@ async fn connections_past_the_bound_are_refused(pool: PgPool) {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert!(served, "closed connections must free their places");
+        let _ = stop.send(());
+        task.await.expect("join").expect("serve");
+    })
+    .await;
+}
+
+/// `raptor_connections_refused_total{reason="max_connections"}` in the scrape (0 before the
+/// first refusal).
+async fn refused_total(app: &TestApp) -> f64 {
+    let text = app.metrics().await;
+    text.lines()
+        .find_map(|line| {
+            line.strip_prefix("raptor_connections_refused_total{reason=\"max_connections\"} ")
+        })
+        .map_or(0.0, |value| value.trim().parse().expect("a number"))
+}
+
+/// Reads one answer whose head carries `content-length` from `stream`; its status line.
+async fn read_answer(stream: &mut TcpStream) -> String {
+    let mut received = Vec::new();
+    let mut buf = [0u8; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if let Some(end) = received.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&received[..end]).to_ascii_lowercase();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length: "))
+                    .and_then(|v| v.trim().parse().ok())
+                    .expect("content-length");
+                if received.len() >= end + 4 + length {
+                    return head.lines().next().unwrap_or_default().to_owned();
+                }
+            }
+            let n = stream.read(&mut buf).await.expect("read");
+            assert!(n > 0, "closed before the answer was complete");
+            received.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await;
+    read.expect("an answer")
+}
+
+/// With a keep-alive timeout of 1 s and a header read timeout of 120 s, a keep-alive connection
+/// serves a second request sent at once, and is then closed once idle, long before the header
+/// read timeout: the two settings are distinct.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn an_idle_keepalive_connection_is_closed_after_the_keepalive_timeout(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let edge = raptor_server::Edge {
+            header_read_timeout: Duration::from_secs(120),
+            keepalive_timeout: Duration::from_secs(1),
+            ..raptor_server::Edge::default()
+        };
+        let (addr, stop, task) = serve(app, edge).await;
+        let mut conn = TcpStream::connect(addr).await.expect("connect");
+        for _ in 0..2 {
+            conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                .await
+                .expect("write");
+            assert_eq!(read_answer(&mut conn).await, "http/1.1 200 ok");
+        }
+        // Closed well within read_until_closed's 60 s, so not by the 120 s header timeout.
+        let sent = read_until_closed(&mut conn).await;
+        assert!(
+            sent.is_empty(),
+            "an idle connection got {:?}",
+            String::from_utf8_lossy(&sent)
+        );
         let _ = stop.send(());
         task.await.expect("join").expect("serve");
     })

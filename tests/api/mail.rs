@@ -29,7 +29,7 @@ fn relay(url: &str, attempts: u32) -> Relay {
         base: Duration::from_millis(1),
         max_delay: Duration::from_millis(1),
     };
-    Relay::smtp(url, FROM, Duration::from_secs(5), retry).expect("relay")
+    Relay::smtp(url, FROM, Duration::from_secs(5), retry, None).expect("relay")
 }
 
 /// `raptor mail relay` with the SMTP settings of `url`; what it printed.

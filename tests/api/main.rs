@@ -21,6 +21,7 @@ mod errors;
 mod gdpr;
 mod idempotency;
 mod mail;
+mod mail_tls;
 mod openapi;
 mod ops;
 mod pool_mode;

@@ -156,6 +156,35 @@ async fn readiness_sees_the_idempotency_store(pool: PgPool) {
     .await;
 }
 
+/// With every connection of the request pool and of the store pool held (a replica under
+/// load), `/readyz` still answers 200 on its own connections: load does not take the replica
+/// out of rotation.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn readiness_answers_while_the_request_pools_are_saturated(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let store = app.state.idempotency.store_pool();
+        let mut held = Vec::new();
+        for pool in [&app.pool, store] {
+            for _ in 0..pool.options().get_max_connections() {
+                held.push(pool.acquire().await.expect("hold a connection"));
+            }
+            let more = tokio::time::timeout(Duration::from_millis(1500), pool.acquire()).await;
+            assert!(
+                !matches!(more, Ok(Ok(_))),
+                "the pool lent a connection past its size"
+            );
+        }
+        for _ in 0..3 {
+            let ready = app.get_public("/readyz").await;
+            assert_eq!(ready.status, StatusCode::OK, "{}", ready.text);
+            assert_eq!(ready.body["checks"]["database"], "ok");
+            assert_eq!(ready.body["checks"]["idempotency_store"], "ok");
+        }
+        drop(held);
+    })
+    .await;
+}
+
 /// A request in flight when the server is told to stop is answered (and committed) before the
 /// server stops.
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]

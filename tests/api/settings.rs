@@ -8,8 +8,9 @@ use sqlx::PgPool;
 use crate::helpers::{database_url, raptor};
 
 /// Each explicitly set timeout that conflicts with a 2 s request timeout.
-const CONFLICTING: [(&str, &str); 4] = [
+const CONFLICTING: [(&str, &str); 5] = [
     ("STRIPE_TIMEOUT_MS", "5000"),
+    ("IDEMPOTENCY_STORE_TIMEOUT_MS", "2000"),
     ("RAPTOR_DB_LOCK_TIMEOUT_MS", "3000"),
     ("RAPTOR_DB_STATEMENT_TIMEOUT_MS", "2000"),
     ("IDEMPOTENCY_STALE_AFTER_SECS", "1"),
@@ -29,6 +30,41 @@ async fn lowering_the_request_timeout_alone_starts(pool: PgPool) {
     );
     let printed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(printed["deleted"], 0);
+}
+
+/// The claim's deadline follows the request timeout like the other dependent timeouts: a
+/// quarter of a 2 s request timeout, and 2 s under the default 30 s; an explicit value is kept.
+#[test]
+fn the_claim_deadline_follows_the_request_timeout() {
+    use clap::Parser;
+
+    let claim = |args: &[&str]| {
+        let mut argv = vec!["raptor"];
+        argv.extend_from_slice(args);
+        argv.extend(["idempotency", "cleanup"]);
+        let cli = raptor_server::Cli::try_parse_from(argv).expect("parse");
+        let settings = cli.config.pool_settings().expect("pool settings");
+        let idempotency = cli.config.idempotency().expect("idempotency settings");
+        assert_eq!(settings.store.timeout, idempotency.store_timeout);
+        idempotency.store_timeout
+    };
+    let url = "--database-url=postgres://postgres@127.0.0.1:5432/unused";
+    assert_eq!(
+        claim(&[url, "--request-timeout-secs=2"]),
+        std::time::Duration::from_millis(500)
+    );
+    assert_eq!(
+        claim(&[url, "--request-timeout-secs=30"]),
+        std::time::Duration::from_millis(2000)
+    );
+    assert_eq!(
+        claim(&[
+            url,
+            "--request-timeout-secs=2",
+            "--idempotency-store-timeout-ms=800"
+        ]),
+        std::time::Duration::from_millis(800)
+    );
 }
 
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]

@@ -55,6 +55,17 @@ pub(crate) struct SinkOptions {
     pub(crate) refuse: u32,
     /// Require AUTH with these credentials.
     pub(crate) auth: Option<(&'static str, &'static str)>,
+    /// Speak TLS with this certificate and key.
+    pub(crate) tls: Option<SinkTls>,
+}
+
+/// How the sink speaks TLS: a mode and the server's certificate and key (PEM files).
+#[derive(Debug, Clone)]
+pub(crate) struct SinkTls {
+    /// `starttls` (mail only after STARTTLS) or `implicit` (TLS from the first byte).
+    pub(crate) mode: &'static str,
+    pub(crate) cert: PathBuf,
+    pub(crate) key: PathBuf,
 }
 
 /// One message the sink accepted.
@@ -62,6 +73,8 @@ pub(crate) struct SinkOptions {
 pub(crate) struct Received {
     pub(crate) rcpt_tos: Vec<String>,
     pub(crate) authenticated: bool,
+    /// Whether the session was encrypted.
+    pub(crate) tls: bool,
     /// The message as sent (headers, blank line, body).
     pub(crate) content: String,
 }
@@ -151,6 +164,13 @@ impl SmtpSink {
             .args(["--refuse", &options.refuse.to_string()]);
         if let Some((user, password)) = options.auth {
             command.args(["--auth", &format!("{user}:{password}")]);
+        }
+        if let Some(tls) = &options.tls {
+            command
+                .args(["--tls", tls.mode, "--cert"])
+                .arg(&tls.cert)
+                .arg("--key")
+                .arg(&tls.key);
         }
         let mut child = command
             .stdout(Stdio::piped())

@@ -3,10 +3,13 @@ DIR as <n>.json (envelope sender, recipients, whether the session authenticated,
 message). Prints the port it listens on, then serves until killed.
 
   python sink.py DIR [--port N] [--refuse N] [--auth USER:PASS]
+                     [--tls starttls|implicit --cert PEM --key PEM]
 
 --refuse N answers the first N messages `451 4.3.0` (a temporary refusal) before accepting;
 --auth requires AUTH PLAIN/LOGIN with these credentials (over the plain connection: a test
-server on 127.0.0.1 only).
+server on 127.0.0.1 only); --tls starttls offers STARTTLS and refuses mail before it,
+--tls implicit speaks TLS from the first byte (SMTPS), both with the certificate and key given.
+Each record says whether its session was encrypted ("tls").
 """
 
 import argparse
@@ -14,6 +17,7 @@ import warnings
 import asyncio
 import json
 import os
+import ssl
 
 from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword
 
@@ -36,6 +40,7 @@ class Sink:
             "mail_from": envelope.mail_from,
             "rcpt_tos": envelope.rcpt_tos,
             "authenticated": bool(session.authenticated),
+            "tls": server.transport.get_extra_info("ssl_object") is not None,
             "content": envelope.content.decode("utf-8", "replace"),
         }
         path = os.path.join(self.directory, f"{self.count:06}.json")
@@ -59,6 +64,9 @@ async def main():
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--refuse", type=int, default=0)
     parser.add_argument("--auth")
+    parser.add_argument("--tls", choices=["starttls", "implicit"])
+    parser.add_argument("--cert")
+    parser.add_argument("--key")
     args = parser.parse_args()
     handler = Sink(args.directory, args.refuse)
     options = {}
@@ -69,9 +77,18 @@ async def main():
             auth_require_tls=False,
             authenticator=authenticator((user.encode(), password.encode())),
         )
+    context = None
+    if args.tls:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(args.cert, args.key)
+    if args.tls == "starttls":
+        options.update(tls_context=context, require_starttls=True)
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
-        lambda: SMTP(handler, hostname="sink.test", **options), host="127.0.0.1", port=args.port
+        lambda: SMTP(handler, hostname="sink.test", **options),
+        host="127.0.0.1",
+        port=args.port,
+        ssl=context if args.tls == "implicit" else None,
     )
     print(server.sockets[0].getsockname()[1], flush=True)
     await server.serve_forever()

@@ -86,6 +86,7 @@ export function retryAdvice(code: ErrorCode): Advice {
     case "idempotency_key_required":
     case "unsupported_media_type":
     case "payload_too_large":
+    case "request_headers_too_large":
     case "invalid_payload":
     case "invalid_signature":
       return "client_bug";

@@ -582,7 +582,9 @@ export interface paths {
         };
         /**
          * Readiness: 200 when both the database and the idempotency store answer within a second,
-         *     else 503; `checks` says which one did not.
+         *     else 503; `checks` says which one did not. Each is asked on a connection of its own
+         *     (`ApiState::readiness`), never one of the request pools: a replica whose pools are all busy
+         *     is still ready.
          */
         get: operations["get_readyz"];
         put?: never;
@@ -942,7 +944,7 @@ export interface components {
          * @description Every error code; `/docs/errors#<code>` explains each (the malformed-key sentence's section is `idempotency_key_invalid`).
          * @enum {string}
          */
-        ErrorCode: "Idempotency-Key must be a UUID string" | "bad_request" | "billing_busy" | "billing_not_configured" | "billing_request_rejected" | "contract_expired" | "database_busy" | "database_unavailable" | "duplicate_client_order_id" | "forbidden" | "idempotency_in_flight" | "idempotency_key_body_mismatch" | "idempotency_key_required" | "idempotency_previous_failed" | "idempotency_store_unavailable" | "insufficient_buying_power" | "insufficient_qty" | "internal" | "invalid_billing_request" | "invalid_body" | "invalid_display_name" | "invalid_email" | "invalid_json" | "invalid_marketing_opt_in" | "invalid_order" | "invalid_path" | "invalid_payload" | "invalid_query" | "invalid_quote" | "invalid_signature" | "invalid_subscription" | "invalid_symbol" | "invalid_time_zone" | "invalid_token" | "live_trading_unavailable" | "method_not_allowed" | "new_orders_disabled" | "not_found" | "order_not_cancelable" | "payload_too_large" | "quote_unavailable" | "rate_limited" | "request_timeout" | "stripe_timeout" | "stripe_unavailable" | "subscription_active" | "too_many_connections" | "too_many_open_orders" | "unauthenticated" | "uncovered_short_option" | "unsupported_media_type";
+        ErrorCode: "Idempotency-Key must be a UUID string" | "bad_request" | "billing_busy" | "billing_not_configured" | "billing_request_rejected" | "contract_expired" | "database_busy" | "database_unavailable" | "duplicate_client_order_id" | "forbidden" | "idempotency_in_flight" | "idempotency_key_body_mismatch" | "idempotency_key_required" | "idempotency_previous_failed" | "idempotency_store_unavailable" | "insufficient_buying_power" | "insufficient_qty" | "internal" | "invalid_billing_request" | "invalid_body" | "invalid_display_name" | "invalid_email" | "invalid_json" | "invalid_marketing_opt_in" | "invalid_order" | "invalid_path" | "invalid_payload" | "invalid_query" | "invalid_quote" | "invalid_signature" | "invalid_subscription" | "invalid_symbol" | "invalid_time_zone" | "invalid_token" | "live_trading_unavailable" | "method_not_allowed" | "new_orders_disabled" | "not_found" | "order_not_cancelable" | "payload_too_large" | "quote_unavailable" | "rate_limited" | "request_headers_too_large" | "request_timeout" | "stripe_timeout" | "stripe_unavailable" | "subscription_active" | "too_many_connections" | "too_many_open_orders" | "unauthenticated" | "uncovered_short_option" | "unsupported_media_type";
         /** @description A flag's value. */
         FlagResponse: {
             /** @description Its value now. */
@@ -1571,6 +1573,34 @@ export interface operations {
                 };
             };
             /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
+                    };
+                };
+            };
+            /**
              * @description Internal Server Error:
              *     - `internal`: an unexpected error; nothing was committed
              */
@@ -1708,6 +1738,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "forbidden";
+                    };
+                };
+            };
+            /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
                     };
                 };
             };
@@ -1877,6 +1935,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
                     };
                 };
             };
@@ -2232,6 +2318,36 @@ export interface operations {
                 };
             };
             /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
+                    };
+                };
+            };
+            /**
              * @description Internal Server Error:
              *     - `internal`: an unexpected error; nothing was committed
              */
@@ -2529,6 +2645,34 @@ export interface operations {
                 };
             };
             /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
+                    };
+                };
+            };
+            /**
              * @description Internal Server Error:
              *     - `internal`: an unexpected error; nothing was committed
              */
@@ -2792,6 +2936,34 @@ export interface operations {
                 };
             };
             /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
+                    };
+                };
+            };
+            /**
              * @description Internal Server Error:
              *     - `internal`: an unexpected error; nothing was committed
              */
@@ -3023,6 +3195,34 @@ export interface operations {
                 };
             };
             /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
+                    };
+                };
+            };
+            /**
              * @description Internal Server Error:
              *     - `internal`: an unexpected error; nothing was committed
              */
@@ -3156,6 +3356,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "forbidden";
+                    };
+                };
+            };
+            /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
                     };
                 };
             };
@@ -3391,6 +3619,34 @@ export interface operations {
                 };
             };
             /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
+                    };
+                };
+            };
+            /**
              * @description Internal Server Error:
              *     - `internal`: an unexpected error; nothing was committed
              */
@@ -3586,6 +3842,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "invalid_body";
+                    };
+                };
+            };
+            /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
                     };
                 };
             };
@@ -3905,6 +4189,36 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "billing_request_rejected" | "idempotency_key_body_mismatch" | "invalid_billing_request" | "invalid_body";
+                    };
+                };
+            };
+            /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
                     };
                 };
             };
@@ -4236,6 +4550,34 @@ export interface operations {
                 };
             };
             /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
+                    };
+                };
+            };
+            /**
              * @description Internal Server Error:
              *     - `internal`: an unexpected error; nothing was committed
              */
@@ -4556,6 +4898,36 @@ export interface operations {
                 };
             };
             /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
+                    };
+                };
+            };
+            /**
              * @description Internal Server Error:
              *     - `internal`: an unexpected error; nothing was committed
              */
@@ -4789,6 +5161,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
                     };
                 };
             };
@@ -5142,6 +5542,36 @@ export interface operations {
                 };
             };
             /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
+                    };
+                };
+            };
+            /**
              * @description Internal Server Error:
              *     - `internal`: an unexpected error; nothing was committed
              */
@@ -5358,6 +5788,34 @@ export interface operations {
                 };
             };
             /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
+                    };
+                };
+            };
+            /**
              * @description Internal Server Error:
              *     - `internal`: an unexpected error; nothing was committed
              */
@@ -5524,6 +5982,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
                     };
                 };
             };
@@ -5909,6 +6395,36 @@ export interface operations {
                 };
             };
             /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
+                    };
+                };
+            };
+            /**
              * @description Internal Server Error:
              *     - `internal`: an unexpected error; nothing was committed
              */
@@ -6112,6 +6628,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
                     };
                 };
             };
@@ -6322,6 +6866,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
                     };
                 };
             };
@@ -6718,6 +7290,36 @@ export interface operations {
                 };
             };
             /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
+                    };
+                };
+            };
+            /**
              * @description Internal Server Error:
              *     - `internal`: an unexpected error; nothing was committed
              */
@@ -6892,6 +7494,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
                     };
                 };
             };
@@ -7092,6 +7722,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
                     };
                 };
             };
@@ -7355,6 +8013,34 @@ export interface operations {
                 };
             };
             /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
+                    };
+                };
+            };
+            /**
              * @description Internal Server Error:
              *     - `internal`: an unexpected error; nothing was committed
              */
@@ -7520,6 +8206,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
                     };
                 };
             };
@@ -7692,6 +8406,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "not_found";
+                    };
+                };
+            };
+            /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
                     };
                 };
             };
@@ -8088,6 +8830,36 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "rate_limited";
+                    };
+                };
+            };
+            /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
                     };
                 };
             };
@@ -8494,6 +9266,36 @@ export interface operations {
                 };
             };
             /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
+                    "Idempotent-Replayed"?: "true" | "false";
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
+                    };
+                };
+            };
+            /**
              * @description Internal Server Error:
              *     - `internal`: an unexpected error; nothing was committed
              */
@@ -8700,6 +9502,34 @@ export interface operations {
                 };
             };
             /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
+                    };
+                };
+            };
+            /**
              * @description Internal Server Error:
              *     - `internal`: an unexpected error; nothing was committed
              */
@@ -8901,6 +9731,34 @@ export interface operations {
                 };
             };
             /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
+                    };
+                };
+            };
+            /**
              * @description Internal Server Error:
              *     - `internal`: an unexpected error; nothing was committed
              */
@@ -8984,6 +9842,34 @@ export interface operations {
                 };
             };
             /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
+                    };
+                };
+            };
+            /**
              * @description Internal Server Error:
              *     - `internal`: an unexpected error; nothing was committed
              */
@@ -9064,6 +9950,34 @@ export interface operations {
                 };
             };
             /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
+                    };
+                };
+            };
+            /**
              * @description Internal Server Error:
              *     - `internal`: an unexpected error; nothing was committed
              */
@@ -9141,6 +10055,34 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HealthResponse"];
+                };
+            };
+            /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "request_headers_too_large";
+                    };
                 };
             };
             /**

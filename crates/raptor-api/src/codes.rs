@@ -8,8 +8,9 @@
 //! every code; a test checks that the two list the same codes.
 //!
 //! How an operation's codes are computed ([`operation_codes`]):
-//! - every operation: `internal`, `too_many_connections` (the connection bound, answered
-//!   before the request reaches the router); outside `ops` also `request_timeout`;
+//! - every operation: `internal`, `too_many_connections` (the connection bound) and
+//!   `request_headers_too_large` (the bound on a request head), both answered before the
+//!   request reaches the router; outside `ops` also `request_timeout`;
 //! - a bearer-authenticated one: `unauthenticated`, `forbidden` and the database's two 503s
 //!   (authentication reads the database);
 //! - one with a JSON body: `invalid_json`, `invalid_body`, `payload_too_large`,
@@ -132,6 +133,7 @@ error_codes! {
     PayloadTooLarge "payload_too_large", [413], "the body exceeds the limit";
     QuoteUnavailable "quote_unavailable", [404, 422], "there is no quote for the symbol";
     RateLimited "rate_limited", [429], "too many requests; retry after Retry-After";
+    RequestHeadersTooLarge "request_headers_too_large", [431], "the request line and headers exceed 32 KiB";
     RequestTimeout "request_timeout", [503], "the request ran past the server's request timeout";
     StripeTimeout "stripe_timeout", [504], "Stripe did not answer in time; nothing was committed";
     StripeUnavailable "stripe_unavailable", [502, 503], "Stripe failed or is rate limiting; nothing was committed";
@@ -279,9 +281,13 @@ pub struct Shape {
 /// resource declares it.
 pub fn operation_codes(operation_id: &str, shape: Shape) -> Option<Vec<ErrorCode>> {
     let own = route_codes().find(|(id, _)| *id == operation_id)?.1;
-    // A connection past the server's bound is refused before its request reaches the router:
-    // any operation can get that answer.
-    let mut codes: Vec<ErrorCode> = vec![E::Internal, E::TooManyConnections];
+    // A connection past the server's bound, or a request head over its bound, is refused
+    // before its request reaches the router: any operation can get those answers.
+    let mut codes: Vec<ErrorCode> = vec![
+        E::Internal,
+        E::TooManyConnections,
+        E::RequestHeadersTooLarge,
+    ];
     if !shape.ops {
         codes.push(E::RequestTimeout);
     }

@@ -59,7 +59,9 @@ pub(crate) async fn get_healthz() -> Json<HealthResponse> {
 }
 
 /// Readiness: 200 when both the database and the idempotency store answer within a second,
-/// else 503; `checks` says which one did not.
+/// else 503; `checks` says which one did not. Each is asked on a connection of its own
+/// (`ApiState::readiness`), never one of the request pools: a replica whose pools are all busy
+/// is still ready.
 #[utoipa::path(get, path = "/readyz", tag = "ops",
     responses(
         (status = 200, description = "ready", body = HealthResponse),
@@ -76,9 +78,10 @@ pub(crate) async fn get_readyz(State(state): State<ApiState>) -> Response {
         )
             .into_response();
     }
+    let probes = state.readiness();
     let (database, store) = tokio::join!(
-        ping(&state.db, "database"),
-        ping(state.idempotency.store_pool(), "idempotency store"),
+        ping(&probes.database, "database"),
+        ping(&probes.store, "idempotency store"),
     );
     let word = |ok: bool| if ok { "ok" } else { "unavailable" };
     let ready = database && store;

@@ -27,7 +27,9 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 pub use error::{ApiError, ApiResult};
-pub use state::{ApiConfig, ApiState, AuthLimits, BillingConfig, Clock, FixedClock, SystemClock};
+pub use state::{
+    ApiConfig, ApiState, AuthLimits, BillingConfig, Clock, FixedClock, Readiness, SystemClock,
+};
 
 /// All documented routes. A route cannot exist without its OpenAPI entry: `routes!` registers
 /// the handler and its `#[utoipa::path]` together.

@@ -137,6 +137,23 @@ pub struct ApiInner {
     pub billing_permits: Arc<tokio::sync::Semaphore>,
     /// Set when shutdown begins: `/readyz` answers 503 from then on.
     draining: std::sync::atomic::AtomicBool,
+    /// `/readyz`'s own pools, apart from the request pools.
+    readiness: Readiness,
+}
+
+/// The pools `/readyz` checks the dependencies with: one connection each, on the business
+/// database and on the idempotency store ([`raptor_db::pool::probe`]).
+#[derive(Debug, Clone)]
+pub struct Readiness {
+    /// On the business pool's database.
+    pub database: PgPool,
+    /// On the idempotency store's.
+    pub store: PgPool,
+}
+
+impl Readiness {
+    /// How long a check waits for its connection.
+    pub const ACQUIRE: Duration = Duration::from_millis(800);
 }
 
 impl ApiState {
@@ -193,6 +210,10 @@ impl ApiState {
             config.account_write_concurrency,
             config.account_write_wait,
         ));
+        let readiness = Readiness {
+            database: raptor_db::pool::probe(&db, Readiness::ACQUIRE),
+            store: raptor_db::pool::probe(idempotency.store_pool(), Readiness::ACQUIRE),
+        };
         Self(Arc::new(ApiInner {
             db,
             config,
@@ -204,6 +225,7 @@ impl ApiState {
             account_writes,
             billing_permits: Arc::new(tokio::sync::Semaphore::new(config_billing_concurrency)),
             draining: std::sync::atomic::AtomicBool::new(false),
+            readiness,
         }))
     }
 
@@ -218,6 +240,11 @@ impl ApiState {
         self.0
             .draining
             .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// `/readyz`'s own pools.
+    pub fn readiness(&self) -> &Readiness {
+        &self.0.readiness
     }
 
     /// Whether shutdown has begun.

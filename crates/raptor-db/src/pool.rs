@@ -202,6 +202,24 @@ pub fn store_pool(
         .connect_lazy_with(options)
 }
 
+/// The readiness check's own pool on `of`'s database (the same connect options, named
+/// `raptor-readyz` in `pg_stat_activity`): one connection, lent within `timeout` or not at
+/// all, checked before it is lent (a connection broken by a database restart is replaced at
+/// once), connected lazily. A saturated request pool never delays `/readyz`, so a replica that
+/// is busy is not taken out of rotation as if its database were down.
+pub fn probe(of: &PgPool, timeout: Duration) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(1)
+        .min_connections(0)
+        .acquire_timeout(timeout)
+        .test_before_acquire(true)
+        .connect_lazy_with(
+            (*of.connect_options())
+                .clone()
+                .application_name("raptor-readyz"),
+        )
+}
+
 /// The connect options of the store pool: `base` plus `synchronous_commit=off` (a claim is
 /// durable whenever what it guarded is: the completing transaction's synchronous commit
 /// flushes the WAL before it) and [`StoreBudget::session`] as `lock_timeout` and

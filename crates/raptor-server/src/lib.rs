@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod config;
+mod edge;
 pub mod telemetry;
 
 use std::future::Future;
@@ -301,6 +302,7 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             let signal = drain_on(state.clone(), shutdown_signal(), drain);
             let edge = Edge {
                 header_read_timeout: Duration::from_secs(config.server.header_read_timeout_secs),
+                keepalive_timeout: Duration::from_secs(config.server.keepalive_timeout_secs),
                 max_header_bytes: MAX_HEADER_BYTES,
                 max_connections: usize::try_from(config.server.max_connections)
                     .unwrap_or(usize::MAX),
@@ -589,7 +591,12 @@ pub struct Edge {
     /// after the connection opened, or after the previous response on it, is closed
     /// (`RAPTOR_HEADER_READ_TIMEOUT_SECS`).
     pub header_read_timeout: Duration,
-    /// Request heads larger than this are answered `431` and the connection is closed.
+    /// A keep-alive connection with no byte of a next request this long after the previous
+    /// response is closed (`RAPTOR_KEEPALIVE_TIMEOUT_SECS`); the header read timeout, which
+    /// also runs from the previous response, bounds it.
+    pub keepalive_timeout: Duration,
+    /// Request heads larger than this are answered `431 request_headers_too_large` (a problem
+    /// body) and the connection is closed.
     pub max_header_bytes: usize,
     /// Open connections this process holds at most (`RAPTOR_MAX_CONNECTIONS`); one past it is
     /// answered `503 too_many_connections` with `Connection: close` and never served.
@@ -603,6 +610,7 @@ impl Default for Edge {
     fn default() -> Self {
         Self {
             header_read_timeout: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(5),
             max_header_bytes: MAX_HEADER_BYTES,
             max_connections: 4096,
         }
@@ -635,6 +643,7 @@ pub async fn serve_with(
         .max_header_size(edge.max_header_bytes)
         // The read buffer must hold a whole head; hyper's floor is 8 KiB.
         .max_buf_size(edge.max_header_bytes.max(8192) + 8192);
+    let answer_431 = edge::answer_431(edge.max_header_bytes);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let permits = Arc::new(tokio::sync::Semaphore::new(edge.max_connections));
     let mut shutdown = std::pin::pin!(shutdown);
@@ -653,6 +662,8 @@ pub async fn serve_with(
         };
         let _ = stream.set_nodelay(true);
         let Ok(permit) = permits.clone().try_acquire_owned() else {
+            metrics::counter!("raptor_connections_refused_total", "reason" => "max_connections")
+                .increment(1);
             tokio::spawn(refuse_connection(stream));
             continue;
         };
@@ -663,8 +674,9 @@ pub async fn serve_with(
                 .insert(axum::extract::ConnectInfo(peer));
             tower::ServiceExt::oneshot(app.clone(), request)
         });
+        let io = edge::EdgeIo::new(stream, edge.keepalive_timeout, answer_431.clone());
         let connection =
-            graceful.watch(http.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
+            graceful.watch(http.serve_connection(hyper_util::rt::TokioIo::new(io), service));
         tokio::spawn(async move {
             if let Err(err) = connection.await {
                 tracing::debug!(error = %err, %peer, "connection closed with an error");

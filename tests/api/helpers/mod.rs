@@ -16,6 +16,7 @@ mod bodies;
 mod calls;
 mod cli;
 mod db;
+pub(crate) mod test_ca;
 pub(crate) mod tls_pg;
 
 use std::net::SocketAddr;
@@ -297,6 +298,8 @@ impl TestApp {
             let mut opened = opened.lock().expect("pools");
             opened.push(pool.clone());
             opened.push(state.idempotency.store_pool().clone());
+            opened.push(state.readiness().database.clone());
+            opened.push(state.readiness().store.clone());
         }
         Self {
             pool,

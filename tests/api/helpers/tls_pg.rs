@@ -8,46 +8,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use raptor_integration_tests::pg::{chown_postgres, pg_bindir, pg_tool};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
-};
+
+use super::test_ca::Ca;
 
 /// The role that signs in with a client certificate (`pg_hba.conf`: `cert`).
 pub(crate) const CERT_USER: &str = "certuser";
-
-/// A CA: its certificate (PEM) and what signs with it.
-struct Ca {
-    issuer: CertifiedIssuer<'static, KeyPair>,
-}
-
-impl Ca {
-    fn new(name: &str) -> anyhow::Result<Self> {
-        let mut params = CertificateParams::new(Vec::<String>::new())?;
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        Ok(Self {
-            issuer: CertifiedIssuer::self_signed(params, KeyPair::generate()?)?,
-        })
-    }
-
-    /// A certificate (PEM) and its key (PEM) for `names` (DNS names or IP addresses), with
-    /// `common_name`.
-    fn sign(&self, names: &[&str], common_name: &str) -> anyhow::Result<(String, String)> {
-        let key = KeyPair::generate()?;
-        let mut params =
-            CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>())?;
-        params
-            .distinguished_name
-            .push(DnType::CommonName, common_name);
-        let cert = params.signed_by(&key, &self.issuer)?;
-        Ok((cert.pem(), key.serialize_pem()))
-    }
-}
 
 /// The running cluster and its files.
 pub(crate) struct TlsPg {
@@ -104,8 +69,8 @@ impl TlsPg {
             client_key: files.join("client.key"),
             dir,
         };
-        write(&this.ca, &ca.issuer.pem())?;
-        write(&this.other_ca, &other.issuer.pem())?;
+        write(&this.ca, &ca.pem())?;
+        write(&this.other_ca, &other.pem())?;
         write(&this.client_cert, &client_cert)?;
         write(&this.client_key, &client_key)?;
         private(&this.client_key)?;

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use lettre::message::header::ContentType;
 use lettre::message::Mailbox;
+use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::transport::smtp::Error as SmtpError;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use serde::Serialize;
@@ -63,6 +64,9 @@ pub enum MailConfigError {
     /// `RAPTOR_SMTP_URL` is not an SMTP URL lettre understands.
     #[error("RAPTOR_SMTP_URL is not a valid SMTP URL ({0}); expected smtps://[user:pass@]host:port, smtp://[user:pass@]host:port?tls=required, or smtp://host:port for a local relay")]
     Url(String),
+    /// `RAPTOR_SMTP_CA_FILE` holds no certificate, or TLS settings lettre refuses.
+    #[error("RAPTOR_SMTP_CA_FILE: {0}")]
+    Ca(String),
     /// `RAPTOR_MAIL_FROM` is not a mailbox.
     #[error("RAPTOR_MAIL_FROM is not an email address or `Name <address>` ({0})")]
     From(String),
@@ -120,11 +124,20 @@ struct Failure {
 
 impl Failure {
     fn smtp(err: &SmtpError) -> Self {
+        let mut reason = err.to_string();
+        if reason.contains("invalid peer certificate") || err.is_tls() {
+            // Said plainly: the fix is a setting, not the SMTP server's mood.
+            reason = format!(
+                "TLS to the SMTP server failed: its certificate did not verify for the host of \
+                 RAPTOR_SMTP_URL against Mozilla's roots and RAPTOR_SMTP_CA_FILE ({reason})"
+            );
+        }
         Self {
             // A 5xx reply will not change on retry; anything else (4xx, connection refused,
-            // TLS, timeout) may.
+            // TLS, timeout) may: a TLS failure is retried, so fixing the CA setting delivers
+            // what waits.
             permanent: err.is_permanent(),
-            reason: err.to_string(),
+            reason,
         }
     }
 }
@@ -150,18 +163,24 @@ impl Outcome {
 impl Relay {
     /// A relay that sends through the SMTP server of `url` (lettre's URL form: `smtps://` is
     /// implicit TLS, `smtp://…?tls=required` STARTTLS, plain `smtp://` a local relay; user and
-    /// password from the URL), from `from`, giving each SMTP command `timeout`.
+    /// password from the URL), from `from`, giving each SMTP command `timeout`. The server's
+    /// certificate must chain to Mozilla's roots or, with `ca_pem` (`RAPTOR_SMTP_CA_FILE`), to
+    /// one of its certificates (a private relay's CA), for the URL's host name.
     pub fn smtp(
         url: &str,
         from: &str,
         timeout: Duration,
         retry: RetryPolicy,
+        ca_pem: Option<&[u8]>,
     ) -> Result<Self, MailConfigError> {
         let from = parse_from(from)?;
-        let transport = AsyncSmtpTransport::<Tokio1Executor>::from_url(url)
+        let mut builder = AsyncSmtpTransport::<Tokio1Executor>::from_url(url)
             .map_err(|err| MailConfigError::Url(err.to_string()))?
-            .timeout(Some(timeout))
-            .build();
+            .timeout(Some(timeout));
+        if let Some(pem) = ca_pem {
+            builder = builder.tls(tls_with_ca(url, pem)?);
+        }
+        let transport = builder.build();
         Ok(Self {
             delivery: Delivery::Smtp(transport),
             from,
@@ -309,6 +328,45 @@ impl Relay {
     }
 }
 
+/// The TLS mode of `url` (as lettre reads it: `smtps://` implicit, `?tls=required` or
+/// `?tls=opportunistic` STARTTLS) with the certificates of `pem` trusted besides Mozilla's roots.
+fn tls_with_ca(url: &str, pem: &[u8]) -> Result<Tls, MailConfigError> {
+    let parsed = url::Url::parse(url).map_err(|err| MailConfigError::Url(err.to_string()))?;
+    let host = parsed
+        .host_str()
+        .ok_or_else(|| MailConfigError::Url("no host".to_owned()))?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    if !pem
+        .windows(b"-----BEGIN CERTIFICATE-----".len())
+        .any(|w| w == b"-----BEGIN CERTIFICATE-----")
+    {
+        return Err(MailConfigError::Ca(
+            "no PEM certificate (-----BEGIN CERTIFICATE-----) in the file".to_owned(),
+        ));
+    }
+    let ca = Certificate::from_pem(pem).map_err(|err| MailConfigError::Ca(err.to_string()))?;
+    let parameters = TlsParameters::builder(host)
+        .add_root_certificate(ca)
+        .build_rustls()
+        .map_err(|err| MailConfigError::Ca(err.to_string()))?;
+    let mode = parsed
+        .query_pairs()
+        .find(|(key, _)| key == "tls")
+        .map(|(_, value)| value.into_owned());
+    match (parsed.scheme(), mode.as_deref()) {
+        ("smtps", _) => Ok(Tls::Wrapper(parameters)),
+        ("smtp", Some("required")) => Ok(Tls::Required(parameters)),
+        ("smtp", Some("opportunistic")) => Ok(Tls::Opportunistic(parameters)),
+        _ => Err(MailConfigError::Ca(
+            "RAPTOR_SMTP_URL does not use TLS (smtps://, or smtp:// with ?tls=required): a CA \
+             file has nothing to verify"
+                .to_owned(),
+        )),
+    }
+}
+
 fn parse_from(from: &str) -> Result<Mailbox, MailConfigError> {
     from.trim()
         .parse()
@@ -346,6 +404,7 @@ mod tests {
             "a@example.com",
             Duration::from_secs(1),
             policy,
+            None,
         )
         .err()
         .map(|err| err.to_string());

@@ -41,10 +41,12 @@ pub struct IdempotencyArgs {
           value_parser = clap::value_parser!(u64).range(1..=86_400), global = true)]
     pub idempotency_stale_after_secs: Option<u64>,
 
-    /// How long a claim may take before fail-closed routes answer 503.
+    /// How long a claim may take before fail-closed routes answer 503, in ms (below the
+    /// request timeout). Default: 2000, or a quarter of RAPTOR_REQUEST_TIMEOUT_SECS when that is
+    /// less (a request claims its key and records its answer, and its own work needs the rest).
     #[arg(long, env = "IDEMPOTENCY_STORE_TIMEOUT_MS", value_name = "IDEMPOTENCY_STORE_TIMEOUT_MS",
-          default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=600_000), global = true)]
-    pub idempotency_store_timeout_ms: u64,
+          value_parser = clap::value_parser!(u64).range(1..=600_000), global = true)]
+    pub idempotency_store_timeout_ms: Option<u64>,
 
     /// Answer 400 idempotency_key_required to a request without an Idempotency-Key on: no
     /// route (none), Tier 1 routes (tier1: orders, rolls, closes, reset) or every instrumented
@@ -93,9 +95,15 @@ impl IdempotencyArgs {
         Ok(ResponseKeys::parse(text)?)
     }
 
-    /// How long a claim may take.
-    pub fn store_timeout(&self) -> Duration {
-        Duration::from_millis(self.idempotency_store_timeout_ms)
+    /// `IDEMPOTENCY_STORE_TIMEOUT_MS`, or its default for a request timeout of `request_ms`.
+    pub fn store_timeout_ms(&self, request_ms: u64) -> u64 {
+        self.idempotency_store_timeout_ms
+            .unwrap_or_else(|| super::follow(2_000, request_ms, 4))
+    }
+
+    /// How long a claim may take, for a request timeout of `request_secs`.
+    pub fn store_timeout(&self, request_secs: u64) -> Duration {
+        Duration::from_millis(self.store_timeout_ms(request_secs.saturating_mul(1000)))
     }
 
     /// `IDEMPOTENCY_STALE_AFTER_SECS`, or its default for a request timeout of
@@ -109,7 +117,7 @@ impl IdempotencyArgs {
     pub fn config(&self, request_secs: u64) -> anyhow::Result<IdempotencyConfig> {
         Ok(IdempotencyConfig {
             stale_after: Duration::from_secs(self.stale_after_secs(request_secs)),
-            store_timeout: self.store_timeout(),
+            store_timeout: self.store_timeout(request_secs),
             flag_default: self.flag_idempotency_middleware,
             response_keys: self.response_keys()?,
             require_key: self.idempotency_require_key.into(),

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use clap::Args;
 use raptor_api::mail::{Relay, RetryPolicy};
 
@@ -25,7 +25,7 @@ fn parse_public_url(text: &str) -> Result<String, String> {
     }
 }
 
-/// `RAPTOR_SMTP_URL`, `RAPTOR_MAIL_FROM`, `RAPTOR_PUBLIC_URL`, `RAPTOR_SMTP_TIMEOUT_MS`,
+/// `RAPTOR_SMTP_URL`, `RAPTOR_SMTP_CA_FILE`, `RAPTOR_MAIL_FROM`, `RAPTOR_PUBLIC_URL`, `RAPTOR_SMTP_TIMEOUT_MS`,
 /// `RAPTOR_MAIL_RELAY_INTERVAL_MS`, `RAPTOR_MAIL_MAX_ATTEMPTS`, `RAPTOR_MAIL_RETRY_BASE_MS`.
 #[derive(Debug, Clone, Args)]
 pub struct MailArgs {
@@ -41,6 +41,17 @@ pub struct MailArgs {
         hide_env_values = true
     )]
     pub smtp_url: Option<Secret>,
+
+    /// A PEM file of CA certificates the SMTP server's certificate may chain to, besides
+    /// Mozilla's roots: the CA of a private relay. Only with a TLS URL (smtps://, or smtp://
+    /// with ?tls=required); the certificate must name the URL's host either way.
+    #[arg(
+        long,
+        env = "RAPTOR_SMTP_CA_FILE",
+        value_name = "RAPTOR_SMTP_CA_FILE",
+        global = true
+    )]
+    pub smtp_ca_file: Option<std::path::PathBuf>,
 
     /// The sender of sign-in email (`no-reply@example.com` or `Raptor <no-reply@example.com>`);
     /// required with RAPTOR_SMTP_URL.
@@ -131,13 +142,21 @@ impl MailArgs {
             ..RetryPolicy::default()
         };
         let from = self.mail_from.as_deref().unwrap_or(DEV_FROM);
+        let ca = match &self.smtp_ca_file {
+            Some(path) => Some(std::fs::read(path).with_context(|| {
+                format!("RAPTOR_SMTP_CA_FILE: could not read {}", path.display())
+            })?),
+            None => None,
+        };
         Ok(match &self.smtp_url {
             Some(url) => Relay::smtp(
                 url.expose(),
                 from,
                 Duration::from_millis(self.smtp_timeout_ms),
                 retry,
+                ca.as_deref(),
             )?,
+            None if ca.is_some() => bail!("RAPTOR_SMTP_CA_FILE is set without RAPTOR_SMTP_URL"),
             None => Relay::log(from, retry)?,
         })
     }

@@ -147,6 +147,11 @@ impl Config {
                     "a Stripe call must give up before the request does",
                 ),
                 (
+                    "IDEMPOTENCY_STORE_TIMEOUT_MS",
+                    keys.idempotency_store_timeout_ms,
+                    "a claim must give up before the request does",
+                ),
+                (
                     "RAPTOR_DB_LOCK_TIMEOUT_MS",
                     database.db_lock_timeout_ms,
                     "the database must give up before the request does",
@@ -220,8 +225,11 @@ impl Config {
 
     /// The pools' settings ([`raptor_db::pool`]).
     pub fn pool_settings(&self) -> anyhow::Result<PoolSettings> {
-        self.database
-            .pool_settings(self.request_ms(), self.idempotency.store_timeout())
+        self.database.pool_settings(
+            self.request_ms(),
+            self.idempotency
+                .store_timeout(self.server.request_timeout_secs),
+        )
     }
 
     /// Whether the pools' session settings come from the roles (PgBouncer).

@@ -54,6 +54,7 @@ pub enum ForwardedHeaderArg {
 }
 
 /// `RAPTOR_ADDR`, `RAPTOR_REQUEST_TIMEOUT_SECS`, `RAPTOR_SHUTDOWN_DRAIN_SECS`,
+/// `RAPTOR_HEADER_READ_TIMEOUT_SECS`, `RAPTOR_KEEPALIVE_TIMEOUT_SECS`, `RAPTOR_MAX_CONNECTIONS`,
 /// `RAPTOR_CORS_ORIGINS`, `RAPTOR_TRUSTED_PROXIES`, `RAPTOR_FORWARDED_HEADER`,
 /// `RAPTOR_DOCS_ASSETS`, `RAPTOR_LOG_FORMAT`.
 #[derive(Debug, Clone, Args)]
@@ -88,6 +89,14 @@ pub struct ServerArgs {
     #[arg(long, env = "RAPTOR_HEADER_READ_TIMEOUT_SECS", value_name = "RAPTOR_HEADER_READ_TIMEOUT_SECS",
           default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300), global = true)]
     pub header_read_timeout_secs: u64,
+
+    /// Seconds a keep-alive connection may stay idle after a response before the server closes
+    /// it (no byte of a next request in that time). RAPTOR_HEADER_READ_TIMEOUT_SECS also runs
+    /// from the previous response, so the shorter of the two ends an idle connection. A proxy
+    /// that keeps connections to the server must close its idle ones sooner than this.
+    #[arg(long, env = "RAPTOR_KEEPALIVE_TIMEOUT_SECS", value_name = "RAPTOR_KEEPALIVE_TIMEOUT_SECS",
+          default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600), global = true)]
+    pub keepalive_timeout_secs: u64,
 
     /// Open connections one process holds at most; a connection past it is answered `503
     /// too_many_connections` (with `Connection: close` and `Retry-After: 1`) and never served. Keep it

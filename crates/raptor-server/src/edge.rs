@@ -1,0 +1,220 @@
+//! What the connection loop adds around each accepted socket, below hyper: the idle keep-alive
+//! timeout and the problem body of hyper's own `431` answer.
+//!
+//! - **Idle keep-alive**: once a response has been written and no byte of a next request has
+//!   arrived for [`crate::Edge::keepalive_timeout`], reads end as if the client had closed; hyper
+//!   then closes the idle connection cleanly. hyper's header read timeout also runs from the
+//!   previous response, so the shorter of the two ends an idle connection; this one exists so
+//!   that idle connections can be let go sooner than a slow client's head is waited for.
+//!   "Idle" is seen from the socket: the last thing that happened on it was a write, and nothing
+//!   has been read since. So a client that asked for `100-continue` and then waits longer than
+//!   the timeout to send its body is closed too (and possibly one that stops reading a long
+//!   response for that long).
+//! - **431 with a problem body**: a request head over the bound is refused by hyper's parser
+//!   before any request exists (hyper writes `431` with an empty body and closes; it has no
+//!   hook for the answer). The answer is recognised as hyper writes it (a `431` status line
+//!   with `content-length: 0`, at the start of a write, which no route of ours answers) and
+//!   replaced by the same status with the API's problem body, `request_headers_too_large`.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// hyper's automatic answer to a head over `max_header_size` begins with this.
+const HYPER_431: &[u8] = b"HTTP/1.1 431 ";
+
+/// A socket as the connection loop hands it to hyper.
+pub(crate) struct EdgeIo<S> {
+    inner: S,
+    keepalive: Duration,
+    /// Armed when a response was written, until a byte arrives: the keep-alive deadline.
+    idle: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Whether the last I/O was a write (a response), with nothing read since.
+    wrote_last: bool,
+    /// Bytes of the replacement `431` answer not yet written.
+    pending: Vec<u8>,
+    /// The replacement was made (one per connection: hyper closes after it).
+    replaced: bool,
+    /// The whole `431` answer (its body names `max_header_bytes`).
+    answer_431: std::sync::Arc<[u8]>,
+}
+
+impl<S> EdgeIo<S> {
+    pub(crate) fn new(inner: S, keepalive: Duration, answer_431: std::sync::Arc<[u8]>) -> Self {
+        Self {
+            inner,
+            keepalive,
+            idle: None,
+            wrote_last: false,
+            pending: Vec::new(),
+            replaced: false,
+            answer_431,
+        }
+    }
+
+    /// After hyper wrote `buf` (or is about to): the keep-alive deadline starts now.
+    fn wrote(&mut self) {
+        self.wrote_last = true;
+        let deadline = tokio::time::Instant::now() + self.keepalive;
+        match &mut self.idle {
+            Some(sleep) => sleep.as_mut().reset(deadline),
+            None => self.idle = Some(Box::pin(tokio::time::sleep_until(deadline))),
+        }
+    }
+
+    /// Whether `buf`, the start of a write, is hyper's own `431`; then how many of its bytes
+    /// are that answer's head.
+    fn hyper_431(&self, buf: &[u8]) -> Option<usize> {
+        if self.replaced || !buf.starts_with(HYPER_431) {
+            return None;
+        }
+        let end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+        head.contains("\r\ncontent-length: 0\r\n").then_some(end)
+    }
+}
+
+/// The `431` answer with its problem body, written in place of hyper's empty one.
+pub(crate) fn answer_431(max_header_bytes: usize) -> std::sync::Arc<[u8]> {
+    let status = axum::http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+    let mut body = serde_json::Map::new();
+    body.insert(
+        "error".into(),
+        raptor_api::codes::ErrorCode::RequestHeadersTooLarge
+            .as_str()
+            .into(),
+    );
+    body.insert(
+        "message".into(),
+        format!(
+            "the request line and headers exceed {} KiB; send fewer or smaller headers",
+            max_header_bytes / 1024
+        )
+        .into(),
+    );
+    raptor_api::problem::enrich(&mut body, status, None);
+    let body = serde_json::Value::Object(body).to_string();
+    format!(
+        "HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: {}\r\ncontent-length: \
+         {}\r\nconnection: close\r\n\r\n{body}",
+        raptor_api::problem::CONTENT_TYPE,
+        body.len()
+    )
+    .into_bytes()
+    .into()
+}
+
+impl<S: AsyncWrite + Unpin> EdgeIo<S> {
+    /// Writes what is left of the replacement answer; ready once it is all written.
+    fn poll_pending(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.pending.is_empty() {
+            let written =
+                std::task::ready!(Pin::new(&mut self.inner).poll_write(cx, &self.pending))?;
+            if written == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.pending.drain(..written);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Replaces hyper's `431` head (the first `head` bytes hyper asked to write) by the
+    /// answer with a body; it is written by the next write, flush or shutdown.
+    fn replace_431(&mut self, head: usize) -> Poll<io::Result<usize>> {
+        self.replaced = true;
+        self.pending = self.answer_431.to_vec();
+        self.wrote();
+        Poll::Ready(Ok(head))
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for EdgeIo<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let before = buf.filled().len();
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    this.wrote_last = false;
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(err)) => Poll::Ready(Err(err)),
+            Poll::Pending => {
+                if this.wrote_last {
+                    if let Some(sleep) = &mut this.idle {
+                        if sleep.as_mut().poll(cx).is_ready() {
+                            // Idle past the keep-alive timeout: end of stream, which hyper
+                            // answers by closing the (idle) connection.
+                            tracing::debug!("idle keep-alive connection closed");
+                            return Poll::Ready(Ok(()));
+                        }
+                    }
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for EdgeIo<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        std::task::ready!(this.poll_pending(cx))?;
+        if let Some(head) = this.hyper_431(buf) {
+            return this.replace_431(head);
+        }
+        let written = std::task::ready!(Pin::new(&mut this.inner).poll_write(cx, buf))?;
+        if written > 0 {
+            this.wrote();
+        }
+        Poll::Ready(Ok(written))
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        std::task::ready!(this.poll_pending(cx))?;
+        if let Some(first) = bufs.iter().find(|b| !b.is_empty()) {
+            if let Some(head) = this.hyper_431(first) {
+                return this.replace_431(head);
+            }
+        }
+        let written = std::task::ready!(Pin::new(&mut this.inner).poll_write_vectored(cx, bufs))?;
+        if written > 0 {
+            this.wrote();
+        }
+        Poll::Ready(Ok(written))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        std::task::ready!(this.poll_pending(cx))?;
+        Pin::new(&mut this.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        std::task::ready!(this.poll_pending(cx))?;
+        Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
