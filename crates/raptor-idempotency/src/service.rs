@@ -180,7 +180,7 @@ impl Idempotency {
         instrumented: bool,
         key: Option<IdempotencyKey>,
     ) -> Result<Claim, Refusal> {
-        let tx = self.inner.pool.begin().await.map_err(|err| {
+        let tx = raptor_db::begin(&self.inner.pool).await.map_err(|err| {
             tracing::error!(error = %err, "could not begin a transaction");
             Refusal::DatabaseUnavailable
         })?;

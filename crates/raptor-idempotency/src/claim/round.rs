@@ -309,7 +309,7 @@ impl Idempotency {
     ) -> Result<Claim, Refusal> {
         let tracked = Tracked::new(&request, id, lineage, attempt);
         let guard = KeyGuard::new(self.clone(), Some(tracked));
-        let tx = match self.inner.pool.begin().await {
+        let tx = match raptor_db::begin(&self.inner.pool).await {
             Ok(tx) => tx,
             Err(err) => {
                 tracing::error!(error = %err, "claimed a key but could not begin the business transaction");
