@@ -20,6 +20,7 @@ mod errors;
 mod gdpr;
 mod idempotency;
 mod mail;
+mod metrics;
 mod openapi;
 mod ops;
 mod pool_mode;

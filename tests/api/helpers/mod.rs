@@ -16,6 +16,7 @@ mod bodies;
 mod calls;
 mod cli;
 mod db;
+mod scrape;
 pub(crate) mod tls_pg;
 
 use std::net::SocketAddr;
@@ -44,6 +45,7 @@ pub(crate) use calls::{assert_problem, IDEMPOTENCY_FLAG, PROBLEM_JSON};
 pub(crate) use cli::{cli, post_keyed_order, raptor, raptor_ok};
 /// The migrations every `#[sqlx::test]` applies.
 pub(crate) use raptor_db::MIGRATOR;
+pub(crate) use scrape::{count, metric};
 
 /// 2026-12-01 15:00 UTC: the clock of every test app.
 pub(crate) fn test_now() -> DateTime<Utc> {
