@@ -119,13 +119,12 @@ async fn ping(pool: &sqlx::PgPool, what: &'static str) -> bool {
     }
 }
 
-/// Prometheus metrics in the text exposition format. With `RAPTOR_METRICS_ADDR` set they are
-/// served on that listener only, and this route answers 404.
+/// Prometheus metrics in the text exposition format.
+///
+/// With `RAPTOR_METRICS_ADDR` set they are served on that listener only, and this route
+/// answers 404 `not_found` here.
 #[utoipa::path(get, path = "/metrics", tag = "ops",
-    responses(
-        (status = 200, description = "Prometheus text format", body = String, content_type = "text/plain"),
-        (status = 404, description = "`not_found`: the metrics are served on their own listener (`RAPTOR_METRICS_ADDR`)"),
-    ))]
+    responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
 pub(crate) async fn get_metrics(State(state): State<ApiState>) -> Response {
     if !state.config.metrics_on_api_listener {
         return crate::ApiError::NotFound("route").into_response();
