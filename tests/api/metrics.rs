@@ -125,6 +125,21 @@ async fn a_scrape_shows_the_orders_pools_process_and_schedules_of_real_work(pool
     assert_eq!(refused.status(), StatusCode::FORBIDDEN);
     let body: Value = refused.json().await.expect("problem");
     assert_eq!(body["error"], "insufficient_buying_power");
+    // And one refused before the engine sees it (its values), by its own code.
+    let invalid = client
+        .post(format!("{base}{ORDERS}"))
+        .bearer_auth(&token)
+        .header("Idempotency-Key", uuid::Uuid::new_v4().to_string())
+        .json(
+            &serde_json::json!({"symbol": "AAPL", "qty": "0", "side": "buy",
+                                  "type": "market", "time_in_force": "day"}),
+        )
+        .send()
+        .await
+        .expect("order");
+    assert!(invalid.status().is_client_error(), "{}", invalid.status());
+    let body: Value = invalid.json().await.expect("problem");
+    let invalid_code = body["error"].as_str().expect("a code").to_owned();
 
     let after = scrape(&client, &base).await;
     let delta = |name: &str, labels: &[(&str, &str)]| {
@@ -134,8 +149,16 @@ async fn a_scrape_shows_the_orders_pools_process_and_schedules_of_real_work(pool
     assert_eq!(delta("raptor_order_fills_total", &submit_fill), 1.0);
     assert_eq!(delta("raptor_order_rejections_total", &rejected), 1.0);
     assert_eq!(
-        count(&after, "raptor_order_rejections_total", &[]),
+        delta(
+            "raptor_order_rejections_total",
+            &[("purpose", "order"), ("code", &invalid_code)]
+        ),
         1.0,
+        "{invalid_code}: {after}"
+    );
+    assert_eq!(
+        count(&after, "raptor_order_rejections_total", &[]),
+        2.0,
         "nothing else counted as a rejection"
     );
 

@@ -1,7 +1,7 @@
 //! The pools as metrics: how many connections each holds, how many are idle, and how many
 //! callers wait for one. sqlx reports size and idle connections but not its waiters, so every
-//! acquire of the service goes through [`conn`](crate::conn) or [`begin`](crate::begin), which
-//! count the callers inside `acquire` ([`Waiting`]).
+//! acquire of the service goes through [`conn`](crate::conn()) or [`begin`](crate::begin()), which
+//! count the callers inside `acquire` (`Waiting`).
 //!
 //! Which pool a `PgPool` is ([`pool_label`]): the idempotency store's pool carries what only it
 //! has (its own `application_name` when it has its own URL, else `synchronous_commit=off` among

@@ -46,9 +46,10 @@ async fn place(
     let mut placement = None;
     let response = claim
         .run(async |tx| {
-            let placed = ops::place(tx, desk, trader.user_id, intent?, key, lineage)
-                .await
-                .inspect_err(|err| placement = Some(Placement::Refused(err.code())))?;
+            let placed =
+                async { ops::place(tx, desk, trader.user_id, intent?, key, lineage).await }
+                    .await
+                    .inspect_err(|err| placement = Some(Placement::Refused(err.code())))?;
             Ok::<_, ApiError>(match placed {
                 Placed::Order(order) => {
                     placement = Some(Placement::Placed {
