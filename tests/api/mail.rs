@@ -400,11 +400,19 @@ async fn the_relay_of_serve_sends_what_is_queued(pool: PgPool) {
             registered.text
         );
         let messages = sink.wait_for(1).await;
-        task.abort();
         assert_eq!(messages[0].rcpt_tos, ["loop@example.com"]);
         assert!(messages[0].link().starts_with(PUBLIC_URL));
-        // The schedule reports its last success, and samples the queue on its way.
-        let metrics = app.metrics().await;
+        // The schedule reports its last success once its pass returns, and samples the queue
+        // when it goes idle.
+        let mut metrics = app.metrics().await;
+        for _ in 0..100 {
+            if metric(&metrics, "raptor_mail_outbox_unsent", &[]).is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            metrics = app.metrics().await;
+        }
+        task.abort();
         let relayed = metric(
             &metrics,
             "raptor_schedule_last_success_timestamp_seconds",
