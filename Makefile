@@ -32,13 +32,16 @@ test:
 	@scripts/haproxy-deps.sh && $(DB) && scripts/smtp-sink.sh >/dev/null && cargo test --workspace --locked
 
 ## lint: formatting, clippy (warnings are errors), spelling, unused dependencies, the crate
-## docs (scripts/lint.sh installs typos and cargo-machete if missing) and cargo-deny's
-## licenses, bans, sources and advisories (scripts/deny.sh, deny.toml)
+## docs (scripts/lint.sh installs typos and cargo-machete if missing), cargo-deny's licenses,
+## bans, sources and advisories (scripts/deny.sh, deny.toml), then the Prometheus alerting
+## rules: promtool check and unit tests, a runbook per alert (scripts/prometheus-rules.sh
+## installs Debian's prometheus package for promtool if missing)
 lint:
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	scripts/lint.sh
 	scripts/deny.sh
+	scripts/prometheus-rules.sh
 
 fmt:
 	cargo fmt --all

@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::fake_stripe::{FakeStripe, Mode, SECRET_KEY};
 use crate::helpers::{
-    assert_problem, post_http, send, test_now, Call, Options, Order, TestApp, TestResponse,
+    assert_problem, count, post_http, send, test_now, Call, Options, Order, TestApp, TestResponse,
 };
 
 const WEBHOOK_SECRET: &str = "whsec_test_fake";
@@ -315,9 +315,28 @@ async fn stripe_timeout_is_504_and_the_retry_is_deduplicated_at_stripe(pool: PgP
             Mode::Stall(Duration::from_millis(800)),
         );
         let key = Uuid::new_v4();
+        let timed_out = [
+            ("operation", "create_checkout_session"),
+            ("outcome", "timeout"),
+        ];
+        let stripe_calls = "raptor_stripe_request_duration_seconds_count";
+        let before = count(&app.metrics().await, stripe_calls, &timed_out);
         let started = Instant::now();
         let response = app.post(CHECKOUT, &token, key, &checkout_body()).await;
         let took = started.elapsed();
+        // Counted by operation and outcome (other tests of this process may add theirs).
+        let metrics = app.metrics().await;
+        assert!(
+            count(&metrics, stripe_calls, &timed_out) >= before + 1.0,
+            "{metrics}"
+        );
+        assert!(
+            count(
+                &metrics,
+                stripe_calls,
+                &[("operation", "create_customer"), ("outcome", "ok")]
+            ) >= 1.0
+        );
         assert_problem(
             &response,
             StatusCode::GATEWAY_TIMEOUT,
@@ -620,6 +639,14 @@ async fn webhook_concurrent_deliveries_apply_once(pool: PgPool) {
         );
         let body = serde_json::to_vec(&event).expect("json");
         let signature = raptor_api::billing::signature_header(WEBHOOK_SECRET, now, &body);
+        let events = "raptor_stripe_webhook_events_total";
+        let created = |outcome| {
+            [
+                ("type", "customer.subscription.created"),
+                ("outcome", outcome),
+            ]
+        };
+        let before = app.metrics().await;
         let mut set = JoinSet::new();
         for _ in 0..5 {
             set.spawn(send(
@@ -639,6 +666,13 @@ async fn webhook_concurrent_deliveries_apply_once(pool: PgPool) {
             }
         }
         assert_eq!(fresh, 1, "exactly one delivery applied the event");
+        // By type and outcome (other tests of this process may add theirs).
+        let after = app.metrics().await;
+        let delta = |outcome| {
+            count(&after, events, &created(outcome)) - count(&before, events, &created(outcome))
+        };
+        assert!(delta("processed") >= 1.0, "{after}");
+        assert!(delta("duplicate") >= 4.0, "{after}");
         assert_eq!(
             app.count("select count(*) from processed_stripe_events")
                 .await,

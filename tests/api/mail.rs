@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use raptor_api::mail::{Relay, RetryPolicy};
 use sqlx::PgPool;
 
-use crate::helpers::{cli, Options, TestApp};
+use crate::helpers::{cli, count, metric, Options, TestApp};
 use crate::smtp_sink::{free_port, smtp_url, SinkOptions, SmtpSink};
 
 const PUBLIC_URL: &str = "https://app.raptor.test";
@@ -180,6 +180,8 @@ async fn a_server_that_refuses_then_recovers_gets_the_message_once(pool: PgPool)
     TestApp::run(&pool, options(), async |app| {
         let port = free_port();
         let relay = relay(&smtp_url(port, None), 10);
+        let sends = "raptor_smtp_send_duration_seconds_count";
+        let before = app.metrics().await;
         let registered = app.register("grace@example.com").await;
         assert_eq!(
             registered.status,
@@ -225,6 +227,14 @@ async fn a_server_that_refuses_then_recovers_gets_the_message_once(pool: PgPool)
         assert_eq!(again.total(), 0);
         assert_eq!(sink.messages().len(), 1, "delivered once");
         assert_eq!(rows_with_token(app).await, 0);
+        // Each SMTP attempt is timed by outcome (other tests of this process may add theirs).
+        let after = app.metrics().await;
+        let delta = |outcome| {
+            let labels = [("outcome", outcome)];
+            count(&after, sends, &labels) - count(&before, sends, &labels)
+        };
+        assert!(delta("transient_failure") >= 2.0, "{after}");
+        assert!(delta("sent") >= 1.0, "{after}");
     })
     .await;
 }
@@ -390,9 +400,26 @@ async fn the_relay_of_serve_sends_what_is_queued(pool: PgPool) {
             registered.text
         );
         let messages = sink.wait_for(1).await;
-        task.abort();
         assert_eq!(messages[0].rcpt_tos, ["loop@example.com"]);
         assert!(messages[0].link().starts_with(PUBLIC_URL));
+        // The schedule reports its last success once its pass returns, and samples the queue
+        // when it goes idle.
+        let mut metrics = app.metrics().await;
+        for _ in 0..100 {
+            if metric(&metrics, "raptor_mail_outbox_unsent", &[]).is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            metrics = app.metrics().await;
+        }
+        task.abort();
+        let relayed = metric(
+            &metrics,
+            "raptor_schedule_last_success_timestamp_seconds",
+            &[("schedule", "mail_relay")],
+        );
+        assert!(relayed.is_some_and(|at| at > 1.7e9), "{metrics}");
+        assert!(metric(&metrics, "raptor_mail_outbox_unsent", &[]).is_some());
     })
     .await;
 }

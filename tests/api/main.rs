@@ -22,6 +22,7 @@ mod gdpr;
 mod idempotency;
 mod mail;
 mod mail_tls;
+mod metrics;
 mod openapi;
 mod ops;
 mod pool_mode;

@@ -563,7 +563,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Prometheus metrics in the text exposition format. */
+        /**
+         * Prometheus metrics in the text exposition format.
+         * @description With `RAPTOR_METRICS_ADDR` set they are served on that listener only, and this route
+         *     answers 404 `not_found` here.
+         */
         get: operations["get_metrics"];
         put?: never;
         post?: never;
@@ -9947,6 +9951,34 @@ export interface operations {
                 };
                 content: {
                     "text/plain": string;
+                };
+            };
+            /**
+             * @description Not Found:
+             *     - `not_found`: the resource does not exist for this caller
+             */
+            404: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource does not exist for this caller",
+                     *       "error": "not_found",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the resource does not exist for this caller",
+                     *       "status": 404,
+                     *       "title": "Not Found",
+                     *       "type": "/docs/errors#not_found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "not_found";
+                    };
                 };
             };
             /**

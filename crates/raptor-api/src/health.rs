@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
@@ -37,7 +37,7 @@ pub(crate) struct ReadinessChecks {
 /// Each operation's own error codes (`crate::codes`), by operationId: none of its own.
 pub(crate) const ROUTE_CODES: &[crate::codes::RouteCodes] = &[
     ("get_healthz", &[]),
-    ("get_metrics", &[]),
+    ("get_metrics", &[&[crate::codes::ErrorCode::NotFound]]),
     ("get_readyz", &[]),
 ];
 
@@ -123,12 +123,14 @@ async fn ping(pool: &sqlx::PgPool, what: &'static str) -> bool {
 }
 
 /// Prometheus metrics in the text exposition format.
+///
+/// With `RAPTOR_METRICS_ADDR` set they are served on that listener only, and this route
+/// answers 404 `not_found` here.
 #[utoipa::path(get, path = "/metrics", tag = "ops",
     responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
-pub(crate) async fn get_metrics() -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        crate::metrics::prometheus().render(),
-    )
-        .into_response()
+pub(crate) async fn get_metrics(State(state): State<ApiState>) -> Response {
+    if !state.config.metrics_on_api_listener {
+        return crate::ApiError::NotFound("route").into_response();
+    }
+    crate::metrics::answer(&state)
 }

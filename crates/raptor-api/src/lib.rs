@@ -59,11 +59,12 @@ pub fn app(state: ApiState) -> Router {
 /// [`app`] plus `extra` routes that get the same state and layers (tests mount probe routes
 /// this way).
 pub fn app_with(state: ApiState, extra: Router<ApiState>) -> Router {
-    // Install the recorder before the first request, or early metrics go nowhere.
-    crate::metrics::prometheus();
+    let config = state.config.clone();
+    // Install the recorder before the first request, or early metrics go nowhere; its
+    // histogram buckets reach past the request timeout.
+    crate::metrics::install(config.request_timeout);
     let (routes, mut spec) = api_routes().split_for_parts();
     openapi::finish(&mut spec);
-    let config = state.config.clone();
     let router = routes
         .merge(docs_ui::router(&spec, config.docs_assets.clone()))
         .merge(extra)

@@ -54,6 +54,9 @@ pub struct ApiConfig {
     /// `RAPTOR_PUBLIC_URL`: the app's base URL, without a trailing slash; sign-in messages
     /// link to `<public_url>/verify?token=…` (sign-up) and `<public_url>/login?token=…`.
     pub public_url: String,
+    /// Whether `GET /metrics` is served on the API listener (`RAPTOR_METRICS_ADDR` unset); when
+    /// false it answers 404 there and the metrics have a listener of their own.
+    pub metrics_on_api_listener: bool,
 }
 
 /// The base of sign-in links when `RAPTOR_PUBLIC_URL` is not set (development: `make run`).
@@ -81,6 +84,7 @@ impl Default for ApiConfig {
             docs_assets: std::path::PathBuf::from(DEFAULT_DOCS_ASSETS),
             trusted_proxies: crate::client_addr::TrustedProxies::default(),
             public_url: DEFAULT_PUBLIC_URL.to_owned(),
+            metrics_on_api_listener: true,
         }
     }
 }

@@ -51,7 +51,10 @@ pub async fn try_conn(pool: &PgPool) -> Result<Conn, ConnError> {
         clippy::disallowed_methods,
         reason = "the one wrapper the guard points to"
     )]
-    let pooled = pool.acquire().await.map_err(ConnError::Acquire)?;
+    let pooled = {
+        let _waiting = crate::pool_metrics::Waiting::new(pool);
+        pool.acquire().await.map_err(ConnError::Acquire)?
+    };
     Ok(Conn(match pool_mode() {
         PoolMode::Session => Inner::Pooled(pooled),
         PoolMode::Transaction => Inner::Block(
@@ -60,6 +63,20 @@ pub async fn try_conn(pool: &PgPool) -> Result<Conn, ConnError> {
                 .map_err(ConnError::Begin)?,
         ),
     }))
+}
+
+/// A transaction on a connection of `pool` (what `pool.begin()` does), its wait for the
+/// connection counted like [`conn`]'s (`crate::pool_metrics`).
+pub async fn begin(pool: &PgPool) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the one wrapper the guard points to"
+    )]
+    let pooled = {
+        let _waiting = crate::pool_metrics::Waiting::new(pool);
+        pool.acquire().await?
+    };
+    Transaction::begin(pooled, None).await
 }
 
 impl Conn {

@@ -5,11 +5,12 @@ pub mod conn;
 pub mod error;
 pub mod mode;
 pub mod pool;
+pub mod pool_metrics;
 pub mod query;
 pub mod reach;
 pub mod tls;
 
-pub use conn::{conn, try_conn, Conn, ConnError};
+pub use conn::{begin, conn, try_conn, Conn, ConnError};
 pub use error::{classify, Failure};
 pub use mode::{pool_mode, set_pool_mode, PoolMode};
 pub use pool::{PoolSettings, SessionSettings, StoreBudget, StoreSettings};

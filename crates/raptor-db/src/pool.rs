@@ -122,6 +122,10 @@ impl PoolSettings {
     }
 }
 
+/// The `application_name` of the idempotency store's connections when it has a URL of its own
+/// (`IDEMPOTENCY_STORE_DATABASE_URL`).
+pub const STORE_APPLICATION_NAME: &str = "raptor-idempotency";
+
 /// Connects the business pool (fails if Postgres does not answer). Every connection carries
 /// the business `lock_timeout` and `statement_timeout` as session defaults (with `connect`
 /// session settings), so they cost no round trip.
@@ -164,7 +168,7 @@ fn connect_error(var: &str, url: &str, error: sqlx::Error) -> anyhow::Error {
 pub fn store(settings: &PoolSettings, business: &PgPool) -> anyhow::Result<PgPool> {
     let base = match &settings.store.url {
         Some(url) => crate::tls::connect_options("IDEMPOTENCY_STORE_DATABASE_URL", url)?
-            .application_name("raptor-idempotency")
+            .application_name(STORE_APPLICATION_NAME)
             .statement_cache_capacity(settings.statement_cache),
         None => (*business.connect_options()).clone(),
     };

@@ -179,7 +179,7 @@ impl Idempotency {
     ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
         match conn {
             Some(conn) => conn.begin().await,
-            None => self.inner.pool.begin().await,
+            None => raptor_db::begin(&self.inner.pool).await,
         }
     }
 

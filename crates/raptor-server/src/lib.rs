@@ -164,6 +164,10 @@ pub enum MailCommand {
     },
 }
 
+/// The commit this binary was built from (`build.rs`: `RAPTOR_GIT_SHA` at build time, `git
+/// rev-parse`, or `unknown`), in `raptor_build_info{git_sha}`.
+pub const GIT_SHA: &str = env!("RAPTOR_GIT_SHA");
+
 /// The `raptor` binary's whole `main`: reads `.env` (development), parses the command line,
 /// starts telemetry and runs the command (the tests' copy of the binary runs this too).
 pub async fn main() -> std::process::ExitCode {
@@ -223,6 +227,9 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             Ok(())
         }
         Command::Serve => {
+            // Before anything records a metric: the histograms' buckets follow the timeout.
+            raptor_api::metrics::install(Duration::from_secs(config.server.request_timeout_secs));
+            raptor_api::metrics::record_build_info(env!("CARGO_PKG_VERSION"), GIT_SHA);
             let settings = config.pool_settings()?;
             if !config.role_settings() {
                 raptor_db::pool::ensure_database(&settings).await?;
@@ -237,6 +244,14 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             let listener = TcpListener::bind(config.server.addr)
                 .await
                 .with_context(|| format!("could not bind RAPTOR_ADDR {}", config.server.addr))?;
+            let metrics_listener = match config.server.metrics_addr {
+                Some(addr) => Some(
+                    TcpListener::bind(addr)
+                        .await
+                        .with_context(|| format!("could not bind RAPTOR_METRICS_ADDR {addr}"))?,
+                ),
+                None => None,
+            };
             let cleanup = (config.idempotency.idempotency_cleanup_interval_secs > 0).then(|| {
                 spawn_cleanup(
                     pool.clone(),
@@ -297,6 +312,14 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
                 .relay_interval()
                 .map(|every| spawn_mail_relay(state.db.clone(), relay, every));
             let upkeep = raptor_api::metrics::spawn_upkeep(Duration::from_secs(5));
+            let metrics_server = match metrics_listener {
+                Some(listener) => {
+                    tracing::info!(addr = %listener.local_addr()?, "metrics listening (GET /metrics)");
+                    let app = raptor_api::metrics::router(state.clone());
+                    Some(tokio::spawn(serve(listener, app, std::future::pending())))
+                }
+                None => None,
+            };
             tracing::info!(addr = %listener.local_addr()?, "raptor listening");
             let drain = Duration::from_secs(config.server.shutdown_drain_secs);
             let signal = drain_on(state.clone(), shutdown_signal(), drain);
@@ -309,6 +332,10 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             };
             serve_state_with(listener, state, edge, signal).await?;
             upkeep.abort();
+            // Scraped until the API stops (a last scrape during the drain sees it draining).
+            if let Some(task) = metrics_server {
+                task.abort();
+            }
             // A sweep cut short rolls back and stays queued for the next sweeper.
             // A message being sent when aborted rolls back: it stays due (docs: at least once).
             if let Some(task) = mail {
@@ -335,7 +362,7 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             let role = Role::parse(&role).context("role must be user or operator")?;
             let days = ttl_days.unwrap_or(config.sessions.session_ttl_days);
             let ttl = Duration::from_secs(days.saturating_mul(24 * 60 * 60));
-            let mut tx = pool.begin().await?;
+            let mut tx = raptor_db::begin(&pool).await?;
             let created = accounts::create_user(
                 &mut tx,
                 &email,
@@ -355,7 +382,7 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
         }
         Command::ServiceTokens(ServiceTokensCommand::Create { name }) => {
             let pool = config.pool().await?;
-            let mut tx = pool.begin().await?;
+            let mut tx = raptor_db::begin(&pool).await?;
             let token = accounts::create_service_token(&mut tx, &name)
                 .await
                 .map_err(api_error)?;
@@ -410,7 +437,7 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
         }
         Command::Gdpr(GdprCommand::Erase { user_id }) => {
             let pool = config.pool().await?;
-            let mut tx = pool.begin().await?;
+            let mut tx = raptor_db::begin(&pool).await?;
             let erased = accounts::erase(&mut tx, user_id).await.map_err(api_error)?;
             tx.commit().await?;
             writeln!(out, "{erased}")?;
@@ -442,7 +469,9 @@ pub fn spawn_cleanup(pool: sqlx::PgPool, every: Duration) -> tokio::task::JoinHa
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            match raptor_api::retention::delete_expired(&pool, 1000).await {
+            let done = raptor_api::retention::delete_expired(&pool, 1000).await;
+            raptor_api::metrics::record_schedule_run("cleanup", done.is_ok());
+            match done {
                 Ok(deleted) => tracing::info!(
                     idempotency_keys = deleted.idempotency_keys,
                     email_outbox = deleted.email_outbox,
@@ -464,7 +493,9 @@ pub fn spawn_order_expiry(state: ApiState, every: Duration) -> tokio::task::Join
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            match raptor_api::trading::expire_orders(&state).await {
+            let expired = raptor_api::trading::expire_orders(&state).await;
+            raptor_api::metrics::record_schedule_run("order_expiry", expired.is_ok());
+            match expired {
                 Ok(done) if done == raptor_api::trading::Expired::default() => {}
                 Ok(done) => tracing::info!(
                     expired = done.orders,
@@ -484,7 +515,9 @@ pub fn spawn_order_expiry(state: ApiState, every: Duration) -> tokio::task::Join
 pub fn spawn_quote_sweeper(state: ApiState, every: Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            match raptor_api::trading::sweep_quotes(&state).await {
+            let swept = raptor_api::trading::sweep_quotes(&state).await;
+            raptor_api::metrics::record_schedule_run("quote_sweep", swept.is_ok());
+            match swept {
                 Ok(0) => {}
                 Ok(swept) => tracing::debug!(swept, "quote sweeps"),
                 Err(err) => tracing::warn!(error = %err, "quote sweep failed; retried"),
@@ -504,7 +537,15 @@ pub fn spawn_mail_relay(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            match relay.run_pass(&pool, 100).await {
+            let pass = relay.run_pass(&pool, 100).await;
+            raptor_api::metrics::record_schedule_run("mail_relay", pass.is_ok());
+            if !matches!(&pass, Ok(pass) if pass.total() == 100) {
+                // Once per idle wait, not per full batch.
+                if let Err(err) = raptor_api::mail::Relay::sample_backlog(&pool).await {
+                    tracing::warn!(error = %err, "could not read the mail queue's size");
+                }
+            }
+            match pass {
                 Ok(pass) if pass.total() == 100 => continue,
                 Ok(pass) if pass.total() > 0 => tracing::debug!(
                     sent = pass.sent,

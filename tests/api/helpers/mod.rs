@@ -17,6 +17,7 @@ mod calls;
 mod cli;
 mod db;
 pub(crate) mod test_ca;
+mod scrape;
 pub(crate) mod tls_pg;
 
 use std::net::SocketAddr;
@@ -45,6 +46,7 @@ pub(crate) use calls::{assert_problem, IDEMPOTENCY_FLAG, PROBLEM_JSON};
 pub(crate) use cli::{cli, post_keyed_order, raptor, raptor_ok};
 /// The migrations every `#[sqlx::test]` applies.
 pub(crate) use raptor_db::MIGRATOR;
+pub(crate) use scrape::{count, metric};
 
 /// 2026-12-01 15:00 UTC: the clock of every test app.
 pub(crate) fn test_now() -> DateTime<Utc> {

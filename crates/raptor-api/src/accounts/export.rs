@@ -89,7 +89,7 @@ impl From<sqlx::Error> for Stopped {
 
 /// The export of `user_id` as a streamed response.
 pub(crate) async fn respond(state: &ApiState, user_id: i32) -> ApiResult<Response> {
-    let mut tx = state.db.begin().await.context("begin")?;
+    let mut tx = raptor_db::begin(&state.db).await.context("begin")?;
     raptor_db::query("set transaction isolation level repeatable read, read only")
         .execute(&mut *tx)
         .await

@@ -109,7 +109,7 @@ pub(crate) async fn erase_account(
     State(state): State<ApiState>,
     user: AuthUser,
 ) -> ApiResult<Json<Value>> {
-    let mut tx = state.db.begin().await.context("begin")?;
+    let mut tx = raptor_db::begin(&state.db).await.context("begin")?;
     let erased = store::erase(&mut tx, user.id).await?;
     tx.commit().await.context("commit")?;
     Ok(Json(erased))

@@ -48,7 +48,7 @@ pub(crate) async fn set_flag(
     if name != FLAG_IDEMPOTENCY_MIDDLEWARE {
         return Err(ApiError::NotFound("flag"));
     }
-    let mut tx = state.db.begin().await.context("begin")?;
+    let mut tx = raptor_db::begin(&state.db).await.context("begin")?;
     state
         .idempotency
         .store_enabled(&mut tx, request.enabled, Some(operator.id))

@@ -186,7 +186,7 @@ pub(crate) async fn sync_subscription_mirror(
         Principal::User { .. } => return Err(ApiError::Forbidden),
     };
     let subscription = request.parse(state.clock.now())?;
-    let mut tx = state.db.begin().await.context("begin")?;
+    let mut tx = raptor_db::begin(&state.db).await.context("begin")?;
     let row = ops::sync_mirror(&mut tx, &subscription, &actor).await?;
     tx.commit().await.context("commit mirror sync")?;
     Ok(Json(row.into()))
@@ -218,10 +218,29 @@ pub(crate) async fn receive_stripe_webhook(
     let signature = headers
         .get("stripe-signature")
         .and_then(|value| value.to_str().ok());
-    webhook::verify(signature, &body, secret, state.clock.now())?;
-    let event = webhook::parse(&body)?;
-    let mut tx = state.db.begin().await.context("begin")?;
-    let ack = ops::apply_event(&mut tx, &event).await?;
-    tx.commit().await.context("commit webhook")?;
-    Ok(Json(ack))
+    let event = webhook::verify(signature, &body, secret, state.clock.now())
+        .and_then(|()| webhook::parse(&body))
+        .inspect_err(|_| count_webhook("unknown", "rejected"))?;
+    let applied = async {
+        let mut tx = raptor_db::begin(&state.db).await.context("begin")?;
+        let ack = ops::apply_event(&mut tx, &event).await?;
+        tx.commit().await.context("commit webhook")?;
+        Ok::<_, ApiError>(ack)
+    }
+    .await;
+    let outcome = match &applied {
+        Ok(ack) if ack.duplicate => "duplicate",
+        Ok(_) => "processed",
+        Err(_) => "failed",
+    };
+    count_webhook(event.metric_type(), outcome);
+    applied.map(Json)
+}
+
+/// `raptor_stripe_webhook_events_total{type, outcome}`: `rejected` (bad signature or payload;
+/// `type="unknown"`), `processed` (recorded, and applied when it concerns us), `duplicate` (a
+/// redelivery) or `failed` (the database; Stripe delivers it again).
+fn count_webhook(kind: &'static str, outcome: &'static str) {
+    metrics::counter!("raptor_stripe_webhook_events_total", "type" => kind, "outcome" => outcome)
+        .increment(1);
 }

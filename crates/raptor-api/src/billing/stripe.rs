@@ -304,7 +304,11 @@ impl StripeClient {
             ("email", email.to_owned()),
             ("metadata[user_id]", user_id.to_string()),
         ];
-        self.post("/v1/customers", idempotency_key, &form).await
+        timed(
+            "create_customer",
+            self.post("/v1/customers", idempotency_key, &form),
+        )
+        .await
     }
 
     /// `POST /v1/checkout/sessions` in subscription mode for one price.
@@ -322,8 +326,11 @@ impl StripeClient {
             ("cancel_url", request.cancel_url.to_owned()),
             ("client_reference_id", request.user_id.to_string()),
         ];
-        self.post("/v1/checkout/sessions", idempotency_key, &form)
-            .await
+        timed(
+            "create_checkout_session",
+            self.post("/v1/checkout/sessions", idempotency_key, &form),
+        )
+        .await
     }
 
     /// `POST /v1/billing_portal/sessions`.
@@ -337,8 +344,11 @@ impl StripeClient {
             ("customer", customer.to_owned()),
             ("return_url", return_url.to_owned()),
         ];
-        self.post("/v1/billing_portal/sessions", idempotency_key, &form)
-            .await
+        timed(
+            "create_portal_session",
+            self.post("/v1/billing_portal/sessions", idempotency_key, &form),
+        )
+        .await
     }
 
     /// Cancels a subscription at the end of the paid period (`cancel_at_period_end=true`), as
@@ -352,7 +362,11 @@ impl StripeClient {
     ) -> Result<Subscription, ApiError> {
         let path = format!("/v1/subscriptions/{}", path_segment(subscription_id));
         let form = [("cancel_at_period_end", "true".to_owned())];
-        self.post(&path, idempotency_key, &form).await
+        timed(
+            "cancel_subscription",
+            self.post(&path, idempotency_key, &form),
+        )
+        .await
     }
 
     #[tracing::instrument(skip_all, fields(stripe.path = path, http.status_code))]
@@ -434,6 +448,34 @@ impl StripeClient {
             _ => unavailable("Stripe failed to answer"),
         }
     }
+}
+
+/// Runs one Stripe call, recording its duration in
+/// `raptor_stripe_request_duration_seconds{operation, outcome}`: `ok`, `timeout` (no answer
+/// in time), `busy` (429/409), `rejected` (another 4xx: the request's fault) or `error`
+/// (credentials refused, a 5xx, an unreadable answer, Stripe unreachable).
+async fn timed<T>(
+    operation: &'static str,
+    call: impl std::future::Future<Output = Result<T, ApiError>>,
+) -> Result<T, ApiError> {
+    let started = std::time::Instant::now();
+    let result = call.await;
+    let outcome = match &result {
+        Ok(_) => "ok",
+        Err(err) => match err.code() {
+            ErrorCode::StripeTimeout => "timeout",
+            ErrorCode::BillingRequestRejected => "rejected",
+            _ if err.status() == StatusCode::SERVICE_UNAVAILABLE => "busy",
+            _ => "error",
+        },
+    };
+    metrics::histogram!(
+        "raptor_stripe_request_duration_seconds",
+        "operation" => operation,
+        "outcome" => outcome,
+    )
+    .record(started.elapsed().as_secs_f64());
+    result
 }
 
 /// The parameters of a checkout session.

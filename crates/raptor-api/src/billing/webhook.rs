@@ -135,6 +135,26 @@ pub(crate) struct ParsedEvent {
     pub(crate) change: Change,
 }
 
+/// The event types whose own name is a `type` label of `raptor_stripe_webhook_events_total`
+/// (the ones applied); every other type counts as `other`, so the label stays bounded.
+const COUNTED_TYPES: &[&str] = &[
+    "customer.subscription.created",
+    "customer.subscription.updated",
+    "customer.subscription.deleted",
+    "checkout.session.completed",
+];
+
+impl ParsedEvent {
+    /// The event's `type` label: its type when it is one of [`COUNTED_TYPES`], else `other`.
+    pub(crate) fn metric_type(&self) -> &'static str {
+        let counted = match self.change {
+            Change::Ignored => None,
+            _ => COUNTED_TYPES.iter().find(|t| **t == self.kind),
+        };
+        counted.copied().unwrap_or("other")
+    }
+}
+
 fn invalid_payload(message: impl Into<String>) -> ApiError {
     ApiError::bad_request(ErrorCode::InvalidPayload, message)
 }

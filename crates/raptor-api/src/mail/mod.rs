@@ -222,13 +222,26 @@ impl Relay {
         Ok(pass)
     }
 
+    /// Samples the queue into `raptor_mail_outbox_unsent` (messages neither sent nor given up)
+    /// and `raptor_mail_outbox_oldest_unsent_age_seconds` (0 when empty). Every replica's relay
+    /// samples the same table: aggregate with `max`, not `sum`.
+    pub async fn sample_backlog(pool: &PgPool) -> Result<(), sqlx::Error> {
+        let mut conn = raptor_db::conn(pool).await?;
+        let (unsent, oldest) = store::backlog(&mut conn).await?;
+        conn.finish().await?;
+        metrics::gauge!("raptor_mail_outbox_unsent").set(unsent as f64);
+        metrics::gauge!("raptor_mail_outbox_oldest_unsent_age_seconds")
+            .set(oldest.unwrap_or(0.0).max(0.0));
+        Ok(())
+    }
+
     #[tracing::instrument(name = "mail.relay", skip_all, fields(outbox.id))]
     async fn relay_one(
         &self,
         pool: &PgPool,
         done: &[i64],
     ) -> Result<Option<(i64, Outcome)>, sqlx::Error> {
-        let mut tx = pool.begin().await?;
+        let mut tx = raptor_db::begin(pool).await?;
         let Some(due) = store::lock_due(&mut tx, done).await? else {
             tx.commit().await?;
             return Ok(None);
@@ -293,11 +306,20 @@ impl Relay {
             }
             Delivery::Smtp(transport) => {
                 let message = self.message(due, body)?;
-                transport
+                let started = std::time::Instant::now();
+                let sent = transport
                     .send(message)
                     .await
                     .map(|_| ())
-                    .map_err(|err| Failure::smtp(&err))
+                    .map_err(|err| Failure::smtp(&err));
+                let outcome = match &sent {
+                    Ok(()) => "sent",
+                    Err(failure) if failure.permanent => "permanent_failure",
+                    Err(_) => "transient_failure",
+                };
+                metrics::histogram!("raptor_smtp_send_duration_seconds", "outcome" => outcome)
+                    .record(started.elapsed().as_secs_f64());
+                sent
             }
         }
     }

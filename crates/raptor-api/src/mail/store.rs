@@ -42,6 +42,18 @@ pub(crate) async fn lock_due(
     .await
 }
 
+/// The queue: messages neither sent nor given up (due now or waiting for a retry), and the age
+/// in seconds of the oldest (`None` when there is none).
+pub(crate) async fn backlog(conn: &mut PgConnection) -> Result<(i64, Option<f64>), sqlx::Error> {
+    raptor_db::query_as(
+        "select count(*), extract(epoch from now() - min(created_at))::float8
+           from email_outbox
+          where sent_at is null and failed_at is null",
+    )
+    .fetch_one(conn)
+    .await
+}
+
 /// Sent: the body and the link (they carry the sign-in token in clear) are cleared.
 pub(crate) async fn mark_sent(conn: &mut PgConnection, id: i64) -> Result<(), sqlx::Error> {
     raptor_db::query(

@@ -70,7 +70,7 @@ pub(crate) async fn register(
     ApiJson(request): ApiJson<EmailRequest>,
 ) -> ApiResult<impl IntoResponse> {
     let email = admit(&state, peer, &request)?;
-    let mut tx = state.db.begin().await.context("begin")?;
+    let mut tx = raptor_db::begin(&state.db).await.context("begin")?;
     let token = store::new_link_token()?;
     match accounts::find_user_by_email(&mut tx, &email).await? {
         Some(user_id) => {
@@ -139,7 +139,7 @@ pub(crate) async fn login(
 
 /// Queues a login link for `email` if it has an account (nothing otherwise).
 async fn send_login_link(state: &ApiState, email: &Email) -> ApiResult<()> {
-    let mut tx = state.db.begin().await.context("begin")?;
+    let mut tx = raptor_db::begin(&state.db).await.context("begin")?;
     if let Some(user_id) = accounts::find_user_by_email(&mut tx, email).await? {
         let token = store::new_link_token()?;
         queue_login_link(&mut tx, state, email, user_id, &token, "").await?;
@@ -211,7 +211,7 @@ pub(crate) async fn verify_link(
     }
     // The link's one session: derived from the link with the server key, never stored.
     let session = state.config.session_key.session_token(token)?;
-    let mut tx = state.db.begin().await.context("begin")?;
+    let mut tx = raptor_db::begin(&state.db).await.context("begin")?;
     let link = store::lock_link(&mut tx, token, REVERIFY_GRACE)
         .await?
         .ok_or_else(invalid_token)?;
@@ -339,7 +339,7 @@ pub(crate) async fn logout(
         .and_then(|value| value.split_once(' '))
         .map(|(_, token)| token.trim())
         .ok_or(ApiError::Unauthenticated)?;
-    let mut tx = state.db.begin().await.context("begin")?;
+    let mut tx = raptor_db::begin(&state.db).await.context("begin")?;
     if store::delete_session(&mut tx, user.id, token).await? {
         audit::record(
             &mut tx,

@@ -33,23 +33,78 @@ fn created(order: OrderResponse) -> Reply {
 
 /// The three order-placing routes: parse the request into an intent (a malformed one keeps
 /// nothing), place it on the claim's transaction, and answer `201` with `Location`, or the
-/// engine's refusal (committed with its audit row, and replayed).
+/// engine's refusal (committed with its audit row, and replayed). `purpose` (`order`, `roll`,
+/// `close`) labels the metrics ([`count_placement`]).
 async fn place(
     desk: &Desk,
     claim: Claim,
     trader: PaperTrader,
+    purpose: &'static str,
     intent: ApiResult<Intent>,
 ) -> Response {
     let (key, lineage) = (claim.key(), claim.lineage());
-    claim
+    let mut placement = None;
+    let response = claim
         .run(async |tx| {
-            let placed = ops::place(tx, desk, trader.user_id, intent?, key, lineage).await?;
+            let placed =
+                async { ops::place(tx, desk, trader.user_id, intent?, key, lineage).await }
+                    .await
+                    .inspect_err(|err| placement = Some(Placement::Refused(err.code())))?;
             Ok::<_, ApiError>(match placed {
-                Placed::Order(order) => created(*order),
-                Placed::Rejected(rejection) => Reply::rejected(&rejection),
+                Placed::Order(order) => {
+                    placement = Some(Placement::Placed {
+                        filled: order.filled_at.is_some(),
+                    });
+                    created(*order)
+                }
+                Placed::Rejected(rejection) => {
+                    placement = Some(Placement::Refused(rejection.code()));
+                    Reply::rejected(&rejection)
+                }
             })
         })
-        .await
+        .await;
+    if let Some(placement) = placement {
+        // A 5xx was not kept (the transaction rolled back, or its commit failed).
+        if !response.status().is_server_error() {
+            count_placement(purpose, placement);
+        }
+    }
+    response
+}
+
+/// What one placement did, for its metrics.
+#[derive(Debug, Clone, Copy)]
+enum Placement {
+    /// Accepted: filled at once, or resting.
+    Placed { filled: bool },
+    /// Refused by the engine (committed with its audit row) or before it (kept nothing).
+    Refused(ErrorCode),
+}
+
+/// `raptor_orders_placed_total{purpose, status}` (`filled` or `new`),
+/// `raptor_order_fills_total{trigger="submit"}` for an order filled as it was placed, and
+/// `raptor_order_rejections_total{purpose, code}` for a refusal that answered a 4xx (an
+/// infrastructure failure is not a rejection). A replay counts nothing: it did not place.
+fn count_placement(purpose: &'static str, placement: Placement) {
+    match placement {
+        Placement::Placed { filled } => {
+            let status = if filled { "filled" } else { "new" };
+            metrics::counter!("raptor_orders_placed_total", "purpose" => purpose, "status" => status)
+                .increment(1);
+            if filled {
+                metrics::counter!("raptor_order_fills_total", "trigger" => "submit").increment(1);
+            }
+        }
+        Placement::Refused(code) => {
+            metrics::counter!(
+                "raptor_order_rejections_total",
+                "purpose" => purpose,
+                "code" => code.as_str(),
+            )
+            .increment(1);
+        }
+    }
 }
 
 /// Place an order: simple (equity or option) or multi-leg (`order_class: "mleg"`, 2-4 legs, all
@@ -68,7 +123,7 @@ pub(crate) async fn create_order(
     }: Idempotent<CreateOrderRequest, Tier1, OrderWriter>,
 ) -> Response {
     let intent = body.parse().map(Intent::Order);
-    place(&desk, claim, auth.trader(), intent).await
+    place(&desk, claim, auth.trader(), "order", intent).await
 }
 
 /// Roll a short call: buy-to-close `{symbol}` and sell-to-open `to_symbol` as one all-or-none
@@ -88,7 +143,7 @@ pub(crate) async fn roll_position(
     }: Idempotent<RollRequest, Tier1, OrderWriter>,
 ) -> Response {
     let intent = body.parse(&symbol).map(Intent::Roll);
-    place(&desk, claim, auth.trader(), intent).await
+    place(&desk, claim, auth.trader(), "roll", intent).await
 }
 
 /// Close a position at market: all of it (`{}`) or `qty`.
@@ -107,7 +162,7 @@ pub(crate) async fn close_position(
     }: Idempotent<ClosePositionRequest, Tier1, OrderWriter>,
 ) -> Response {
     let intent = body.parse(&symbol).map(Intent::Close);
-    place(&desk, claim, auth.trader(), intent).await
+    place(&desk, claim, auth.trader(), "close", intent).await
 }
 
 /// Reset the paper account: starting cash, no positions, open orders canceled.
@@ -143,7 +198,7 @@ pub(crate) async fn cancel_order(
     ApiPath(id): ApiPath<Uuid>,
     _write: AccountWrite,
 ) -> ApiResult<Json<OrderResponse>> {
-    let mut tx = state.db.begin().await.context("begin")?;
+    let mut tx = raptor_db::begin(&state.db).await.context("begin")?;
     let order = ops::cancel(&mut tx, state.desk(), trader.user_id, id).await?;
     tx.commit().await.context("commit cancel")?;
     Ok(Json(order))

@@ -24,7 +24,7 @@ pub(crate) async fn join_waitlist(
     ApiJson(request): ApiJson<WaitlistSignupRequest>,
 ) -> ApiResult<(StatusCode, Json<WaitlistSignupResponse>)> {
     let email = Email::parse(&request.email)?;
-    let mut tx = state.db.begin().await.context("begin")?;
+    let mut tx = raptor_db::begin(&state.db).await.context("begin")?;
     if let Some(id) = store::insert_signup(&mut tx, &email).await? {
         // The row id only: the address is personal data and the audit log outlives erasure of
         // waitlist rows (they have no user).

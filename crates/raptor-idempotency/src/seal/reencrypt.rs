@@ -59,7 +59,7 @@ pub async fn reencrypt(
     let mut done = Reencrypted::default();
     let mut after = 0_i64;
     loop {
-        let mut tx = pool.begin().await?;
+        let mut tx = raptor_db::begin(pool).await?;
         let rows: Vec<RekeyRow> = raptor_db::query_as(
             "select id, scope_user_id, scope_endpoint, response_code, lineage, attempt,
                     response_body, response_headers, response_kid, response_nonce,

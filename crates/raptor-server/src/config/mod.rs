@@ -127,6 +127,14 @@ impl Config {
                  transaction pooler does not forward the startup options that `connect` sends"
             );
         }
+        if let Some(metrics) = server.metrics_addr {
+            if metrics == server.addr && metrics.port() != 0 {
+                bail!(
+                    "RAPTOR_METRICS_ADDR ({metrics}) must differ from RAPTOR_ADDR: it is a \
+                     listener of its own (unset it to serve /metrics on the API listener)"
+                );
+            }
+        }
         let request_ms = self.request_ms();
         let mut conflicts: Vec<String> = keys
             .idempotency_stale_after_secs
@@ -209,6 +217,7 @@ impl Config {
             docs_assets: self.server.docs_assets.clone(),
             trusted_proxies: self.server.trusted_proxies(),
             public_url: self.mail.public_url(self.server.addr),
+            metrics_on_api_listener: self.server.metrics_addr.is_none(),
             ..ApiConfig::default()
         }
     }

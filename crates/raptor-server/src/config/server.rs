@@ -53,8 +53,9 @@ pub enum ForwardedHeaderArg {
     Forwarded,
 }
 
-/// `RAPTOR_ADDR`, `RAPTOR_REQUEST_TIMEOUT_SECS`, `RAPTOR_SHUTDOWN_DRAIN_SECS`,
-/// `RAPTOR_HEADER_READ_TIMEOUT_SECS`, `RAPTOR_KEEPALIVE_TIMEOUT_SECS`, `RAPTOR_MAX_CONNECTIONS`,
+/// `RAPTOR_ADDR`, `RAPTOR_METRICS_ADDR`, `RAPTOR_REQUEST_TIMEOUT_SECS`,
+/// `RAPTOR_SHUTDOWN_DRAIN_SECS`, `RAPTOR_HEADER_READ_TIMEOUT_SECS`,
+/// `RAPTOR_KEEPALIVE_TIMEOUT_SECS`, `RAPTOR_MAX_CONNECTIONS`,
 /// `RAPTOR_CORS_ORIGINS`, `RAPTOR_TRUSTED_PROXIES`, `RAPTOR_FORWARDED_HEADER`,
 /// `RAPTOR_DOCS_ASSETS`, `RAPTOR_LOG_FORMAT`.
 #[derive(Debug, Clone, Args)]
@@ -68,6 +69,17 @@ pub struct ServerArgs {
         global = true
     )]
     pub addr: SocketAddr,
+
+    /// Address of a listener of its own for `GET /metrics` (e.g. `0.0.0.0:9090`, reachable by
+    /// Prometheus but not published like the API); the API listener then answers 404 for
+    /// `/metrics`. Unset: `/metrics` is served on RAPTOR_ADDR.
+    #[arg(
+        long,
+        env = "RAPTOR_METRICS_ADDR",
+        value_name = "RAPTOR_METRICS_ADDR",
+        global = true
+    )]
+    pub metrics_addr: Option<SocketAddr>,
 
     /// Request timeout in seconds; a request past it is answered 503 and rolled back.
     #[arg(long, env = "RAPTOR_REQUEST_TIMEOUT_SECS", value_name = "RAPTOR_REQUEST_TIMEOUT_SECS",

@@ -162,7 +162,7 @@ pub(crate) async fn expire_orders(db: &PgPool, desk: &Desk) -> ApiResult<Expired
     loop {
         let now = desk.now();
         let through = raptor_engine::expiry::expired_through(now);
-        let mut tx = db.begin().await.context("begin")?;
+        let mut tx = raptor_db::begin(db).await.context("begin")?;
         // Account by account, each locked first: the lock order of the book (an order writer
         // holds its account's row before any of its orders, and the reservation trigger
         // updates that row), so the sweep cannot deadlock with orders or quote updates. An
@@ -198,7 +198,7 @@ pub(crate) async fn expire_for_read(db: &PgPool, desk: &Desk, user_id: i32) -> A
     if !due {
         return Ok(());
     }
-    let mut tx = db.begin().await.context("begin")?;
+    let mut tx = raptor_db::begin(db).await.context("begin")?;
     store::lock_account(&mut tx, user_id).await?;
     expire_due(&mut tx, user_id, now).await?;
     tx.commit().await.context("commit expiry")?;

@@ -44,7 +44,7 @@ pub(crate) async fn set_quote(
             "bid and ask must be between 0 and 1000000000 with at most 6 decimals, ask >= bid",
         ));
     }
-    let mut tx = db.begin().await.context("begin")?;
+    let mut tx = raptor_db::begin(db).await.context("begin")?;
     let (event, queued) =
         store::set_quote_event(&mut tx, symbol, bid, ask, updated_by, desk.now()).await?;
     audit::record(
@@ -144,7 +144,7 @@ async fn sweep_next(
     event: Option<i64>,
     after: Option<(i64, i32)>,
 ) -> ApiResult<Option<(Swept, (i64, i32))>> {
-    let mut tx = db.begin().await.context("begin")?;
+    let mut tx = raptor_db::begin(db).await.context("begin")?;
     let Some(sweep) = store::next_sweep(&mut tx, event, after).await? else {
         tx.commit().await.context("commit")?;
         return Ok(None);
@@ -168,6 +168,8 @@ async fn sweep_next(
     let at = (sweep.event_id, sweep.user_id);
     if !filled.is_empty() {
         metrics::counter!("raptor_quote_sweep_fills_total").increment(filled.len() as u64);
+        metrics::counter!("raptor_order_fills_total", "trigger" => "quote")
+            .increment(filled.len() as u64);
     }
     metrics::counter!("raptor_quote_sweeps_total").increment(1);
     Ok(Some((Swept::Filled(filled), at)))
