@@ -1,0 +1,1123 @@
+"""Contains all the data models used in inputs/outputs"""
+
+from .accepted_response import AcceptedResponse
+from .account_export import AccountExport
+from .account_export_account_item import AccountExportAccountItem
+from .account_export_audit_log_item import AccountExportAuditLogItem
+from .account_export_billing_customer_type_0 import AccountExportBillingCustomerType0
+from .account_export_billing_subscriptions_item import (
+    AccountExportBillingSubscriptionsItem,
+)
+from .account_export_email_outbox_item import AccountExportEmailOutboxItem
+from .account_export_fills_item import AccountExportFillsItem
+from .account_export_idempotency_keys_item import AccountExportIdempotencyKeysItem
+from .account_export_order_legs_item import AccountExportOrderLegsItem
+from .account_export_orders_item import AccountExportOrdersItem
+from .account_export_positions_item import AccountExportPositionsItem
+from .account_export_profile import AccountExportProfile
+from .account_export_sessions_item import AccountExportSessionsItem
+from .account_export_sign_in_links_item import AccountExportSignInLinksItem
+from .account_export_user import AccountExportUser
+from .account_export_waitlist_item import AccountExportWaitlistItem
+from .account_mode import AccountMode
+from .account_response import AccountResponse
+from .activity_list_response import ActivityListResponse
+from .activity_response import ActivityResponse
+from .activity_type import ActivityType
+from .cancel_order_response_400 import CancelOrderResponse400
+from .cancel_order_response_400_error import CancelOrderResponse400Error
+from .cancel_order_response_401 import CancelOrderResponse401
+from .cancel_order_response_401_error import CancelOrderResponse401Error
+from .cancel_order_response_403 import CancelOrderResponse403
+from .cancel_order_response_403_error import CancelOrderResponse403Error
+from .cancel_order_response_404 import CancelOrderResponse404
+from .cancel_order_response_404_error import CancelOrderResponse404Error
+from .cancel_order_response_422 import CancelOrderResponse422
+from .cancel_order_response_422_error import CancelOrderResponse422Error
+from .cancel_order_response_429 import CancelOrderResponse429
+from .cancel_order_response_429_error import CancelOrderResponse429Error
+from .cancel_order_response_500 import CancelOrderResponse500
+from .cancel_order_response_500_error import CancelOrderResponse500Error
+from .cancel_order_response_503 import CancelOrderResponse503
+from .cancel_order_response_503_error import CancelOrderResponse503Error
+from .cancel_subscription_request import CancelSubscriptionRequest
+from .cancel_subscription_response_400 import CancelSubscriptionResponse400
+from .cancel_subscription_response_400_error import CancelSubscriptionResponse400Error
+from .cancel_subscription_response_401 import CancelSubscriptionResponse401
+from .cancel_subscription_response_401_error import CancelSubscriptionResponse401Error
+from .cancel_subscription_response_403 import CancelSubscriptionResponse403
+from .cancel_subscription_response_403_error import CancelSubscriptionResponse403Error
+from .cancel_subscription_response_404 import CancelSubscriptionResponse404
+from .cancel_subscription_response_404_error import CancelSubscriptionResponse404Error
+from .cancel_subscription_response_409 import CancelSubscriptionResponse409
+from .cancel_subscription_response_409_error import CancelSubscriptionResponse409Error
+from .cancel_subscription_response_413 import CancelSubscriptionResponse413
+from .cancel_subscription_response_413_error import CancelSubscriptionResponse413Error
+from .cancel_subscription_response_415 import CancelSubscriptionResponse415
+from .cancel_subscription_response_415_error import CancelSubscriptionResponse415Error
+from .cancel_subscription_response_422 import CancelSubscriptionResponse422
+from .cancel_subscription_response_422_error import CancelSubscriptionResponse422Error
+from .cancel_subscription_response_500 import CancelSubscriptionResponse500
+from .cancel_subscription_response_500_error import CancelSubscriptionResponse500Error
+from .cancel_subscription_response_502 import CancelSubscriptionResponse502
+from .cancel_subscription_response_502_error import CancelSubscriptionResponse502Error
+from .cancel_subscription_response_503 import CancelSubscriptionResponse503
+from .cancel_subscription_response_503_error import CancelSubscriptionResponse503Error
+from .cancel_subscription_response_504 import CancelSubscriptionResponse504
+from .cancel_subscription_response_504_error import CancelSubscriptionResponse504Error
+from .checkout_session_response import CheckoutSessionResponse
+from .close_position_request import ClosePositionRequest
+from .close_position_response_400 import ClosePositionResponse400
+from .close_position_response_400_error import ClosePositionResponse400Error
+from .close_position_response_401 import ClosePositionResponse401
+from .close_position_response_401_error import ClosePositionResponse401Error
+from .close_position_response_403 import ClosePositionResponse403
+from .close_position_response_403_error import ClosePositionResponse403Error
+from .close_position_response_404 import ClosePositionResponse404
+from .close_position_response_404_error import ClosePositionResponse404Error
+from .close_position_response_409 import ClosePositionResponse409
+from .close_position_response_409_error import ClosePositionResponse409Error
+from .close_position_response_413 import ClosePositionResponse413
+from .close_position_response_413_error import ClosePositionResponse413Error
+from .close_position_response_415 import ClosePositionResponse415
+from .close_position_response_415_error import ClosePositionResponse415Error
+from .close_position_response_422 import ClosePositionResponse422
+from .close_position_response_422_error import ClosePositionResponse422Error
+from .close_position_response_429 import ClosePositionResponse429
+from .close_position_response_429_error import ClosePositionResponse429Error
+from .close_position_response_500 import ClosePositionResponse500
+from .close_position_response_500_error import ClosePositionResponse500Error
+from .close_position_response_503 import ClosePositionResponse503
+from .close_position_response_503_error import ClosePositionResponse503Error
+from .create_checkout_session_request import CreateCheckoutSessionRequest
+from .create_checkout_session_response_400 import CreateCheckoutSessionResponse400
+from .create_checkout_session_response_400_error import (
+    CreateCheckoutSessionResponse400Error,
+)
+from .create_checkout_session_response_401 import CreateCheckoutSessionResponse401
+from .create_checkout_session_response_401_error import (
+    CreateCheckoutSessionResponse401Error,
+)
+from .create_checkout_session_response_403 import CreateCheckoutSessionResponse403
+from .create_checkout_session_response_403_error import (
+    CreateCheckoutSessionResponse403Error,
+)
+from .create_checkout_session_response_409 import CreateCheckoutSessionResponse409
+from .create_checkout_session_response_409_error import (
+    CreateCheckoutSessionResponse409Error,
+)
+from .create_checkout_session_response_413 import CreateCheckoutSessionResponse413
+from .create_checkout_session_response_413_error import (
+    CreateCheckoutSessionResponse413Error,
+)
+from .create_checkout_session_response_415 import CreateCheckoutSessionResponse415
+from .create_checkout_session_response_415_error import (
+    CreateCheckoutSessionResponse415Error,
+)
+from .create_checkout_session_response_422 import CreateCheckoutSessionResponse422
+from .create_checkout_session_response_422_error import (
+    CreateCheckoutSessionResponse422Error,
+)
+from .create_checkout_session_response_500 import CreateCheckoutSessionResponse500
+from .create_checkout_session_response_500_error import (
+    CreateCheckoutSessionResponse500Error,
+)
+from .create_checkout_session_response_502 import CreateCheckoutSessionResponse502
+from .create_checkout_session_response_502_error import (
+    CreateCheckoutSessionResponse502Error,
+)
+from .create_checkout_session_response_503 import CreateCheckoutSessionResponse503
+from .create_checkout_session_response_503_error import (
+    CreateCheckoutSessionResponse503Error,
+)
+from .create_checkout_session_response_504 import CreateCheckoutSessionResponse504
+from .create_checkout_session_response_504_error import (
+    CreateCheckoutSessionResponse504Error,
+)
+from .create_order_request import CreateOrderRequest
+from .create_order_response_400 import CreateOrderResponse400
+from .create_order_response_400_error import CreateOrderResponse400Error
+from .create_order_response_401 import CreateOrderResponse401
+from .create_order_response_401_error import CreateOrderResponse401Error
+from .create_order_response_403 import CreateOrderResponse403
+from .create_order_response_403_error import CreateOrderResponse403Error
+from .create_order_response_404 import CreateOrderResponse404
+from .create_order_response_404_error import CreateOrderResponse404Error
+from .create_order_response_409 import CreateOrderResponse409
+from .create_order_response_409_error import CreateOrderResponse409Error
+from .create_order_response_413 import CreateOrderResponse413
+from .create_order_response_413_error import CreateOrderResponse413Error
+from .create_order_response_415 import CreateOrderResponse415
+from .create_order_response_415_error import CreateOrderResponse415Error
+from .create_order_response_422 import CreateOrderResponse422
+from .create_order_response_422_error import CreateOrderResponse422Error
+from .create_order_response_429 import CreateOrderResponse429
+from .create_order_response_429_error import CreateOrderResponse429Error
+from .create_order_response_500 import CreateOrderResponse500
+from .create_order_response_500_error import CreateOrderResponse500Error
+from .create_order_response_503 import CreateOrderResponse503
+from .create_order_response_503_error import CreateOrderResponse503Error
+from .create_portal_session_request import CreatePortalSessionRequest
+from .create_portal_session_response_400 import CreatePortalSessionResponse400
+from .create_portal_session_response_400_error import (
+    CreatePortalSessionResponse400Error,
+)
+from .create_portal_session_response_401 import CreatePortalSessionResponse401
+from .create_portal_session_response_401_error import (
+    CreatePortalSessionResponse401Error,
+)
+from .create_portal_session_response_403 import CreatePortalSessionResponse403
+from .create_portal_session_response_403_error import (
+    CreatePortalSessionResponse403Error,
+)
+from .create_portal_session_response_409 import CreatePortalSessionResponse409
+from .create_portal_session_response_409_error import (
+    CreatePortalSessionResponse409Error,
+)
+from .create_portal_session_response_413 import CreatePortalSessionResponse413
+from .create_portal_session_response_413_error import (
+    CreatePortalSessionResponse413Error,
+)
+from .create_portal_session_response_415 import CreatePortalSessionResponse415
+from .create_portal_session_response_415_error import (
+    CreatePortalSessionResponse415Error,
+)
+from .create_portal_session_response_422 import CreatePortalSessionResponse422
+from .create_portal_session_response_422_error import (
+    CreatePortalSessionResponse422Error,
+)
+from .create_portal_session_response_500 import CreatePortalSessionResponse500
+from .create_portal_session_response_500_error import (
+    CreatePortalSessionResponse500Error,
+)
+from .create_portal_session_response_502 import CreatePortalSessionResponse502
+from .create_portal_session_response_502_error import (
+    CreatePortalSessionResponse502Error,
+)
+from .create_portal_session_response_503 import CreatePortalSessionResponse503
+from .create_portal_session_response_503_error import (
+    CreatePortalSessionResponse503Error,
+)
+from .create_portal_session_response_504 import CreatePortalSessionResponse504
+from .create_portal_session_response_504_error import (
+    CreatePortalSessionResponse504Error,
+)
+from .currency import Currency
+from .email_request import EmailRequest
+from .erase_account_response_401 import EraseAccountResponse401
+from .erase_account_response_401_error import EraseAccountResponse401Error
+from .erase_account_response_403 import EraseAccountResponse403
+from .erase_account_response_403_error import EraseAccountResponse403Error
+from .erase_account_response_409 import EraseAccountResponse409
+from .erase_account_response_409_error import EraseAccountResponse409Error
+from .erase_account_response_500 import EraseAccountResponse500
+from .erase_account_response_500_error import EraseAccountResponse500Error
+from .erase_account_response_503 import EraseAccountResponse503
+from .erase_account_response_503_error import EraseAccountResponse503Error
+from .erasure_response import ErasureResponse
+from .error_body import ErrorBody
+from .error_code import ErrorCode
+from .export_account_response_401 import ExportAccountResponse401
+from .export_account_response_401_error import ExportAccountResponse401Error
+from .export_account_response_403 import ExportAccountResponse403
+from .export_account_response_403_error import ExportAccountResponse403Error
+from .export_account_response_500 import ExportAccountResponse500
+from .export_account_response_500_error import ExportAccountResponse500Error
+from .export_account_response_503 import ExportAccountResponse503
+from .export_account_response_503_error import ExportAccountResponse503Error
+from .flag_response import FlagResponse
+from .get_account_response_401 import GetAccountResponse401
+from .get_account_response_401_error import GetAccountResponse401Error
+from .get_account_response_403 import GetAccountResponse403
+from .get_account_response_403_error import GetAccountResponse403Error
+from .get_account_response_404 import GetAccountResponse404
+from .get_account_response_404_error import GetAccountResponse404Error
+from .get_account_response_500 import GetAccountResponse500
+from .get_account_response_500_error import GetAccountResponse500Error
+from .get_account_response_503 import GetAccountResponse503
+from .get_account_response_503_error import GetAccountResponse503Error
+from .get_healthz_response_500 import GetHealthzResponse500
+from .get_healthz_response_500_error import GetHealthzResponse500Error
+from .get_healthz_response_503 import GetHealthzResponse503
+from .get_healthz_response_503_error import GetHealthzResponse503Error
+from .get_metrics_response_500 import GetMetricsResponse500
+from .get_metrics_response_500_error import GetMetricsResponse500Error
+from .get_metrics_response_503 import GetMetricsResponse503
+from .get_metrics_response_503_error import GetMetricsResponse503Error
+from .get_order_by_client_order_id_response_401 import (
+    GetOrderByClientOrderIdResponse401,
+)
+from .get_order_by_client_order_id_response_401_error import (
+    GetOrderByClientOrderIdResponse401Error,
+)
+from .get_order_by_client_order_id_response_403 import (
+    GetOrderByClientOrderIdResponse403,
+)
+from .get_order_by_client_order_id_response_403_error import (
+    GetOrderByClientOrderIdResponse403Error,
+)
+from .get_order_by_client_order_id_response_404 import (
+    GetOrderByClientOrderIdResponse404,
+)
+from .get_order_by_client_order_id_response_404_error import (
+    GetOrderByClientOrderIdResponse404Error,
+)
+from .get_order_by_client_order_id_response_500 import (
+    GetOrderByClientOrderIdResponse500,
+)
+from .get_order_by_client_order_id_response_500_error import (
+    GetOrderByClientOrderIdResponse500Error,
+)
+from .get_order_by_client_order_id_response_503 import (
+    GetOrderByClientOrderIdResponse503,
+)
+from .get_order_by_client_order_id_response_503_error import (
+    GetOrderByClientOrderIdResponse503Error,
+)
+from .get_order_response_400 import GetOrderResponse400
+from .get_order_response_400_error import GetOrderResponse400Error
+from .get_order_response_401 import GetOrderResponse401
+from .get_order_response_401_error import GetOrderResponse401Error
+from .get_order_response_403 import GetOrderResponse403
+from .get_order_response_403_error import GetOrderResponse403Error
+from .get_order_response_404 import GetOrderResponse404
+from .get_order_response_404_error import GetOrderResponse404Error
+from .get_order_response_500 import GetOrderResponse500
+from .get_order_response_500_error import GetOrderResponse500Error
+from .get_order_response_503 import GetOrderResponse503
+from .get_order_response_503_error import GetOrderResponse503Error
+from .get_position_response_401 import GetPositionResponse401
+from .get_position_response_401_error import GetPositionResponse401Error
+from .get_position_response_403 import GetPositionResponse403
+from .get_position_response_403_error import GetPositionResponse403Error
+from .get_position_response_404 import GetPositionResponse404
+from .get_position_response_404_error import GetPositionResponse404Error
+from .get_position_response_500 import GetPositionResponse500
+from .get_position_response_500_error import GetPositionResponse500Error
+from .get_position_response_503 import GetPositionResponse503
+from .get_position_response_503_error import GetPositionResponse503Error
+from .get_profile_response_401 import GetProfileResponse401
+from .get_profile_response_401_error import GetProfileResponse401Error
+from .get_profile_response_403 import GetProfileResponse403
+from .get_profile_response_403_error import GetProfileResponse403Error
+from .get_profile_response_404 import GetProfileResponse404
+from .get_profile_response_404_error import GetProfileResponse404Error
+from .get_profile_response_500 import GetProfileResponse500
+from .get_profile_response_500_error import GetProfileResponse500Error
+from .get_profile_response_503 import GetProfileResponse503
+from .get_profile_response_503_error import GetProfileResponse503Error
+from .get_quote_response_401 import GetQuoteResponse401
+from .get_quote_response_401_error import GetQuoteResponse401Error
+from .get_quote_response_403 import GetQuoteResponse403
+from .get_quote_response_403_error import GetQuoteResponse403Error
+from .get_quote_response_404 import GetQuoteResponse404
+from .get_quote_response_404_error import GetQuoteResponse404Error
+from .get_quote_response_422 import GetQuoteResponse422
+from .get_quote_response_422_error import GetQuoteResponse422Error
+from .get_quote_response_500 import GetQuoteResponse500
+from .get_quote_response_500_error import GetQuoteResponse500Error
+from .get_quote_response_503 import GetQuoteResponse503
+from .get_quote_response_503_error import GetQuoteResponse503Error
+from .get_readyz_response_500 import GetReadyzResponse500
+from .get_readyz_response_500_error import GetReadyzResponse500Error
+from .get_subscription_response_401 import GetSubscriptionResponse401
+from .get_subscription_response_401_error import GetSubscriptionResponse401Error
+from .get_subscription_response_403 import GetSubscriptionResponse403
+from .get_subscription_response_403_error import GetSubscriptionResponse403Error
+from .get_subscription_response_404 import GetSubscriptionResponse404
+from .get_subscription_response_404_error import GetSubscriptionResponse404Error
+from .get_subscription_response_500 import GetSubscriptionResponse500
+from .get_subscription_response_500_error import GetSubscriptionResponse500Error
+from .get_subscription_response_503 import GetSubscriptionResponse503
+from .get_subscription_response_503_error import GetSubscriptionResponse503Error
+from .health_response import HealthResponse
+from .join_waitlist_response_400 import JoinWaitlistResponse400
+from .join_waitlist_response_400_error import JoinWaitlistResponse400Error
+from .join_waitlist_response_413 import JoinWaitlistResponse413
+from .join_waitlist_response_413_error import JoinWaitlistResponse413Error
+from .join_waitlist_response_415 import JoinWaitlistResponse415
+from .join_waitlist_response_415_error import JoinWaitlistResponse415Error
+from .join_waitlist_response_422 import JoinWaitlistResponse422
+from .join_waitlist_response_422_error import JoinWaitlistResponse422Error
+from .join_waitlist_response_500 import JoinWaitlistResponse500
+from .join_waitlist_response_500_error import JoinWaitlistResponse500Error
+from .join_waitlist_response_503 import JoinWaitlistResponse503
+from .join_waitlist_response_503_error import JoinWaitlistResponse503Error
+from .leg_request import LegRequest
+from .leg_response import LegResponse
+from .list_activities_response_400 import ListActivitiesResponse400
+from .list_activities_response_400_error import ListActivitiesResponse400Error
+from .list_activities_response_401 import ListActivitiesResponse401
+from .list_activities_response_401_error import ListActivitiesResponse401Error
+from .list_activities_response_403 import ListActivitiesResponse403
+from .list_activities_response_403_error import ListActivitiesResponse403Error
+from .list_activities_response_404 import ListActivitiesResponse404
+from .list_activities_response_404_error import ListActivitiesResponse404Error
+from .list_activities_response_500 import ListActivitiesResponse500
+from .list_activities_response_500_error import ListActivitiesResponse500Error
+from .list_activities_response_503 import ListActivitiesResponse503
+from .list_activities_response_503_error import ListActivitiesResponse503Error
+from .list_orders_response_400 import ListOrdersResponse400
+from .list_orders_response_400_error import ListOrdersResponse400Error
+from .list_orders_response_401 import ListOrdersResponse401
+from .list_orders_response_401_error import ListOrdersResponse401Error
+from .list_orders_response_403 import ListOrdersResponse403
+from .list_orders_response_403_error import ListOrdersResponse403Error
+from .list_orders_response_404 import ListOrdersResponse404
+from .list_orders_response_404_error import ListOrdersResponse404Error
+from .list_orders_response_500 import ListOrdersResponse500
+from .list_orders_response_500_error import ListOrdersResponse500Error
+from .list_orders_response_503 import ListOrdersResponse503
+from .list_orders_response_503_error import ListOrdersResponse503Error
+from .list_positions_response_401 import ListPositionsResponse401
+from .list_positions_response_401_error import ListPositionsResponse401Error
+from .list_positions_response_403 import ListPositionsResponse403
+from .list_positions_response_403_error import ListPositionsResponse403Error
+from .list_positions_response_404 import ListPositionsResponse404
+from .list_positions_response_404_error import ListPositionsResponse404Error
+from .list_positions_response_500 import ListPositionsResponse500
+from .list_positions_response_500_error import ListPositionsResponse500Error
+from .list_positions_response_503 import ListPositionsResponse503
+from .list_positions_response_503_error import ListPositionsResponse503Error
+from .login_response_400 import LoginResponse400
+from .login_response_400_error import LoginResponse400Error
+from .login_response_413 import LoginResponse413
+from .login_response_413_error import LoginResponse413Error
+from .login_response_415 import LoginResponse415
+from .login_response_415_error import LoginResponse415Error
+from .login_response_422 import LoginResponse422
+from .login_response_422_error import LoginResponse422Error
+from .login_response_429 import LoginResponse429
+from .login_response_429_error import LoginResponse429Error
+from .login_response_500 import LoginResponse500
+from .login_response_500_error import LoginResponse500Error
+from .login_response_503 import LoginResponse503
+from .login_response_503_error import LoginResponse503Error
+from .logout_response_401 import LogoutResponse401
+from .logout_response_401_error import LogoutResponse401Error
+from .logout_response_403 import LogoutResponse403
+from .logout_response_403_error import LogoutResponse403Error
+from .logout_response_500 import LogoutResponse500
+from .logout_response_500_error import LogoutResponse500Error
+from .logout_response_503 import LogoutResponse503
+from .logout_response_503_error import LogoutResponse503Error
+from .market_quote_response import MarketQuoteResponse
+from .mirror_sync_request import MirrorSyncRequest
+from .order_class import OrderClass
+from .order_list_response import OrderListResponse
+from .order_list_status import OrderListStatus
+from .order_purpose import OrderPurpose
+from .order_response import OrderResponse
+from .order_status import OrderStatus
+from .order_type import OrderType
+from .portal_session_response import PortalSessionResponse
+from .position_intent import PositionIntent
+from .position_response import PositionResponse
+from .position_side import PositionSide
+from .profile_patch import ProfilePatch
+from .profile_response import ProfileResponse
+from .quote_response import QuoteResponse
+from .readiness_checks import ReadinessChecks
+from .receive_stripe_webhook_body import ReceiveStripeWebhookBody
+from .receive_stripe_webhook_response_400 import ReceiveStripeWebhookResponse400
+from .receive_stripe_webhook_response_400_error import (
+    ReceiveStripeWebhookResponse400Error,
+)
+from .receive_stripe_webhook_response_413 import ReceiveStripeWebhookResponse413
+from .receive_stripe_webhook_response_413_error import (
+    ReceiveStripeWebhookResponse413Error,
+)
+from .receive_stripe_webhook_response_500 import ReceiveStripeWebhookResponse500
+from .receive_stripe_webhook_response_500_error import (
+    ReceiveStripeWebhookResponse500Error,
+)
+from .receive_stripe_webhook_response_503 import ReceiveStripeWebhookResponse503
+from .receive_stripe_webhook_response_503_error import (
+    ReceiveStripeWebhookResponse503Error,
+)
+from .register_response_400 import RegisterResponse400
+from .register_response_400_error import RegisterResponse400Error
+from .register_response_413 import RegisterResponse413
+from .register_response_413_error import RegisterResponse413Error
+from .register_response_415 import RegisterResponse415
+from .register_response_415_error import RegisterResponse415Error
+from .register_response_422 import RegisterResponse422
+from .register_response_422_error import RegisterResponse422Error
+from .register_response_429 import RegisterResponse429
+from .register_response_429_error import RegisterResponse429Error
+from .register_response_500 import RegisterResponse500
+from .register_response_500_error import RegisterResponse500Error
+from .register_response_503 import RegisterResponse503
+from .register_response_503_error import RegisterResponse503Error
+from .reset_account_request import ResetAccountRequest
+from .reset_account_response_400 import ResetAccountResponse400
+from .reset_account_response_400_error import ResetAccountResponse400Error
+from .reset_account_response_401 import ResetAccountResponse401
+from .reset_account_response_401_error import ResetAccountResponse401Error
+from .reset_account_response_403 import ResetAccountResponse403
+from .reset_account_response_403_error import ResetAccountResponse403Error
+from .reset_account_response_404 import ResetAccountResponse404
+from .reset_account_response_404_error import ResetAccountResponse404Error
+from .reset_account_response_409 import ResetAccountResponse409
+from .reset_account_response_409_error import ResetAccountResponse409Error
+from .reset_account_response_413 import ResetAccountResponse413
+from .reset_account_response_413_error import ResetAccountResponse413Error
+from .reset_account_response_415 import ResetAccountResponse415
+from .reset_account_response_415_error import ResetAccountResponse415Error
+from .reset_account_response_422 import ResetAccountResponse422
+from .reset_account_response_422_error import ResetAccountResponse422Error
+from .reset_account_response_429 import ResetAccountResponse429
+from .reset_account_response_429_error import ResetAccountResponse429Error
+from .reset_account_response_500 import ResetAccountResponse500
+from .reset_account_response_500_error import ResetAccountResponse500Error
+from .reset_account_response_503 import ResetAccountResponse503
+from .reset_account_response_503_error import ResetAccountResponse503Error
+from .roll_position_response_400 import RollPositionResponse400
+from .roll_position_response_400_error import RollPositionResponse400Error
+from .roll_position_response_401 import RollPositionResponse401
+from .roll_position_response_401_error import RollPositionResponse401Error
+from .roll_position_response_403 import RollPositionResponse403
+from .roll_position_response_403_error import RollPositionResponse403Error
+from .roll_position_response_404 import RollPositionResponse404
+from .roll_position_response_404_error import RollPositionResponse404Error
+from .roll_position_response_409 import RollPositionResponse409
+from .roll_position_response_409_error import RollPositionResponse409Error
+from .roll_position_response_413 import RollPositionResponse413
+from .roll_position_response_413_error import RollPositionResponse413Error
+from .roll_position_response_415 import RollPositionResponse415
+from .roll_position_response_415_error import RollPositionResponse415Error
+from .roll_position_response_422 import RollPositionResponse422
+from .roll_position_response_422_error import RollPositionResponse422Error
+from .roll_position_response_429 import RollPositionResponse429
+from .roll_position_response_429_error import RollPositionResponse429Error
+from .roll_position_response_500 import RollPositionResponse500
+from .roll_position_response_500_error import RollPositionResponse500Error
+from .roll_position_response_503 import RollPositionResponse503
+from .roll_position_response_503_error import RollPositionResponse503Error
+from .roll_request import RollRequest
+from .session_response import SessionResponse
+from .set_flag_request import SetFlagRequest
+from .set_flag_response_400 import SetFlagResponse400
+from .set_flag_response_400_error import SetFlagResponse400Error
+from .set_flag_response_401 import SetFlagResponse401
+from .set_flag_response_401_error import SetFlagResponse401Error
+from .set_flag_response_403 import SetFlagResponse403
+from .set_flag_response_403_error import SetFlagResponse403Error
+from .set_flag_response_404 import SetFlagResponse404
+from .set_flag_response_404_error import SetFlagResponse404Error
+from .set_flag_response_413 import SetFlagResponse413
+from .set_flag_response_413_error import SetFlagResponse413Error
+from .set_flag_response_415 import SetFlagResponse415
+from .set_flag_response_415_error import SetFlagResponse415Error
+from .set_flag_response_422 import SetFlagResponse422
+from .set_flag_response_422_error import SetFlagResponse422Error
+from .set_flag_response_500 import SetFlagResponse500
+from .set_flag_response_500_error import SetFlagResponse500Error
+from .set_flag_response_503 import SetFlagResponse503
+from .set_flag_response_503_error import SetFlagResponse503Error
+from .set_quote_request import SetQuoteRequest
+from .set_quote_response_400 import SetQuoteResponse400
+from .set_quote_response_400_error import SetQuoteResponse400Error
+from .set_quote_response_401 import SetQuoteResponse401
+from .set_quote_response_401_error import SetQuoteResponse401Error
+from .set_quote_response_403 import SetQuoteResponse403
+from .set_quote_response_403_error import SetQuoteResponse403Error
+from .set_quote_response_413 import SetQuoteResponse413
+from .set_quote_response_413_error import SetQuoteResponse413Error
+from .set_quote_response_415 import SetQuoteResponse415
+from .set_quote_response_415_error import SetQuoteResponse415Error
+from .set_quote_response_422 import SetQuoteResponse422
+from .set_quote_response_422_error import SetQuoteResponse422Error
+from .set_quote_response_500 import SetQuoteResponse500
+from .set_quote_response_500_error import SetQuoteResponse500Error
+from .set_quote_response_503 import SetQuoteResponse503
+from .set_quote_response_503_error import SetQuoteResponse503Error
+from .side import Side
+from .subscription_response import SubscriptionResponse
+from .sync_subscription_mirror_response_400 import SyncSubscriptionMirrorResponse400
+from .sync_subscription_mirror_response_400_error import (
+    SyncSubscriptionMirrorResponse400Error,
+)
+from .sync_subscription_mirror_response_401 import SyncSubscriptionMirrorResponse401
+from .sync_subscription_mirror_response_401_error import (
+    SyncSubscriptionMirrorResponse401Error,
+)
+from .sync_subscription_mirror_response_403 import SyncSubscriptionMirrorResponse403
+from .sync_subscription_mirror_response_403_error import (
+    SyncSubscriptionMirrorResponse403Error,
+)
+from .sync_subscription_mirror_response_413 import SyncSubscriptionMirrorResponse413
+from .sync_subscription_mirror_response_413_error import (
+    SyncSubscriptionMirrorResponse413Error,
+)
+from .sync_subscription_mirror_response_415 import SyncSubscriptionMirrorResponse415
+from .sync_subscription_mirror_response_415_error import (
+    SyncSubscriptionMirrorResponse415Error,
+)
+from .sync_subscription_mirror_response_422 import SyncSubscriptionMirrorResponse422
+from .sync_subscription_mirror_response_422_error import (
+    SyncSubscriptionMirrorResponse422Error,
+)
+from .sync_subscription_mirror_response_500 import SyncSubscriptionMirrorResponse500
+from .sync_subscription_mirror_response_500_error import (
+    SyncSubscriptionMirrorResponse500Error,
+)
+from .sync_subscription_mirror_response_503 import SyncSubscriptionMirrorResponse503
+from .sync_subscription_mirror_response_503_error import (
+    SyncSubscriptionMirrorResponse503Error,
+)
+from .time_in_force import TimeInForce
+from .unstored_replay import UnstoredReplay
+from .update_profile_response_400 import UpdateProfileResponse400
+from .update_profile_response_400_error import UpdateProfileResponse400Error
+from .update_profile_response_401 import UpdateProfileResponse401
+from .update_profile_response_401_error import UpdateProfileResponse401Error
+from .update_profile_response_403 import UpdateProfileResponse403
+from .update_profile_response_403_error import UpdateProfileResponse403Error
+from .update_profile_response_404 import UpdateProfileResponse404
+from .update_profile_response_404_error import UpdateProfileResponse404Error
+from .update_profile_response_409 import UpdateProfileResponse409
+from .update_profile_response_409_error import UpdateProfileResponse409Error
+from .update_profile_response_413 import UpdateProfileResponse413
+from .update_profile_response_413_error import UpdateProfileResponse413Error
+from .update_profile_response_415 import UpdateProfileResponse415
+from .update_profile_response_415_error import UpdateProfileResponse415Error
+from .update_profile_response_422 import UpdateProfileResponse422
+from .update_profile_response_422_error import UpdateProfileResponse422Error
+from .update_profile_response_500 import UpdateProfileResponse500
+from .update_profile_response_500_error import UpdateProfileResponse500Error
+from .update_profile_response_503 import UpdateProfileResponse503
+from .update_profile_response_503_error import UpdateProfileResponse503Error
+from .verify_link_response_400 import VerifyLinkResponse400
+from .verify_link_response_400_error import VerifyLinkResponse400Error
+from .verify_link_response_413 import VerifyLinkResponse413
+from .verify_link_response_413_error import VerifyLinkResponse413Error
+from .verify_link_response_415 import VerifyLinkResponse415
+from .verify_link_response_415_error import VerifyLinkResponse415Error
+from .verify_link_response_422 import VerifyLinkResponse422
+from .verify_link_response_422_error import VerifyLinkResponse422Error
+from .verify_link_response_500 import VerifyLinkResponse500
+from .verify_link_response_500_error import VerifyLinkResponse500Error
+from .verify_link_response_503 import VerifyLinkResponse503
+from .verify_link_response_503_error import VerifyLinkResponse503Error
+from .verify_request import VerifyRequest
+from .waitlist_signup_request import WaitlistSignupRequest
+from .waitlist_signup_response import WaitlistSignupResponse
+from .webhook_ack import WebhookAck
+
+__all__ = (
+    "AcceptedResponse",
+    "AccountExport",
+    "AccountExportAccountItem",
+    "AccountExportAuditLogItem",
+    "AccountExportBillingCustomerType0",
+    "AccountExportBillingSubscriptionsItem",
+    "AccountExportEmailOutboxItem",
+    "AccountExportFillsItem",
+    "AccountExportIdempotencyKeysItem",
+    "AccountExportOrderLegsItem",
+    "AccountExportOrdersItem",
+    "AccountExportPositionsItem",
+    "AccountExportProfile",
+    "AccountExportSessionsItem",
+    "AccountExportSignInLinksItem",
+    "AccountExportUser",
+    "AccountExportWaitlistItem",
+    "AccountMode",
+    "AccountResponse",
+    "ActivityListResponse",
+    "ActivityResponse",
+    "ActivityType",
+    "CancelOrderResponse400",
+    "CancelOrderResponse400Error",
+    "CancelOrderResponse401",
+    "CancelOrderResponse401Error",
+    "CancelOrderResponse403",
+    "CancelOrderResponse403Error",
+    "CancelOrderResponse404",
+    "CancelOrderResponse404Error",
+    "CancelOrderResponse422",
+    "CancelOrderResponse422Error",
+    "CancelOrderResponse429",
+    "CancelOrderResponse429Error",
+    "CancelOrderResponse500",
+    "CancelOrderResponse500Error",
+    "CancelOrderResponse503",
+    "CancelOrderResponse503Error",
+    "CancelSubscriptionRequest",
+    "CancelSubscriptionResponse400",
+    "CancelSubscriptionResponse400Error",
+    "CancelSubscriptionResponse401",
+    "CancelSubscriptionResponse401Error",
+    "CancelSubscriptionResponse403",
+    "CancelSubscriptionResponse403Error",
+    "CancelSubscriptionResponse404",
+    "CancelSubscriptionResponse404Error",
+    "CancelSubscriptionResponse409",
+    "CancelSubscriptionResponse409Error",
+    "CancelSubscriptionResponse413",
+    "CancelSubscriptionResponse413Error",
+    "CancelSubscriptionResponse415",
+    "CancelSubscriptionResponse415Error",
+    "CancelSubscriptionResponse422",
+    "CancelSubscriptionResponse422Error",
+    "CancelSubscriptionResponse500",
+    "CancelSubscriptionResponse500Error",
+    "CancelSubscriptionResponse502",
+    "CancelSubscriptionResponse502Error",
+    "CancelSubscriptionResponse503",
+    "CancelSubscriptionResponse503Error",
+    "CancelSubscriptionResponse504",
+    "CancelSubscriptionResponse504Error",
+    "CheckoutSessionResponse",
+    "ClosePositionRequest",
+    "ClosePositionResponse400",
+    "ClosePositionResponse400Error",
+    "ClosePositionResponse401",
+    "ClosePositionResponse401Error",
+    "ClosePositionResponse403",
+    "ClosePositionResponse403Error",
+    "ClosePositionResponse404",
+    "ClosePositionResponse404Error",
+    "ClosePositionResponse409",
+    "ClosePositionResponse409Error",
+    "ClosePositionResponse413",
+    "ClosePositionResponse413Error",
+    "ClosePositionResponse415",
+    "ClosePositionResponse415Error",
+    "ClosePositionResponse422",
+    "ClosePositionResponse422Error",
+    "ClosePositionResponse429",
+    "ClosePositionResponse429Error",
+    "ClosePositionResponse500",
+    "ClosePositionResponse500Error",
+    "ClosePositionResponse503",
+    "ClosePositionResponse503Error",
+    "CreateCheckoutSessionRequest",
+    "CreateCheckoutSessionResponse400",
+    "CreateCheckoutSessionResponse400Error",
+    "CreateCheckoutSessionResponse401",
+    "CreateCheckoutSessionResponse401Error",
+    "CreateCheckoutSessionResponse403",
+    "CreateCheckoutSessionResponse403Error",
+    "CreateCheckoutSessionResponse409",
+    "CreateCheckoutSessionResponse409Error",
+    "CreateCheckoutSessionResponse413",
+    "CreateCheckoutSessionResponse413Error",
+    "CreateCheckoutSessionResponse415",
+    "CreateCheckoutSessionResponse415Error",
+    "CreateCheckoutSessionResponse422",
+    "CreateCheckoutSessionResponse422Error",
+    "CreateCheckoutSessionResponse500",
+    "CreateCheckoutSessionResponse500Error",
+    "CreateCheckoutSessionResponse502",
+    "CreateCheckoutSessionResponse502Error",
+    "CreateCheckoutSessionResponse503",
+    "CreateCheckoutSessionResponse503Error",
+    "CreateCheckoutSessionResponse504",
+    "CreateCheckoutSessionResponse504Error",
+    "CreateOrderRequest",
+    "CreateOrderResponse400",
+    "CreateOrderResponse400Error",
+    "CreateOrderResponse401",
+    "CreateOrderResponse401Error",
+    "CreateOrderResponse403",
+    "CreateOrderResponse403Error",
+    "CreateOrderResponse404",
+    "CreateOrderResponse404Error",
+    "CreateOrderResponse409",
+    "CreateOrderResponse409Error",
+    "CreateOrderResponse413",
+    "CreateOrderResponse413Error",
+    "CreateOrderResponse415",
+    "CreateOrderResponse415Error",
+    "CreateOrderResponse422",
+    "CreateOrderResponse422Error",
+    "CreateOrderResponse429",
+    "CreateOrderResponse429Error",
+    "CreateOrderResponse500",
+    "CreateOrderResponse500Error",
+    "CreateOrderResponse503",
+    "CreateOrderResponse503Error",
+    "CreatePortalSessionRequest",
+    "CreatePortalSessionResponse400",
+    "CreatePortalSessionResponse400Error",
+    "CreatePortalSessionResponse401",
+    "CreatePortalSessionResponse401Error",
+    "CreatePortalSessionResponse403",
+    "CreatePortalSessionResponse403Error",
+    "CreatePortalSessionResponse409",
+    "CreatePortalSessionResponse409Error",
+    "CreatePortalSessionResponse413",
+    "CreatePortalSessionResponse413Error",
+    "CreatePortalSessionResponse415",
+    "CreatePortalSessionResponse415Error",
+    "CreatePortalSessionResponse422",
+    "CreatePortalSessionResponse422Error",
+    "CreatePortalSessionResponse500",
+    "CreatePortalSessionResponse500Error",
+    "CreatePortalSessionResponse502",
+    "CreatePortalSessionResponse502Error",
+    "CreatePortalSessionResponse503",
+    "CreatePortalSessionResponse503Error",
+    "CreatePortalSessionResponse504",
+    "CreatePortalSessionResponse504Error",
+    "Currency",
+    "EmailRequest",
+    "EraseAccountResponse401",
+    "EraseAccountResponse401Error",
+    "EraseAccountResponse403",
+    "EraseAccountResponse403Error",
+    "EraseAccountResponse409",
+    "EraseAccountResponse409Error",
+    "EraseAccountResponse500",
+    "EraseAccountResponse500Error",
+    "EraseAccountResponse503",
+    "EraseAccountResponse503Error",
+    "ErasureResponse",
+    "ErrorBody",
+    "ErrorCode",
+    "ExportAccountResponse401",
+    "ExportAccountResponse401Error",
+    "ExportAccountResponse403",
+    "ExportAccountResponse403Error",
+    "ExportAccountResponse500",
+    "ExportAccountResponse500Error",
+    "ExportAccountResponse503",
+    "ExportAccountResponse503Error",
+    "FlagResponse",
+    "GetAccountResponse401",
+    "GetAccountResponse401Error",
+    "GetAccountResponse403",
+    "GetAccountResponse403Error",
+    "GetAccountResponse404",
+    "GetAccountResponse404Error",
+    "GetAccountResponse500",
+    "GetAccountResponse500Error",
+    "GetAccountResponse503",
+    "GetAccountResponse503Error",
+    "GetHealthzResponse500",
+    "GetHealthzResponse500Error",
+    "GetHealthzResponse503",
+    "GetHealthzResponse503Error",
+    "GetMetricsResponse500",
+    "GetMetricsResponse500Error",
+    "GetMetricsResponse503",
+    "GetMetricsResponse503Error",
+    "GetOrderByClientOrderIdResponse401",
+    "GetOrderByClientOrderIdResponse401Error",
+    "GetOrderByClientOrderIdResponse403",
+    "GetOrderByClientOrderIdResponse403Error",
+    "GetOrderByClientOrderIdResponse404",
+    "GetOrderByClientOrderIdResponse404Error",
+    "GetOrderByClientOrderIdResponse500",
+    "GetOrderByClientOrderIdResponse500Error",
+    "GetOrderByClientOrderIdResponse503",
+    "GetOrderByClientOrderIdResponse503Error",
+    "GetOrderResponse400",
+    "GetOrderResponse400Error",
+    "GetOrderResponse401",
+    "GetOrderResponse401Error",
+    "GetOrderResponse403",
+    "GetOrderResponse403Error",
+    "GetOrderResponse404",
+    "GetOrderResponse404Error",
+    "GetOrderResponse500",
+    "GetOrderResponse500Error",
+    "GetOrderResponse503",
+    "GetOrderResponse503Error",
+    "GetPositionResponse401",
+    "GetPositionResponse401Error",
+    "GetPositionResponse403",
+    "GetPositionResponse403Error",
+    "GetPositionResponse404",
+    "GetPositionResponse404Error",
+    "GetPositionResponse500",
+    "GetPositionResponse500Error",
+    "GetPositionResponse503",
+    "GetPositionResponse503Error",
+    "GetProfileResponse401",
+    "GetProfileResponse401Error",
+    "GetProfileResponse403",
+    "GetProfileResponse403Error",
+    "GetProfileResponse404",
+    "GetProfileResponse404Error",
+    "GetProfileResponse500",
+    "GetProfileResponse500Error",
+    "GetProfileResponse503",
+    "GetProfileResponse503Error",
+    "GetQuoteResponse401",
+    "GetQuoteResponse401Error",
+    "GetQuoteResponse403",
+    "GetQuoteResponse403Error",
+    "GetQuoteResponse404",
+    "GetQuoteResponse404Error",
+    "GetQuoteResponse422",
+    "GetQuoteResponse422Error",
+    "GetQuoteResponse500",
+    "GetQuoteResponse500Error",
+    "GetQuoteResponse503",
+    "GetQuoteResponse503Error",
+    "GetReadyzResponse500",
+    "GetReadyzResponse500Error",
+    "GetSubscriptionResponse401",
+    "GetSubscriptionResponse401Error",
+    "GetSubscriptionResponse403",
+    "GetSubscriptionResponse403Error",
+    "GetSubscriptionResponse404",
+    "GetSubscriptionResponse404Error",
+    "GetSubscriptionResponse500",
+    "GetSubscriptionResponse500Error",
+    "GetSubscriptionResponse503",
+    "GetSubscriptionResponse503Error",
+    "HealthResponse",
+    "JoinWaitlistResponse400",
+    "JoinWaitlistResponse400Error",
+    "JoinWaitlistResponse413",
+    "JoinWaitlistResponse413Error",
+    "JoinWaitlistResponse415",
+    "JoinWaitlistResponse415Error",
+    "JoinWaitlistResponse422",
+    "JoinWaitlistResponse422Error",
+    "JoinWaitlistResponse500",
+    "JoinWaitlistResponse500Error",
+    "JoinWaitlistResponse503",
+    "JoinWaitlistResponse503Error",
+    "LegRequest",
+    "LegResponse",
+    "ListActivitiesResponse400",
+    "ListActivitiesResponse400Error",
+    "ListActivitiesResponse401",
+    "ListActivitiesResponse401Error",
+    "ListActivitiesResponse403",
+    "ListActivitiesResponse403Error",
+    "ListActivitiesResponse404",
+    "ListActivitiesResponse404Error",
+    "ListActivitiesResponse500",
+    "ListActivitiesResponse500Error",
+    "ListActivitiesResponse503",
+    "ListActivitiesResponse503Error",
+    "ListOrdersResponse400",
+    "ListOrdersResponse400Error",
+    "ListOrdersResponse401",
+    "ListOrdersResponse401Error",
+    "ListOrdersResponse403",
+    "ListOrdersResponse403Error",
+    "ListOrdersResponse404",
+    "ListOrdersResponse404Error",
+    "ListOrdersResponse500",
+    "ListOrdersResponse500Error",
+    "ListOrdersResponse503",
+    "ListOrdersResponse503Error",
+    "ListPositionsResponse401",
+    "ListPositionsResponse401Error",
+    "ListPositionsResponse403",
+    "ListPositionsResponse403Error",
+    "ListPositionsResponse404",
+    "ListPositionsResponse404Error",
+    "ListPositionsResponse500",
+    "ListPositionsResponse500Error",
+    "ListPositionsResponse503",
+    "ListPositionsResponse503Error",
+    "LoginResponse400",
+    "LoginResponse400Error",
+    "LoginResponse413",
+    "LoginResponse413Error",
+    "LoginResponse415",
+    "LoginResponse415Error",
+    "LoginResponse422",
+    "LoginResponse422Error",
+    "LoginResponse429",
+    "LoginResponse429Error",
+    "LoginResponse500",
+    "LoginResponse500Error",
+    "LoginResponse503",
+    "LoginResponse503Error",
+    "LogoutResponse401",
+    "LogoutResponse401Error",
+    "LogoutResponse403",
+    "LogoutResponse403Error",
+    "LogoutResponse500",
+    "LogoutResponse500Error",
+    "LogoutResponse503",
+    "LogoutResponse503Error",
+    "MarketQuoteResponse",
+    "MirrorSyncRequest",
+    "OrderClass",
+    "OrderListResponse",
+    "OrderListStatus",
+    "OrderPurpose",
+    "OrderResponse",
+    "OrderStatus",
+    "OrderType",
+    "PortalSessionResponse",
+    "PositionIntent",
+    "PositionResponse",
+    "PositionSide",
+    "ProfilePatch",
+    "ProfileResponse",
+    "QuoteResponse",
+    "ReadinessChecks",
+    "ReceiveStripeWebhookBody",
+    "ReceiveStripeWebhookResponse400",
+    "ReceiveStripeWebhookResponse400Error",
+    "ReceiveStripeWebhookResponse413",
+    "ReceiveStripeWebhookResponse413Error",
+    "ReceiveStripeWebhookResponse500",
+    "ReceiveStripeWebhookResponse500Error",
+    "ReceiveStripeWebhookResponse503",
+    "ReceiveStripeWebhookResponse503Error",
+    "RegisterResponse400",
+    "RegisterResponse400Error",
+    "RegisterResponse413",
+    "RegisterResponse413Error",
+    "RegisterResponse415",
+    "RegisterResponse415Error",
+    "RegisterResponse422",
+    "RegisterResponse422Error",
+    "RegisterResponse429",
+    "RegisterResponse429Error",
+    "RegisterResponse500",
+    "RegisterResponse500Error",
+    "RegisterResponse503",
+    "RegisterResponse503Error",
+    "ResetAccountRequest",
+    "ResetAccountResponse400",
+    "ResetAccountResponse400Error",
+    "ResetAccountResponse401",
+    "ResetAccountResponse401Error",
+    "ResetAccountResponse403",
+    "ResetAccountResponse403Error",
+    "ResetAccountResponse404",
+    "ResetAccountResponse404Error",
+    "ResetAccountResponse409",
+    "ResetAccountResponse409Error",
+    "ResetAccountResponse413",
+    "ResetAccountResponse413Error",
+    "ResetAccountResponse415",
+    "ResetAccountResponse415Error",
+    "ResetAccountResponse422",
+    "ResetAccountResponse422Error",
+    "ResetAccountResponse429",
+    "ResetAccountResponse429Error",
+    "ResetAccountResponse500",
+    "ResetAccountResponse500Error",
+    "ResetAccountResponse503",
+    "ResetAccountResponse503Error",
+    "RollPositionResponse400",
+    "RollPositionResponse400Error",
+    "RollPositionResponse401",
+    "RollPositionResponse401Error",
+    "RollPositionResponse403",
+    "RollPositionResponse403Error",
+    "RollPositionResponse404",
+    "RollPositionResponse404Error",
+    "RollPositionResponse409",
+    "RollPositionResponse409Error",
+    "RollPositionResponse413",
+    "RollPositionResponse413Error",
+    "RollPositionResponse415",
+    "RollPositionResponse415Error",
+    "RollPositionResponse422",
+    "RollPositionResponse422Error",
+    "RollPositionResponse429",
+    "RollPositionResponse429Error",
+    "RollPositionResponse500",
+    "RollPositionResponse500Error",
+    "RollPositionResponse503",
+    "RollPositionResponse503Error",
+    "RollRequest",
+    "SessionResponse",
+    "SetFlagRequest",
+    "SetFlagResponse400",
+    "SetFlagResponse400Error",
+    "SetFlagResponse401",
+    "SetFlagResponse401Error",
+    "SetFlagResponse403",
+    "SetFlagResponse403Error",
+    "SetFlagResponse404",
+    "SetFlagResponse404Error",
+    "SetFlagResponse413",
+    "SetFlagResponse413Error",
+    "SetFlagResponse415",
+    "SetFlagResponse415Error",
+    "SetFlagResponse422",
+    "SetFlagResponse422Error",
+    "SetFlagResponse500",
+    "SetFlagResponse500Error",
+    "SetFlagResponse503",
+    "SetFlagResponse503Error",
+    "SetQuoteRequest",
+    "SetQuoteResponse400",
+    "SetQuoteResponse400Error",
+    "SetQuoteResponse401",
+    "SetQuoteResponse401Error",
+    "SetQuoteResponse403",
+    "SetQuoteResponse403Error",
+    "SetQuoteResponse413",
+    "SetQuoteResponse413Error",
+    "SetQuoteResponse415",
+    "SetQuoteResponse415Error",
+    "SetQuoteResponse422",
+    "SetQuoteResponse422Error",
+    "SetQuoteResponse500",
+    "SetQuoteResponse500Error",
+    "SetQuoteResponse503",
+    "SetQuoteResponse503Error",
+    "Side",
+    "SubscriptionResponse",
+    "SyncSubscriptionMirrorResponse400",
+    "SyncSubscriptionMirrorResponse400Error",
+    "SyncSubscriptionMirrorResponse401",
+    "SyncSubscriptionMirrorResponse401Error",
+    "SyncSubscriptionMirrorResponse403",
+    "SyncSubscriptionMirrorResponse403Error",
+    "SyncSubscriptionMirrorResponse413",
+    "SyncSubscriptionMirrorResponse413Error",
+    "SyncSubscriptionMirrorResponse415",
+    "SyncSubscriptionMirrorResponse415Error",
+    "SyncSubscriptionMirrorResponse422",
+    "SyncSubscriptionMirrorResponse422Error",
+    "SyncSubscriptionMirrorResponse500",
+    "SyncSubscriptionMirrorResponse500Error",
+    "SyncSubscriptionMirrorResponse503",
+    "SyncSubscriptionMirrorResponse503Error",
+    "TimeInForce",
+    "UnstoredReplay",
+    "UpdateProfileResponse400",
+    "UpdateProfileResponse400Error",
+    "UpdateProfileResponse401",
+    "UpdateProfileResponse401Error",
+    "UpdateProfileResponse403",
+    "UpdateProfileResponse403Error",
+    "UpdateProfileResponse404",
+    "UpdateProfileResponse404Error",
+    "UpdateProfileResponse409",
+    "UpdateProfileResponse409Error",
+    "UpdateProfileResponse413",
+    "UpdateProfileResponse413Error",
+    "UpdateProfileResponse415",
+    "UpdateProfileResponse415Error",
+    "UpdateProfileResponse422",
+    "UpdateProfileResponse422Error",
+    "UpdateProfileResponse500",
+    "UpdateProfileResponse500Error",
+    "UpdateProfileResponse503",
+    "UpdateProfileResponse503Error",
+    "VerifyLinkResponse400",
+    "VerifyLinkResponse400Error",
+    "VerifyLinkResponse413",
+    "VerifyLinkResponse413Error",
+    "VerifyLinkResponse415",
+    "VerifyLinkResponse415Error",
+    "VerifyLinkResponse422",
+    "VerifyLinkResponse422Error",
+    "VerifyLinkResponse500",
+    "VerifyLinkResponse500Error",
+    "VerifyLinkResponse503",
+    "VerifyLinkResponse503Error",
+    "VerifyRequest",
+    "WaitlistSignupRequest",
+    "WaitlistSignupResponse",
+    "WebhookAck",
+)
