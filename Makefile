@@ -51,10 +51,12 @@ bench:
 	@$(DB) && cargo build --locked --release -p raptor-server --bin raptor \
 	  && cargo run --locked --release -p raptor-integration-tests --bin raptor-bench
 
-## openapi-lint: Redocly CLI (recommended ruleset, redocly.yaml) on openapi/openapi.json
+## openapi-lint: Redocly CLI (recommended ruleset, redocly.yaml), then Spectral (spectral:oas,
+## .spectral.yaml) on openapi/openapi.json; an error of either fails
 openapi-lint:
 	@scripts/npm-ci.sh .
 	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --no-install redocly lint --format=stylish
+	npx --no-install spectral lint openapi/openapi.json --ruleset .spectral.yaml --fail-severity error
 
 ## client-generate: regenerate both clients from openapi/openapi.json: the TypeScript types
 ## (clients/typescript/src/schema.d.ts) and the Python package (clients/python/raptor_client,
