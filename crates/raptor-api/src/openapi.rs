@@ -351,7 +351,11 @@ fn error_responses(operation: &mut utoipa::openapi::path::Operation) {
         }
         let schema = AllOfBuilder::new()
             .item(Ref::from_schema_name("ErrorBody"))
-            .item(ObjectBuilder::new().property("error", error).required("error"));
+            .item(
+                ObjectBuilder::new()
+                    .property("error", error)
+                    .required("error"),
+            );
         let first = codes[0];
         let example = serde_json::json!({
             "error": first.as_str(),

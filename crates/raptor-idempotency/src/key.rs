@@ -96,11 +96,7 @@ mod tests {
 
     #[test]
     fn accepts_bare_and_quoted_any_case_and_stores_lower_case() {
-        for text in [
-            K,
-            &K.to_lowercase(),
-            &format!("\"{K}\""),
-        ] {
+        for text in [K, &K.to_lowercase(), &format!("\"{K}\"")] {
             let key = IdempotencyKey::parse(text).expect("valid key");
             assert_eq!(key.to_string(), K.to_lowercase());
         }
@@ -194,7 +190,10 @@ mod tests {
             assert_eq!(IdempotencyKey::parse(&text).is_ok(), matches, "{text:?}");
             if matches {
                 let (shortest, longest) = KEY_LENGTHS;
-                assert!((shortest..=longest).contains(&text.chars().count()), "{text:?}");
+                assert!(
+                    (shortest..=longest).contains(&text.chars().count()),
+                    "{text:?}"
+                );
             }
         }
     }
