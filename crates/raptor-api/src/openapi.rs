@@ -45,7 +45,8 @@ impl Modify for BearerAuth {
     }
 }
 
-/// The `Idempotency-Key` request header of instrumented routes.
+/// The `Idempotency-Key` request header of instrumented routes (its schema, one string with the
+/// parser's pattern, is set in `parameter_forms`).
 #[derive(Debug, IntoParams)]
 #[into_params(parameter_in = Header)]
 pub struct IdempotencyKeyHeader {
@@ -54,7 +55,7 @@ pub struct IdempotencyKeyHeader {
     /// (`Idempotent-Replayed: true`). Keys are retained 24 hours on order and position routes
     /// (Tier 1) and 7 days on billing and profile routes (Tier 2); after that a key is free
     /// again. See docs/api.md.
-    #[param(rename = "Idempotency-Key", value_type = String, format = Uuid, required = false,
+    #[param(rename = "Idempotency-Key", value_type = String, required = false,
             example = "5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11")]
     pub idempotency_key: Option<String>,
 }
