@@ -56,19 +56,26 @@ bench:
 	@$(DB) && cargo build --locked --release -p raptor-server --bin raptor \
 	  && cargo run --locked --release -p raptor-integration-tests --bin raptor-bench
 
-## openapi-lint: Redocly CLI (recommended ruleset, redocly.yaml) on openapi/openapi.json
+## openapi-lint: Redocly CLI (recommended ruleset, redocly.yaml), then Spectral (spectral:oas,
+## .spectral.yaml) on openapi/openapi.json; an error of either fails
 openapi-lint:
 	@scripts/npm-ci.sh .
 	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --no-install redocly lint --format=stylish
+	npx --no-install spectral lint openapi/openapi.json --ruleset .spectral.yaml --fail-severity error
 
-## client-generate: regenerate clients/typescript/src/schema.d.ts from openapi/openapi.json
+## client-generate: regenerate both clients from openapi/openapi.json: the TypeScript types
+## (clients/typescript/src/schema.d.ts) and the Python package (clients/python/raptor_client,
+## openapi-python-client in a virtualenv under target/)
 client-generate:
 	@scripts/npm-ci.sh clients/typescript
 	cd clients/typescript && npx --no-install openapi-typescript ../../openapi/openapi.json --output src/schema.d.ts
+	@scripts/python-client.sh generate
 
-## client-e2e: the typed TypeScript client runs Antlers' journey against a real server
+## client-e2e: both clients, each checked for drift and type-checked, run their journey against
+## a real server: the TypeScript one (Antlers' journey), then the Python one
 client-e2e:
 	@scripts/client-e2e.sh
+	@scripts/python-client.sh e2e
 
 ## fuzz-api: Schemathesis (pinned) against a real server on a fresh, seeded database: zero 5xx,
 ## zero answers the document does not allow, zero unauthenticated successes

@@ -49,6 +49,8 @@ FUZZ_ERASURE_TOKEN="$(user fuzz-erasure@example.com)"
 "$RAPTOR_BIN" quotes set AAPL260918C00065000 --bid 1.20 --ask 1.25 >/dev/null
 "$RAPTOR_BIN" quotes set XYZ270115C00067500 --bid 0.80 --ask 0.85 >/dev/null
 
+# fuzz/hooks.py registers the Idempotency-Key header's format (why: see the file).
+export SCHEMATHESIS_HOOKS="$root/fuzz/hooks.py"
 log "fuzzing $RAPTOR_URL"
 status=0
 "$venv/bin/st" --config-file fuzz/schemathesis.toml run "$RAPTOR_URL/openapi.json" \

@@ -39,6 +39,35 @@ fn order_routes_document_every_outcome() {
     );
 }
 
+/// Every `Idempotency-Key` header is one string schema whose pattern is the parser's
+/// (`raptor_idempotency::key::KEY_PATTERN`, checked against the parser there): no `anyOf`, so
+/// generated clients type it `string`.
+#[test]
+fn the_idempotency_key_header_is_one_string_schema_with_the_parsers_pattern() {
+    let spec: serde_json::Value =
+        serde_json::from_str(&raptor_api::openapi::to_json(&raptor_api::openapi())).expect("json");
+    let (shortest, longest) = raptor_idempotency::key::KEY_LENGTHS;
+    let expected = serde_json::json!({
+        "type": "string",
+        "format": "idempotency-key",
+        "pattern": raptor_idempotency::key::KEY_PATTERN,
+        "minLength": shortest,
+        "maxLength": longest,
+    });
+    let mut keyed = 0;
+    for (path, item) in spec["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("path item") {
+            for param in op["parameters"].as_array().into_iter().flatten() {
+                if param["name"] == "Idempotency-Key" {
+                    assert_eq!(param["schema"], expected, "{method} {path}");
+                    keyed += 1;
+                }
+            }
+        }
+    }
+    assert!(keyed >= 8, "only {keyed} operations take the header");
+}
+
 /// The checked-in document is the one `CHANGELOG.md`'s newest entry names (by SHA-256), and that
 /// entry's version is the document's `info.version`: a document that changed without a new
 /// entry, or a version that did not follow, fails here.

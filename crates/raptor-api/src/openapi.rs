@@ -45,7 +45,8 @@ impl Modify for BearerAuth {
     }
 }
 
-/// The `Idempotency-Key` request header of instrumented routes.
+/// The `Idempotency-Key` request header of instrumented routes (its schema, one string with the
+/// parser's pattern, is set in `parameter_forms`).
 #[derive(Debug, IntoParams)]
 #[into_params(parameter_in = Header)]
 pub struct IdempotencyKeyHeader {
@@ -54,7 +55,7 @@ pub struct IdempotencyKeyHeader {
     /// (`Idempotent-Replayed: true`). Keys are retained 24 hours on order and position routes
     /// (Tier 1) and 7 days on billing and profile routes (Tier 2); after that a key is free
     /// again. See docs/api.md.
-    #[param(rename = "Idempotency-Key", value_type = String, format = Uuid, required = false,
+    #[param(rename = "Idempotency-Key", value_type = String, required = false,
             example = "5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11")]
     pub idempotency_key: Option<String>,
 }
@@ -216,6 +217,9 @@ fn is_keyed(operation: &utoipa::openapi::path::Operation) -> bool {
 /// The header's name as the document spells it.
 const KEY_HEADER: &str = "Idempotency-Key";
 
+/// The `format` of the `Idempotency-Key` header's schema (a name of ours, see `parameter_forms`).
+const KEY_FORMAT: &str = "idempotency-key";
+
 /// The response headers of one operation's answers.
 fn response_headers(operation: &mut utoipa::openapi::path::Operation) {
     use utoipa::openapi::schema::Type;
@@ -330,16 +334,27 @@ fn error_responses(operation: &mut utoipa::openapi::path::Operation) {
             .map(|c| format!("- `{c}`: {}", c.summary()))
             .collect::<Vec<_>>()
             .join("\n");
+        let mut error = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(codes.iter().map(|c| c.as_str())));
+        // Where a code's identifier is not its wire value (the malformed-key sentence), the
+        // subset names its members as `ErrorCode` does: openapi-python-client merges the two
+        // enums of the `allOf` by (name, value) and drops the response when they differ.
+        if codes.iter().any(|c| c.anchor() != c.as_str()) {
+            error = error.extensions(Some(
+                utoipa::openapi::extensions::ExtensionsBuilder::new()
+                    .add(
+                        "x-enum-varnames",
+                        codes.iter().map(|c| c.anchor()).collect::<Vec<_>>(),
+                    )
+                    .build(),
+            ));
+        }
         let schema = AllOfBuilder::new()
             .item(Ref::from_schema_name("ErrorBody"))
             .item(
                 ObjectBuilder::new()
-                    .property(
-                        "error",
-                        ObjectBuilder::new()
-                            .schema_type(Type::String)
-                            .enum_values(Some(codes.iter().map(|c| c.as_str()))),
-                    )
+                    .property("error", error)
                     .required("error"),
             );
         let first = codes[0];
@@ -456,9 +471,7 @@ fn optional_body(
 /// in double quotes).
 fn parameter_forms(operation: &mut utoipa::openapi::path::Operation) {
     use utoipa::openapi::path::ParameterIn;
-    use utoipa::openapi::schema::{
-        AnyOfBuilder, KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type,
-    };
+    use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaFormat, Type};
     use utoipa::openapi::RefOr;
     for parameter in operation.parameters.iter_mut().flatten() {
         if matches!(parameter.parameter_in, ParameterIn::Path) && parameter.name == "symbol" {
@@ -467,21 +480,19 @@ fn parameter_forms(operation: &mut utoipa::openapi::path::Operation) {
             }
         }
         if parameter.name == KEY_HEADER {
-            let uuid =
-                "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
-            let forms = AnyOfBuilder::new()
-                .item(
-                    ObjectBuilder::new()
-                        .schema_type(Type::String)
-                        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid))),
-                )
-                .item(
-                    ObjectBuilder::new()
-                        .schema_type(Type::String)
-                        .pattern(Some(format!("^\"{uuid}\"$"))),
-                )
+            // One string schema for both forms, so generated clients type the header `string`
+            // (an `anyOf` with a `uuid` member crashes openapi-python-client). The named format
+            // is an annotation validators ignore; it lets the fuzzer (fuzz/hooks.py) generate
+            // valid keys, which it does not do for a header pattern that needs a `-`.
+            let (shortest, longest) = raptor_idempotency::key::KEY_LENGTHS;
+            let key = ObjectBuilder::new()
+                .schema_type(Type::String)
+                .format(Some(SchemaFormat::Custom(KEY_FORMAT.to_owned())))
+                .pattern(Some(raptor_idempotency::key::KEY_PATTERN))
+                .min_length(Some(shortest))
+                .max_length(Some(longest))
                 .build();
-            parameter.schema = Some(RefOr::T(Schema::AnyOf(forms)));
+            parameter.schema = Some(RefOr::T(Schema::Object(key)));
         }
     }
 }

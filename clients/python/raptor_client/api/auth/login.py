@@ -1,0 +1,275 @@
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.accepted_response import AcceptedResponse
+from ...models.email_request import EmailRequest
+from ...models.login_response_400 import LoginResponse400
+from ...models.login_response_413 import LoginResponse413
+from ...models.login_response_415 import LoginResponse415
+from ...models.login_response_422 import LoginResponse422
+from ...models.login_response_429 import LoginResponse429
+from ...models.login_response_431 import LoginResponse431
+from ...models.login_response_500 import LoginResponse500
+from ...models.login_response_503 import LoginResponse503
+from ...types import Response
+
+
+def _get_kwargs(
+    *,
+    body: EmailRequest,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/auth/login",
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    AcceptedResponse
+    | LoginResponse400
+    | LoginResponse413
+    | LoginResponse415
+    | LoginResponse422
+    | LoginResponse429
+    | LoginResponse431
+    | LoginResponse500
+    | LoginResponse503
+    | None
+):
+    if response.status_code == 202:
+        response_202 = AcceptedResponse.from_dict(response.json())
+
+        return response_202
+
+    if response.status_code == 400:
+        response_400 = LoginResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 413:
+        response_413 = LoginResponse413.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 415:
+        response_415 = LoginResponse415.from_dict(response.json())
+
+        return response_415
+
+    if response.status_code == 422:
+        response_422 = LoginResponse422.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 429:
+        response_429 = LoginResponse429.from_dict(response.json())
+
+        return response_429
+
+    if response.status_code == 431:
+        response_431 = LoginResponse431.from_dict(response.json())
+
+        return response_431
+
+    if response.status_code == 500:
+        response_500 = LoginResponse500.from_dict(response.json())
+
+        return response_500
+
+    if response.status_code == 503:
+        response_503 = LoginResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    AcceptedResponse
+    | LoginResponse400
+    | LoginResponse413
+    | LoginResponse415
+    | LoginResponse422
+    | LoginResponse429
+    | LoginResponse431
+    | LoginResponse500
+    | LoginResponse503
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    *,
+    client: AuthenticatedClient | Client,
+    body: EmailRequest,
+) -> Response[
+    AcceptedResponse
+    | LoginResponse400
+    | LoginResponse413
+    | LoginResponse415
+    | LoginResponse422
+    | LoginResponse429
+    | LoginResponse431
+    | LoginResponse500
+    | LoginResponse503
+]:
+    """Request a login link for an existing account (valid 1 h). Always `202`: for an unknown
+    address nothing is sent. Rate-limited like register.
+
+    Args:
+        body (EmailRequest): `POST /api/auth/register`, `POST /api/auth/login`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AcceptedResponse | LoginResponse400 | LoginResponse413 | LoginResponse415 | LoginResponse422 | LoginResponse429 | LoginResponse431 | LoginResponse500 | LoginResponse503]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    *,
+    client: AuthenticatedClient | Client,
+    body: EmailRequest,
+) -> (
+    AcceptedResponse
+    | LoginResponse400
+    | LoginResponse413
+    | LoginResponse415
+    | LoginResponse422
+    | LoginResponse429
+    | LoginResponse431
+    | LoginResponse500
+    | LoginResponse503
+    | None
+):
+    """Request a login link for an existing account (valid 1 h). Always `202`: for an unknown
+    address nothing is sent. Rate-limited like register.
+
+    Args:
+        body (EmailRequest): `POST /api/auth/register`, `POST /api/auth/login`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AcceptedResponse | LoginResponse400 | LoginResponse413 | LoginResponse415 | LoginResponse422 | LoginResponse429 | LoginResponse431 | LoginResponse500 | LoginResponse503
+    """
+
+    return sync_detailed(
+        client=client,
+        body=body,
+    ).parsed
+
+
+async def asyncio_detailed(
+    *,
+    client: AuthenticatedClient | Client,
+    body: EmailRequest,
+) -> Response[
+    AcceptedResponse
+    | LoginResponse400
+    | LoginResponse413
+    | LoginResponse415
+    | LoginResponse422
+    | LoginResponse429
+    | LoginResponse431
+    | LoginResponse500
+    | LoginResponse503
+]:
+    """Request a login link for an existing account (valid 1 h). Always `202`: for an unknown
+    address nothing is sent. Rate-limited like register.
+
+    Args:
+        body (EmailRequest): `POST /api/auth/register`, `POST /api/auth/login`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AcceptedResponse | LoginResponse400 | LoginResponse413 | LoginResponse415 | LoginResponse422 | LoginResponse429 | LoginResponse431 | LoginResponse500 | LoginResponse503]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    *,
+    client: AuthenticatedClient | Client,
+    body: EmailRequest,
+) -> (
+    AcceptedResponse
+    | LoginResponse400
+    | LoginResponse413
+    | LoginResponse415
+    | LoginResponse422
+    | LoginResponse429
+    | LoginResponse431
+    | LoginResponse500
+    | LoginResponse503
+    | None
+):
+    """Request a login link for an existing account (valid 1 h). Always `202`: for an unknown
+    address nothing is sent. Rate-limited like register.
+
+    Args:
+        body (EmailRequest): `POST /api/auth/register`, `POST /api/auth/login`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AcceptedResponse | LoginResponse400 | LoginResponse413 | LoginResponse415 | LoginResponse422 | LoginResponse429 | LoginResponse431 | LoginResponse500 | LoginResponse503
+    """
+
+    return (
+        await asyncio_detailed(
+            client=client,
+            body=body,
+        )
+    ).parsed

@@ -1,0 +1,201 @@
+from http import HTTPStatus
+from typing import Any, cast
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.logout_response_401 import LogoutResponse401
+from ...models.logout_response_403 import LogoutResponse403
+from ...models.logout_response_431 import LogoutResponse431
+from ...models.logout_response_500 import LogoutResponse500
+from ...models.logout_response_503 import LogoutResponse503
+from ...types import Response
+
+
+def _get_kwargs() -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/auth/logout",
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    Any
+    | LogoutResponse401
+    | LogoutResponse403
+    | LogoutResponse431
+    | LogoutResponse500
+    | LogoutResponse503
+    | None
+):
+    if response.status_code == 204:
+        response_204 = cast(Any, None)
+        return response_204
+
+    if response.status_code == 401:
+        response_401 = LogoutResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = LogoutResponse403.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 431:
+        response_431 = LogoutResponse431.from_dict(response.json())
+
+        return response_431
+
+    if response.status_code == 500:
+        response_500 = LogoutResponse500.from_dict(response.json())
+
+        return response_500
+
+    if response.status_code == 503:
+        response_503 = LogoutResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    Any
+    | LogoutResponse401
+    | LogoutResponse403
+    | LogoutResponse431
+    | LogoutResponse500
+    | LogoutResponse503
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    *,
+    client: AuthenticatedClient,
+) -> Response[
+    Any
+    | LogoutResponse401
+    | LogoutResponse403
+    | LogoutResponse431
+    | LogoutResponse500
+    | LogoutResponse503
+]:
+    """End the current session: its token is refused (`401`) from now on.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Any | LogoutResponse401 | LogoutResponse403 | LogoutResponse431 | LogoutResponse500 | LogoutResponse503]
+    """
+
+    kwargs = _get_kwargs()
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    *,
+    client: AuthenticatedClient,
+) -> (
+    Any
+    | LogoutResponse401
+    | LogoutResponse403
+    | LogoutResponse431
+    | LogoutResponse500
+    | LogoutResponse503
+    | None
+):
+    """End the current session: its token is refused (`401`) from now on.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Any | LogoutResponse401 | LogoutResponse403 | LogoutResponse431 | LogoutResponse500 | LogoutResponse503
+    """
+
+    return sync_detailed(
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    *,
+    client: AuthenticatedClient,
+) -> Response[
+    Any
+    | LogoutResponse401
+    | LogoutResponse403
+    | LogoutResponse431
+    | LogoutResponse500
+    | LogoutResponse503
+]:
+    """End the current session: its token is refused (`401`) from now on.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Any | LogoutResponse401 | LogoutResponse403 | LogoutResponse431 | LogoutResponse500 | LogoutResponse503]
+    """
+
+    kwargs = _get_kwargs()
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    *,
+    client: AuthenticatedClient,
+) -> (
+    Any
+    | LogoutResponse401
+    | LogoutResponse403
+    | LogoutResponse431
+    | LogoutResponse500
+    | LogoutResponse503
+    | None
+):
+    """End the current session: its token is refused (`401`) from now on.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Any | LogoutResponse401 | LogoutResponse403 | LogoutResponse431 | LogoutResponse500 | LogoutResponse503
+    """
+
+    return (
+        await asyncio_detailed(
+            client=client,
+        )
+    ).parsed

@@ -1,0 +1,279 @@
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.accepted_response import AcceptedResponse
+from ...models.email_request import EmailRequest
+from ...models.register_response_400 import RegisterResponse400
+from ...models.register_response_413 import RegisterResponse413
+from ...models.register_response_415 import RegisterResponse415
+from ...models.register_response_422 import RegisterResponse422
+from ...models.register_response_429 import RegisterResponse429
+from ...models.register_response_431 import RegisterResponse431
+from ...models.register_response_500 import RegisterResponse500
+from ...models.register_response_503 import RegisterResponse503
+from ...types import Response
+
+
+def _get_kwargs(
+    *,
+    body: EmailRequest,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/auth/register",
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    AcceptedResponse
+    | RegisterResponse400
+    | RegisterResponse413
+    | RegisterResponse415
+    | RegisterResponse422
+    | RegisterResponse429
+    | RegisterResponse431
+    | RegisterResponse500
+    | RegisterResponse503
+    | None
+):
+    if response.status_code == 202:
+        response_202 = AcceptedResponse.from_dict(response.json())
+
+        return response_202
+
+    if response.status_code == 400:
+        response_400 = RegisterResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 413:
+        response_413 = RegisterResponse413.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 415:
+        response_415 = RegisterResponse415.from_dict(response.json())
+
+        return response_415
+
+    if response.status_code == 422:
+        response_422 = RegisterResponse422.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 429:
+        response_429 = RegisterResponse429.from_dict(response.json())
+
+        return response_429
+
+    if response.status_code == 431:
+        response_431 = RegisterResponse431.from_dict(response.json())
+
+        return response_431
+
+    if response.status_code == 500:
+        response_500 = RegisterResponse500.from_dict(response.json())
+
+        return response_500
+
+    if response.status_code == 503:
+        response_503 = RegisterResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    AcceptedResponse
+    | RegisterResponse400
+    | RegisterResponse413
+    | RegisterResponse415
+    | RegisterResponse422
+    | RegisterResponse429
+    | RegisterResponse431
+    | RegisterResponse500
+    | RegisterResponse503
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    *,
+    client: AuthenticatedClient | Client,
+    body: EmailRequest,
+) -> Response[
+    AcceptedResponse
+    | RegisterResponse400
+    | RegisterResponse413
+    | RegisterResponse415
+    | RegisterResponse422
+    | RegisterResponse429
+    | RegisterResponse431
+    | RegisterResponse500
+    | RegisterResponse503
+]:
+    """Start sign-up: emails a verification link (valid 24 h). The answer is the same whether or
+    not the address has an account (an existing user is sent a login link instead), so it
+    cannot be used to probe for accounts. Rate-limited per address and per client IP.
+
+    Args:
+        body (EmailRequest): `POST /api/auth/register`, `POST /api/auth/login`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AcceptedResponse | RegisterResponse400 | RegisterResponse413 | RegisterResponse415 | RegisterResponse422 | RegisterResponse429 | RegisterResponse431 | RegisterResponse500 | RegisterResponse503]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    *,
+    client: AuthenticatedClient | Client,
+    body: EmailRequest,
+) -> (
+    AcceptedResponse
+    | RegisterResponse400
+    | RegisterResponse413
+    | RegisterResponse415
+    | RegisterResponse422
+    | RegisterResponse429
+    | RegisterResponse431
+    | RegisterResponse500
+    | RegisterResponse503
+    | None
+):
+    """Start sign-up: emails a verification link (valid 24 h). The answer is the same whether or
+    not the address has an account (an existing user is sent a login link instead), so it
+    cannot be used to probe for accounts. Rate-limited per address and per client IP.
+
+    Args:
+        body (EmailRequest): `POST /api/auth/register`, `POST /api/auth/login`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AcceptedResponse | RegisterResponse400 | RegisterResponse413 | RegisterResponse415 | RegisterResponse422 | RegisterResponse429 | RegisterResponse431 | RegisterResponse500 | RegisterResponse503
+    """
+
+    return sync_detailed(
+        client=client,
+        body=body,
+    ).parsed
+
+
+async def asyncio_detailed(
+    *,
+    client: AuthenticatedClient | Client,
+    body: EmailRequest,
+) -> Response[
+    AcceptedResponse
+    | RegisterResponse400
+    | RegisterResponse413
+    | RegisterResponse415
+    | RegisterResponse422
+    | RegisterResponse429
+    | RegisterResponse431
+    | RegisterResponse500
+    | RegisterResponse503
+]:
+    """Start sign-up: emails a verification link (valid 24 h). The answer is the same whether or
+    not the address has an account (an existing user is sent a login link instead), so it
+    cannot be used to probe for accounts. Rate-limited per address and per client IP.
+
+    Args:
+        body (EmailRequest): `POST /api/auth/register`, `POST /api/auth/login`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AcceptedResponse | RegisterResponse400 | RegisterResponse413 | RegisterResponse415 | RegisterResponse422 | RegisterResponse429 | RegisterResponse431 | RegisterResponse500 | RegisterResponse503]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    *,
+    client: AuthenticatedClient | Client,
+    body: EmailRequest,
+) -> (
+    AcceptedResponse
+    | RegisterResponse400
+    | RegisterResponse413
+    | RegisterResponse415
+    | RegisterResponse422
+    | RegisterResponse429
+    | RegisterResponse431
+    | RegisterResponse500
+    | RegisterResponse503
+    | None
+):
+    """Start sign-up: emails a verification link (valid 24 h). The answer is the same whether or
+    not the address has an account (an existing user is sent a login link instead), so it
+    cannot be used to probe for accounts. Rate-limited per address and per client IP.
+
+    Args:
+        body (EmailRequest): `POST /api/auth/register`, `POST /api/auth/login`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AcceptedResponse | RegisterResponse400 | RegisterResponse413 | RegisterResponse415 | RegisterResponse422 | RegisterResponse429 | RegisterResponse431 | RegisterResponse500 | RegisterResponse503
+    """
+
+    return (
+        await asyncio_detailed(
+            client=client,
+            body=body,
+        )
+    ).parsed

@@ -1,0 +1,279 @@
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.session_response import SessionResponse
+from ...models.verify_link_response_400 import VerifyLinkResponse400
+from ...models.verify_link_response_413 import VerifyLinkResponse413
+from ...models.verify_link_response_415 import VerifyLinkResponse415
+from ...models.verify_link_response_422 import VerifyLinkResponse422
+from ...models.verify_link_response_431 import VerifyLinkResponse431
+from ...models.verify_link_response_500 import VerifyLinkResponse500
+from ...models.verify_link_response_503 import VerifyLinkResponse503
+from ...models.verify_request import VerifyRequest
+from ...types import Response
+
+
+def _get_kwargs(
+    *,
+    body: VerifyRequest,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/auth/register/verify-with-token",
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    SessionResponse
+    | VerifyLinkResponse400
+    | VerifyLinkResponse413
+    | VerifyLinkResponse415
+    | VerifyLinkResponse422
+    | VerifyLinkResponse431
+    | VerifyLinkResponse500
+    | VerifyLinkResponse503
+    | None
+):
+    if response.status_code == 200:
+        response_200 = SessionResponse.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = VerifyLinkResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 413:
+        response_413 = VerifyLinkResponse413.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 415:
+        response_415 = VerifyLinkResponse415.from_dict(response.json())
+
+        return response_415
+
+    if response.status_code == 422:
+        response_422 = VerifyLinkResponse422.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 431:
+        response_431 = VerifyLinkResponse431.from_dict(response.json())
+
+        return response_431
+
+    if response.status_code == 500:
+        response_500 = VerifyLinkResponse500.from_dict(response.json())
+
+        return response_500
+
+    if response.status_code == 503:
+        response_503 = VerifyLinkResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    SessionResponse
+    | VerifyLinkResponse400
+    | VerifyLinkResponse413
+    | VerifyLinkResponse415
+    | VerifyLinkResponse422
+    | VerifyLinkResponse431
+    | VerifyLinkResponse500
+    | VerifyLinkResponse503
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    *,
+    client: AuthenticatedClient | Client,
+    body: VerifyRequest,
+) -> Response[
+    SessionResponse
+    | VerifyLinkResponse400
+    | VerifyLinkResponse413
+    | VerifyLinkResponse415
+    | VerifyLinkResponse422
+    | VerifyLinkResponse431
+    | VerifyLinkResponse500
+    | VerifyLinkResponse503
+]:
+    """Verify a sign-up or login link: a session, and on the first verification of a sign-up link
+    a new user with a paper account. A repeat within 15 minutes of the first use (a client
+    retrying a lost answer, a double submit) answers the **same** session for the same user, so
+    whichever answer the app keeps works; after logout of that session, or later than 15
+    minutes, the link is spent (`400 invalid_token`). Never creates a second user for one
+    address.
+
+    Args:
+        body (VerifyRequest): `POST /api/auth/register/verify-with-token`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[SessionResponse | VerifyLinkResponse400 | VerifyLinkResponse413 | VerifyLinkResponse415 | VerifyLinkResponse422 | VerifyLinkResponse431 | VerifyLinkResponse500 | VerifyLinkResponse503]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    *,
+    client: AuthenticatedClient | Client,
+    body: VerifyRequest,
+) -> (
+    SessionResponse
+    | VerifyLinkResponse400
+    | VerifyLinkResponse413
+    | VerifyLinkResponse415
+    | VerifyLinkResponse422
+    | VerifyLinkResponse431
+    | VerifyLinkResponse500
+    | VerifyLinkResponse503
+    | None
+):
+    """Verify a sign-up or login link: a session, and on the first verification of a sign-up link
+    a new user with a paper account. A repeat within 15 minutes of the first use (a client
+    retrying a lost answer, a double submit) answers the **same** session for the same user, so
+    whichever answer the app keeps works; after logout of that session, or later than 15
+    minutes, the link is spent (`400 invalid_token`). Never creates a second user for one
+    address.
+
+    Args:
+        body (VerifyRequest): `POST /api/auth/register/verify-with-token`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        SessionResponse | VerifyLinkResponse400 | VerifyLinkResponse413 | VerifyLinkResponse415 | VerifyLinkResponse422 | VerifyLinkResponse431 | VerifyLinkResponse500 | VerifyLinkResponse503
+    """
+
+    return sync_detailed(
+        client=client,
+        body=body,
+    ).parsed
+
+
+async def asyncio_detailed(
+    *,
+    client: AuthenticatedClient | Client,
+    body: VerifyRequest,
+) -> Response[
+    SessionResponse
+    | VerifyLinkResponse400
+    | VerifyLinkResponse413
+    | VerifyLinkResponse415
+    | VerifyLinkResponse422
+    | VerifyLinkResponse431
+    | VerifyLinkResponse500
+    | VerifyLinkResponse503
+]:
+    """Verify a sign-up or login link: a session, and on the first verification of a sign-up link
+    a new user with a paper account. A repeat within 15 minutes of the first use (a client
+    retrying a lost answer, a double submit) answers the **same** session for the same user, so
+    whichever answer the app keeps works; after logout of that session, or later than 15
+    minutes, the link is spent (`400 invalid_token`). Never creates a second user for one
+    address.
+
+    Args:
+        body (VerifyRequest): `POST /api/auth/register/verify-with-token`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[SessionResponse | VerifyLinkResponse400 | VerifyLinkResponse413 | VerifyLinkResponse415 | VerifyLinkResponse422 | VerifyLinkResponse431 | VerifyLinkResponse500 | VerifyLinkResponse503]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    *,
+    client: AuthenticatedClient | Client,
+    body: VerifyRequest,
+) -> (
+    SessionResponse
+    | VerifyLinkResponse400
+    | VerifyLinkResponse413
+    | VerifyLinkResponse415
+    | VerifyLinkResponse422
+    | VerifyLinkResponse431
+    | VerifyLinkResponse500
+    | VerifyLinkResponse503
+    | None
+):
+    """Verify a sign-up or login link: a session, and on the first verification of a sign-up link
+    a new user with a paper account. A repeat within 15 minutes of the first use (a client
+    retrying a lost answer, a double submit) answers the **same** session for the same user, so
+    whichever answer the app keeps works; after logout of that session, or later than 15
+    minutes, the link is spent (`400 invalid_token`). Never creates a second user for one
+    address.
+
+    Args:
+        body (VerifyRequest): `POST /api/auth/register/verify-with-token`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        SessionResponse | VerifyLinkResponse400 | VerifyLinkResponse413 | VerifyLinkResponse415 | VerifyLinkResponse422 | VerifyLinkResponse431 | VerifyLinkResponse500 | VerifyLinkResponse503
+    """
+
+    return (
+        await asyncio_detailed(
+            client=client,
+            body=body,
+        )
+    ).parsed

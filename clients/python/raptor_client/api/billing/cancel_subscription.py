@@ -1,0 +1,355 @@
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.cancel_subscription_request import CancelSubscriptionRequest
+from ...models.cancel_subscription_response_400 import CancelSubscriptionResponse400
+from ...models.cancel_subscription_response_401 import CancelSubscriptionResponse401
+from ...models.cancel_subscription_response_403 import CancelSubscriptionResponse403
+from ...models.cancel_subscription_response_404 import CancelSubscriptionResponse404
+from ...models.cancel_subscription_response_409 import CancelSubscriptionResponse409
+from ...models.cancel_subscription_response_413 import CancelSubscriptionResponse413
+from ...models.cancel_subscription_response_415 import CancelSubscriptionResponse415
+from ...models.cancel_subscription_response_422 import CancelSubscriptionResponse422
+from ...models.cancel_subscription_response_431 import CancelSubscriptionResponse431
+from ...models.cancel_subscription_response_500 import CancelSubscriptionResponse500
+from ...models.cancel_subscription_response_502 import CancelSubscriptionResponse502
+from ...models.cancel_subscription_response_503 import CancelSubscriptionResponse503
+from ...models.cancel_subscription_response_504 import CancelSubscriptionResponse504
+from ...models.subscription_response import SubscriptionResponse
+from ...types import UNSET, Response, Unset
+
+
+def _get_kwargs(
+    *,
+    body: CancelSubscriptionRequest | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/billing/subscription/cancel",
+    }
+
+    if not isinstance(body, Unset):
+        _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    CancelSubscriptionResponse400
+    | CancelSubscriptionResponse401
+    | CancelSubscriptionResponse403
+    | CancelSubscriptionResponse404
+    | CancelSubscriptionResponse409
+    | CancelSubscriptionResponse413
+    | CancelSubscriptionResponse415
+    | CancelSubscriptionResponse422
+    | CancelSubscriptionResponse431
+    | CancelSubscriptionResponse500
+    | CancelSubscriptionResponse502
+    | CancelSubscriptionResponse503
+    | CancelSubscriptionResponse504
+    | SubscriptionResponse
+    | None
+):
+    if response.status_code == 200:
+        response_200 = SubscriptionResponse.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = CancelSubscriptionResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = CancelSubscriptionResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = CancelSubscriptionResponse403.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = CancelSubscriptionResponse404.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = CancelSubscriptionResponse409.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 413:
+        response_413 = CancelSubscriptionResponse413.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 415:
+        response_415 = CancelSubscriptionResponse415.from_dict(response.json())
+
+        return response_415
+
+    if response.status_code == 422:
+        response_422 = CancelSubscriptionResponse422.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 431:
+        response_431 = CancelSubscriptionResponse431.from_dict(response.json())
+
+        return response_431
+
+    if response.status_code == 500:
+        response_500 = CancelSubscriptionResponse500.from_dict(response.json())
+
+        return response_500
+
+    if response.status_code == 502:
+        response_502 = CancelSubscriptionResponse502.from_dict(response.json())
+
+        return response_502
+
+    if response.status_code == 503:
+        response_503 = CancelSubscriptionResponse503.from_dict(response.json())
+
+        return response_503
+
+    if response.status_code == 504:
+        response_504 = CancelSubscriptionResponse504.from_dict(response.json())
+
+        return response_504
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    CancelSubscriptionResponse400
+    | CancelSubscriptionResponse401
+    | CancelSubscriptionResponse403
+    | CancelSubscriptionResponse404
+    | CancelSubscriptionResponse409
+    | CancelSubscriptionResponse413
+    | CancelSubscriptionResponse415
+    | CancelSubscriptionResponse422
+    | CancelSubscriptionResponse431
+    | CancelSubscriptionResponse500
+    | CancelSubscriptionResponse502
+    | CancelSubscriptionResponse503
+    | CancelSubscriptionResponse504
+    | SubscriptionResponse
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    *,
+    client: AuthenticatedClient,
+    body: CancelSubscriptionRequest | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
+) -> Response[
+    CancelSubscriptionResponse400
+    | CancelSubscriptionResponse401
+    | CancelSubscriptionResponse403
+    | CancelSubscriptionResponse404
+    | CancelSubscriptionResponse409
+    | CancelSubscriptionResponse413
+    | CancelSubscriptionResponse415
+    | CancelSubscriptionResponse422
+    | CancelSubscriptionResponse431
+    | CancelSubscriptionResponse500
+    | CancelSubscriptionResponse502
+    | CancelSubscriptionResponse503
+    | CancelSubscriptionResponse504
+    | SubscriptionResponse
+]:
+    """Cancel the user's subscription at the end of the paid period (Stripe
+    `cancel_at_period_end=true`); answers the updated mirror. Body `{}` or none.
+
+    Args:
+        idempotency_key (str | Unset):
+        body (CancelSubscriptionRequest | Unset): `POST /api/billing/subscription/cancel`: `{}` or
+            no body.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[CancelSubscriptionResponse400 | CancelSubscriptionResponse401 | CancelSubscriptionResponse403 | CancelSubscriptionResponse404 | CancelSubscriptionResponse409 | CancelSubscriptionResponse413 | CancelSubscriptionResponse415 | CancelSubscriptionResponse422 | CancelSubscriptionResponse431 | CancelSubscriptionResponse500 | CancelSubscriptionResponse502 | CancelSubscriptionResponse503 | CancelSubscriptionResponse504 | SubscriptionResponse]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+        idempotency_key=idempotency_key,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    *,
+    client: AuthenticatedClient,
+    body: CancelSubscriptionRequest | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
+) -> (
+    CancelSubscriptionResponse400
+    | CancelSubscriptionResponse401
+    | CancelSubscriptionResponse403
+    | CancelSubscriptionResponse404
+    | CancelSubscriptionResponse409
+    | CancelSubscriptionResponse413
+    | CancelSubscriptionResponse415
+    | CancelSubscriptionResponse422
+    | CancelSubscriptionResponse431
+    | CancelSubscriptionResponse500
+    | CancelSubscriptionResponse502
+    | CancelSubscriptionResponse503
+    | CancelSubscriptionResponse504
+    | SubscriptionResponse
+    | None
+):
+    """Cancel the user's subscription at the end of the paid period (Stripe
+    `cancel_at_period_end=true`); answers the updated mirror. Body `{}` or none.
+
+    Args:
+        idempotency_key (str | Unset):
+        body (CancelSubscriptionRequest | Unset): `POST /api/billing/subscription/cancel`: `{}` or
+            no body.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        CancelSubscriptionResponse400 | CancelSubscriptionResponse401 | CancelSubscriptionResponse403 | CancelSubscriptionResponse404 | CancelSubscriptionResponse409 | CancelSubscriptionResponse413 | CancelSubscriptionResponse415 | CancelSubscriptionResponse422 | CancelSubscriptionResponse431 | CancelSubscriptionResponse500 | CancelSubscriptionResponse502 | CancelSubscriptionResponse503 | CancelSubscriptionResponse504 | SubscriptionResponse
+    """
+
+    return sync_detailed(
+        client=client,
+        body=body,
+        idempotency_key=idempotency_key,
+    ).parsed
+
+
+async def asyncio_detailed(
+    *,
+    client: AuthenticatedClient,
+    body: CancelSubscriptionRequest | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
+) -> Response[
+    CancelSubscriptionResponse400
+    | CancelSubscriptionResponse401
+    | CancelSubscriptionResponse403
+    | CancelSubscriptionResponse404
+    | CancelSubscriptionResponse409
+    | CancelSubscriptionResponse413
+    | CancelSubscriptionResponse415
+    | CancelSubscriptionResponse422
+    | CancelSubscriptionResponse431
+    | CancelSubscriptionResponse500
+    | CancelSubscriptionResponse502
+    | CancelSubscriptionResponse503
+    | CancelSubscriptionResponse504
+    | SubscriptionResponse
+]:
+    """Cancel the user's subscription at the end of the paid period (Stripe
+    `cancel_at_period_end=true`); answers the updated mirror. Body `{}` or none.
+
+    Args:
+        idempotency_key (str | Unset):
+        body (CancelSubscriptionRequest | Unset): `POST /api/billing/subscription/cancel`: `{}` or
+            no body.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[CancelSubscriptionResponse400 | CancelSubscriptionResponse401 | CancelSubscriptionResponse403 | CancelSubscriptionResponse404 | CancelSubscriptionResponse409 | CancelSubscriptionResponse413 | CancelSubscriptionResponse415 | CancelSubscriptionResponse422 | CancelSubscriptionResponse431 | CancelSubscriptionResponse500 | CancelSubscriptionResponse502 | CancelSubscriptionResponse503 | CancelSubscriptionResponse504 | SubscriptionResponse]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+        idempotency_key=idempotency_key,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    *,
+    client: AuthenticatedClient,
+    body: CancelSubscriptionRequest | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
+) -> (
+    CancelSubscriptionResponse400
+    | CancelSubscriptionResponse401
+    | CancelSubscriptionResponse403
+    | CancelSubscriptionResponse404
+    | CancelSubscriptionResponse409
+    | CancelSubscriptionResponse413
+    | CancelSubscriptionResponse415
+    | CancelSubscriptionResponse422
+    | CancelSubscriptionResponse431
+    | CancelSubscriptionResponse500
+    | CancelSubscriptionResponse502
+    | CancelSubscriptionResponse503
+    | CancelSubscriptionResponse504
+    | SubscriptionResponse
+    | None
+):
+    """Cancel the user's subscription at the end of the paid period (Stripe
+    `cancel_at_period_end=true`); answers the updated mirror. Body `{}` or none.
+
+    Args:
+        idempotency_key (str | Unset):
+        body (CancelSubscriptionRequest | Unset): `POST /api/billing/subscription/cancel`: `{}` or
+            no body.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        CancelSubscriptionResponse400 | CancelSubscriptionResponse401 | CancelSubscriptionResponse403 | CancelSubscriptionResponse404 | CancelSubscriptionResponse409 | CancelSubscriptionResponse413 | CancelSubscriptionResponse415 | CancelSubscriptionResponse422 | CancelSubscriptionResponse431 | CancelSubscriptionResponse500 | CancelSubscriptionResponse502 | CancelSubscriptionResponse503 | CancelSubscriptionResponse504 | SubscriptionResponse
+    """
+
+    return (
+        await asyncio_detailed(
+            client=client,
+            body=body,
+            idempotency_key=idempotency_key,
+        )
+    ).parsed

@@ -1,0 +1,365 @@
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.create_portal_session_request import CreatePortalSessionRequest
+from ...models.create_portal_session_response_400 import CreatePortalSessionResponse400
+from ...models.create_portal_session_response_401 import CreatePortalSessionResponse401
+from ...models.create_portal_session_response_403 import CreatePortalSessionResponse403
+from ...models.create_portal_session_response_409 import CreatePortalSessionResponse409
+from ...models.create_portal_session_response_413 import CreatePortalSessionResponse413
+from ...models.create_portal_session_response_415 import CreatePortalSessionResponse415
+from ...models.create_portal_session_response_422 import CreatePortalSessionResponse422
+from ...models.create_portal_session_response_431 import CreatePortalSessionResponse431
+from ...models.create_portal_session_response_500 import CreatePortalSessionResponse500
+from ...models.create_portal_session_response_502 import CreatePortalSessionResponse502
+from ...models.create_portal_session_response_503 import CreatePortalSessionResponse503
+from ...models.create_portal_session_response_504 import CreatePortalSessionResponse504
+from ...models.portal_session_response import PortalSessionResponse
+from ...models.unstored_replay import UnstoredReplay
+from ...types import UNSET, Response, Unset
+
+
+def _get_kwargs(
+    *,
+    body: CreatePortalSessionRequest,
+    idempotency_key: str | Unset = UNSET,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/billing/portal-sessions",
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    CreatePortalSessionResponse400
+    | CreatePortalSessionResponse401
+    | CreatePortalSessionResponse403
+    | CreatePortalSessionResponse409
+    | CreatePortalSessionResponse413
+    | CreatePortalSessionResponse415
+    | CreatePortalSessionResponse422
+    | CreatePortalSessionResponse431
+    | CreatePortalSessionResponse500
+    | CreatePortalSessionResponse502
+    | CreatePortalSessionResponse503
+    | CreatePortalSessionResponse504
+    | PortalSessionResponse
+    | UnstoredReplay
+    | None
+):
+    if response.status_code == 201:
+
+        def _parse_response_201(data: object) -> PortalSessionResponse | UnstoredReplay:
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                componentsschemas_portal_session_answer_type_0 = (
+                    PortalSessionResponse.from_dict(data)
+                )
+
+                return componentsschemas_portal_session_answer_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            if not isinstance(data, dict):
+                raise TypeError()
+            componentsschemas_portal_session_answer_type_1 = UnstoredReplay.from_dict(
+                data
+            )
+
+            return componentsschemas_portal_session_answer_type_1
+
+        response_201 = _parse_response_201(response.json())
+
+        return response_201
+
+    if response.status_code == 400:
+        response_400 = CreatePortalSessionResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = CreatePortalSessionResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = CreatePortalSessionResponse403.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 409:
+        response_409 = CreatePortalSessionResponse409.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 413:
+        response_413 = CreatePortalSessionResponse413.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 415:
+        response_415 = CreatePortalSessionResponse415.from_dict(response.json())
+
+        return response_415
+
+    if response.status_code == 422:
+        response_422 = CreatePortalSessionResponse422.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 431:
+        response_431 = CreatePortalSessionResponse431.from_dict(response.json())
+
+        return response_431
+
+    if response.status_code == 500:
+        response_500 = CreatePortalSessionResponse500.from_dict(response.json())
+
+        return response_500
+
+    if response.status_code == 502:
+        response_502 = CreatePortalSessionResponse502.from_dict(response.json())
+
+        return response_502
+
+    if response.status_code == 503:
+        response_503 = CreatePortalSessionResponse503.from_dict(response.json())
+
+        return response_503
+
+    if response.status_code == 504:
+        response_504 = CreatePortalSessionResponse504.from_dict(response.json())
+
+        return response_504
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    CreatePortalSessionResponse400
+    | CreatePortalSessionResponse401
+    | CreatePortalSessionResponse403
+    | CreatePortalSessionResponse409
+    | CreatePortalSessionResponse413
+    | CreatePortalSessionResponse415
+    | CreatePortalSessionResponse422
+    | CreatePortalSessionResponse431
+    | CreatePortalSessionResponse500
+    | CreatePortalSessionResponse502
+    | CreatePortalSessionResponse503
+    | CreatePortalSessionResponse504
+    | PortalSessionResponse
+    | UnstoredReplay
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    *,
+    client: AuthenticatedClient,
+    body: CreatePortalSessionRequest,
+    idempotency_key: str | Unset = UNSET,
+) -> Response[
+    CreatePortalSessionResponse400
+    | CreatePortalSessionResponse401
+    | CreatePortalSessionResponse403
+    | CreatePortalSessionResponse409
+    | CreatePortalSessionResponse413
+    | CreatePortalSessionResponse415
+    | CreatePortalSessionResponse422
+    | CreatePortalSessionResponse431
+    | CreatePortalSessionResponse500
+    | CreatePortalSessionResponse502
+    | CreatePortalSessionResponse503
+    | CreatePortalSessionResponse504
+    | PortalSessionResponse
+    | UnstoredReplay
+]:
+    """Manage the subscription: a Stripe Billing Portal session (the user's Stripe customer is
+    created on first use).
+
+    Args:
+        idempotency_key (str | Unset):
+        body (CreatePortalSessionRequest): `POST /api/billing/portal-sessions`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[CreatePortalSessionResponse400 | CreatePortalSessionResponse401 | CreatePortalSessionResponse403 | CreatePortalSessionResponse409 | CreatePortalSessionResponse413 | CreatePortalSessionResponse415 | CreatePortalSessionResponse422 | CreatePortalSessionResponse431 | CreatePortalSessionResponse500 | CreatePortalSessionResponse502 | CreatePortalSessionResponse503 | CreatePortalSessionResponse504 | PortalSessionResponse | UnstoredReplay]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+        idempotency_key=idempotency_key,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    *,
+    client: AuthenticatedClient,
+    body: CreatePortalSessionRequest,
+    idempotency_key: str | Unset = UNSET,
+) -> (
+    CreatePortalSessionResponse400
+    | CreatePortalSessionResponse401
+    | CreatePortalSessionResponse403
+    | CreatePortalSessionResponse409
+    | CreatePortalSessionResponse413
+    | CreatePortalSessionResponse415
+    | CreatePortalSessionResponse422
+    | CreatePortalSessionResponse431
+    | CreatePortalSessionResponse500
+    | CreatePortalSessionResponse502
+    | CreatePortalSessionResponse503
+    | CreatePortalSessionResponse504
+    | PortalSessionResponse
+    | UnstoredReplay
+    | None
+):
+    """Manage the subscription: a Stripe Billing Portal session (the user's Stripe customer is
+    created on first use).
+
+    Args:
+        idempotency_key (str | Unset):
+        body (CreatePortalSessionRequest): `POST /api/billing/portal-sessions`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        CreatePortalSessionResponse400 | CreatePortalSessionResponse401 | CreatePortalSessionResponse403 | CreatePortalSessionResponse409 | CreatePortalSessionResponse413 | CreatePortalSessionResponse415 | CreatePortalSessionResponse422 | CreatePortalSessionResponse431 | CreatePortalSessionResponse500 | CreatePortalSessionResponse502 | CreatePortalSessionResponse503 | CreatePortalSessionResponse504 | PortalSessionResponse | UnstoredReplay
+    """
+
+    return sync_detailed(
+        client=client,
+        body=body,
+        idempotency_key=idempotency_key,
+    ).parsed
+
+
+async def asyncio_detailed(
+    *,
+    client: AuthenticatedClient,
+    body: CreatePortalSessionRequest,
+    idempotency_key: str | Unset = UNSET,
+) -> Response[
+    CreatePortalSessionResponse400
+    | CreatePortalSessionResponse401
+    | CreatePortalSessionResponse403
+    | CreatePortalSessionResponse409
+    | CreatePortalSessionResponse413
+    | CreatePortalSessionResponse415
+    | CreatePortalSessionResponse422
+    | CreatePortalSessionResponse431
+    | CreatePortalSessionResponse500
+    | CreatePortalSessionResponse502
+    | CreatePortalSessionResponse503
+    | CreatePortalSessionResponse504
+    | PortalSessionResponse
+    | UnstoredReplay
+]:
+    """Manage the subscription: a Stripe Billing Portal session (the user's Stripe customer is
+    created on first use).
+
+    Args:
+        idempotency_key (str | Unset):
+        body (CreatePortalSessionRequest): `POST /api/billing/portal-sessions`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[CreatePortalSessionResponse400 | CreatePortalSessionResponse401 | CreatePortalSessionResponse403 | CreatePortalSessionResponse409 | CreatePortalSessionResponse413 | CreatePortalSessionResponse415 | CreatePortalSessionResponse422 | CreatePortalSessionResponse431 | CreatePortalSessionResponse500 | CreatePortalSessionResponse502 | CreatePortalSessionResponse503 | CreatePortalSessionResponse504 | PortalSessionResponse | UnstoredReplay]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+        idempotency_key=idempotency_key,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    *,
+    client: AuthenticatedClient,
+    body: CreatePortalSessionRequest,
+    idempotency_key: str | Unset = UNSET,
+) -> (
+    CreatePortalSessionResponse400
+    | CreatePortalSessionResponse401
+    | CreatePortalSessionResponse403
+    | CreatePortalSessionResponse409
+    | CreatePortalSessionResponse413
+    | CreatePortalSessionResponse415
+    | CreatePortalSessionResponse422
+    | CreatePortalSessionResponse431
+    | CreatePortalSessionResponse500
+    | CreatePortalSessionResponse502
+    | CreatePortalSessionResponse503
+    | CreatePortalSessionResponse504
+    | PortalSessionResponse
+    | UnstoredReplay
+    | None
+):
+    """Manage the subscription: a Stripe Billing Portal session (the user's Stripe customer is
+    created on first use).
+
+    Args:
+        idempotency_key (str | Unset):
+        body (CreatePortalSessionRequest): `POST /api/billing/portal-sessions`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        CreatePortalSessionResponse400 | CreatePortalSessionResponse401 | CreatePortalSessionResponse403 | CreatePortalSessionResponse409 | CreatePortalSessionResponse413 | CreatePortalSessionResponse415 | CreatePortalSessionResponse422 | CreatePortalSessionResponse431 | CreatePortalSessionResponse500 | CreatePortalSessionResponse502 | CreatePortalSessionResponse503 | CreatePortalSessionResponse504 | PortalSessionResponse | UnstoredReplay
+    """
+
+    return (
+        await asyncio_detailed(
+            client=client,
+            body=body,
+            idempotency_key=idempotency_key,
+        )
+    ).parsed

@@ -1,0 +1,263 @@
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.receive_stripe_webhook_body import ReceiveStripeWebhookBody
+from ...models.receive_stripe_webhook_response_400 import (
+    ReceiveStripeWebhookResponse400,
+)
+from ...models.receive_stripe_webhook_response_413 import (
+    ReceiveStripeWebhookResponse413,
+)
+from ...models.receive_stripe_webhook_response_431 import (
+    ReceiveStripeWebhookResponse431,
+)
+from ...models.receive_stripe_webhook_response_500 import (
+    ReceiveStripeWebhookResponse500,
+)
+from ...models.receive_stripe_webhook_response_503 import (
+    ReceiveStripeWebhookResponse503,
+)
+from ...models.webhook_ack import WebhookAck
+from ...types import Response
+
+
+def _get_kwargs(
+    *,
+    body: ReceiveStripeWebhookBody,
+    stripe_signature: str,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+    headers["Stripe-Signature"] = stripe_signature
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/billing/webhooks/stripe",
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    ReceiveStripeWebhookResponse400
+    | ReceiveStripeWebhookResponse413
+    | ReceiveStripeWebhookResponse431
+    | ReceiveStripeWebhookResponse500
+    | ReceiveStripeWebhookResponse503
+    | WebhookAck
+    | None
+):
+    if response.status_code == 200:
+        response_200 = WebhookAck.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = ReceiveStripeWebhookResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 413:
+        response_413 = ReceiveStripeWebhookResponse413.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 431:
+        response_431 = ReceiveStripeWebhookResponse431.from_dict(response.json())
+
+        return response_431
+
+    if response.status_code == 500:
+        response_500 = ReceiveStripeWebhookResponse500.from_dict(response.json())
+
+        return response_500
+
+    if response.status_code == 503:
+        response_503 = ReceiveStripeWebhookResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    ReceiveStripeWebhookResponse400
+    | ReceiveStripeWebhookResponse413
+    | ReceiveStripeWebhookResponse431
+    | ReceiveStripeWebhookResponse500
+    | ReceiveStripeWebhookResponse503
+    | WebhookAck
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    *,
+    client: AuthenticatedClient | Client,
+    body: ReceiveStripeWebhookBody,
+    stripe_signature: str,
+) -> Response[
+    ReceiveStripeWebhookResponse400
+    | ReceiveStripeWebhookResponse413
+    | ReceiveStripeWebhookResponse431
+    | ReceiveStripeWebhookResponse500
+    | ReceiveStripeWebhookResponse503
+    | WebhookAck
+]:
+    """Stripe's webhook endpoint (no bearer token: `Stripe-Signature` authenticates it). Each event
+    is recorded and applied once; redeliveries answer `duplicate: true` and change nothing.
+
+    Args:
+        stripe_signature (str):
+        body (ReceiveStripeWebhookBody):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ReceiveStripeWebhookResponse400 | ReceiveStripeWebhookResponse413 | ReceiveStripeWebhookResponse431 | ReceiveStripeWebhookResponse500 | ReceiveStripeWebhookResponse503 | WebhookAck]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+        stripe_signature=stripe_signature,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    *,
+    client: AuthenticatedClient | Client,
+    body: ReceiveStripeWebhookBody,
+    stripe_signature: str,
+) -> (
+    ReceiveStripeWebhookResponse400
+    | ReceiveStripeWebhookResponse413
+    | ReceiveStripeWebhookResponse431
+    | ReceiveStripeWebhookResponse500
+    | ReceiveStripeWebhookResponse503
+    | WebhookAck
+    | None
+):
+    """Stripe's webhook endpoint (no bearer token: `Stripe-Signature` authenticates it). Each event
+    is recorded and applied once; redeliveries answer `duplicate: true` and change nothing.
+
+    Args:
+        stripe_signature (str):
+        body (ReceiveStripeWebhookBody):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ReceiveStripeWebhookResponse400 | ReceiveStripeWebhookResponse413 | ReceiveStripeWebhookResponse431 | ReceiveStripeWebhookResponse500 | ReceiveStripeWebhookResponse503 | WebhookAck
+    """
+
+    return sync_detailed(
+        client=client,
+        body=body,
+        stripe_signature=stripe_signature,
+    ).parsed
+
+
+async def asyncio_detailed(
+    *,
+    client: AuthenticatedClient | Client,
+    body: ReceiveStripeWebhookBody,
+    stripe_signature: str,
+) -> Response[
+    ReceiveStripeWebhookResponse400
+    | ReceiveStripeWebhookResponse413
+    | ReceiveStripeWebhookResponse431
+    | ReceiveStripeWebhookResponse500
+    | ReceiveStripeWebhookResponse503
+    | WebhookAck
+]:
+    """Stripe's webhook endpoint (no bearer token: `Stripe-Signature` authenticates it). Each event
+    is recorded and applied once; redeliveries answer `duplicate: true` and change nothing.
+
+    Args:
+        stripe_signature (str):
+        body (ReceiveStripeWebhookBody):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ReceiveStripeWebhookResponse400 | ReceiveStripeWebhookResponse413 | ReceiveStripeWebhookResponse431 | ReceiveStripeWebhookResponse500 | ReceiveStripeWebhookResponse503 | WebhookAck]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+        stripe_signature=stripe_signature,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    *,
+    client: AuthenticatedClient | Client,
+    body: ReceiveStripeWebhookBody,
+    stripe_signature: str,
+) -> (
+    ReceiveStripeWebhookResponse400
+    | ReceiveStripeWebhookResponse413
+    | ReceiveStripeWebhookResponse431
+    | ReceiveStripeWebhookResponse500
+    | ReceiveStripeWebhookResponse503
+    | WebhookAck
+    | None
+):
+    """Stripe's webhook endpoint (no bearer token: `Stripe-Signature` authenticates it). Each event
+    is recorded and applied once; redeliveries answer `duplicate: true` and change nothing.
+
+    Args:
+        stripe_signature (str):
+        body (ReceiveStripeWebhookBody):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ReceiveStripeWebhookResponse400 | ReceiveStripeWebhookResponse413 | ReceiveStripeWebhookResponse431 | ReceiveStripeWebhookResponse500 | ReceiveStripeWebhookResponse503 | WebhookAck
+    """
+
+    return (
+        await asyncio_detailed(
+            client=client,
+            body=body,
+            stripe_signature=stripe_signature,
+        )
+    ).parsed

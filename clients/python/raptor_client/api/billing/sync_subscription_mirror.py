@@ -1,0 +1,313 @@
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.mirror_sync_request import MirrorSyncRequest
+from ...models.subscription_response import SubscriptionResponse
+from ...models.sync_subscription_mirror_response_400 import (
+    SyncSubscriptionMirrorResponse400,
+)
+from ...models.sync_subscription_mirror_response_401 import (
+    SyncSubscriptionMirrorResponse401,
+)
+from ...models.sync_subscription_mirror_response_403 import (
+    SyncSubscriptionMirrorResponse403,
+)
+from ...models.sync_subscription_mirror_response_413 import (
+    SyncSubscriptionMirrorResponse413,
+)
+from ...models.sync_subscription_mirror_response_415 import (
+    SyncSubscriptionMirrorResponse415,
+)
+from ...models.sync_subscription_mirror_response_422 import (
+    SyncSubscriptionMirrorResponse422,
+)
+from ...models.sync_subscription_mirror_response_431 import (
+    SyncSubscriptionMirrorResponse431,
+)
+from ...models.sync_subscription_mirror_response_500 import (
+    SyncSubscriptionMirrorResponse500,
+)
+from ...models.sync_subscription_mirror_response_503 import (
+    SyncSubscriptionMirrorResponse503,
+)
+from ...types import Response
+
+
+def _get_kwargs(
+    *,
+    body: MirrorSyncRequest,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/billing/mirror-sync",
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    SubscriptionResponse
+    | SyncSubscriptionMirrorResponse400
+    | SyncSubscriptionMirrorResponse401
+    | SyncSubscriptionMirrorResponse403
+    | SyncSubscriptionMirrorResponse413
+    | SyncSubscriptionMirrorResponse415
+    | SyncSubscriptionMirrorResponse422
+    | SyncSubscriptionMirrorResponse431
+    | SyncSubscriptionMirrorResponse500
+    | SyncSubscriptionMirrorResponse503
+    | None
+):
+    if response.status_code == 200:
+        response_200 = SubscriptionResponse.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = SyncSubscriptionMirrorResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = SyncSubscriptionMirrorResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = SyncSubscriptionMirrorResponse403.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 413:
+        response_413 = SyncSubscriptionMirrorResponse413.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 415:
+        response_415 = SyncSubscriptionMirrorResponse415.from_dict(response.json())
+
+        return response_415
+
+    if response.status_code == 422:
+        response_422 = SyncSubscriptionMirrorResponse422.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 431:
+        response_431 = SyncSubscriptionMirrorResponse431.from_dict(response.json())
+
+        return response_431
+
+    if response.status_code == 500:
+        response_500 = SyncSubscriptionMirrorResponse500.from_dict(response.json())
+
+        return response_500
+
+    if response.status_code == 503:
+        response_503 = SyncSubscriptionMirrorResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    SubscriptionResponse
+    | SyncSubscriptionMirrorResponse400
+    | SyncSubscriptionMirrorResponse401
+    | SyncSubscriptionMirrorResponse403
+    | SyncSubscriptionMirrorResponse413
+    | SyncSubscriptionMirrorResponse415
+    | SyncSubscriptionMirrorResponse422
+    | SyncSubscriptionMirrorResponse431
+    | SyncSubscriptionMirrorResponse500
+    | SyncSubscriptionMirrorResponse503
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    *,
+    client: AuthenticatedClient,
+    body: MirrorSyncRequest,
+) -> Response[
+    SubscriptionResponse
+    | SyncSubscriptionMirrorResponse400
+    | SyncSubscriptionMirrorResponse401
+    | SyncSubscriptionMirrorResponse403
+    | SyncSubscriptionMirrorResponse413
+    | SyncSubscriptionMirrorResponse415
+    | SyncSubscriptionMirrorResponse422
+    | SyncSubscriptionMirrorResponse431
+    | SyncSubscriptionMirrorResponse500
+    | SyncSubscriptionMirrorResponse503
+]:
+    """Upsert one subscription's mirror (operators and services), e.g. after reading it from
+    Stripe. Idempotent by itself: the same body twice leaves one row with the same state.
+
+    Args:
+        body (MirrorSyncRequest): `POST /api/billing/mirror-sync`: one subscription's state, as an
+            operator or a service read it
+            from Stripe. Upserted by `stripe_subscription_id`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[SubscriptionResponse | SyncSubscriptionMirrorResponse400 | SyncSubscriptionMirrorResponse401 | SyncSubscriptionMirrorResponse403 | SyncSubscriptionMirrorResponse413 | SyncSubscriptionMirrorResponse415 | SyncSubscriptionMirrorResponse422 | SyncSubscriptionMirrorResponse431 | SyncSubscriptionMirrorResponse500 | SyncSubscriptionMirrorResponse503]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    *,
+    client: AuthenticatedClient,
+    body: MirrorSyncRequest,
+) -> (
+    SubscriptionResponse
+    | SyncSubscriptionMirrorResponse400
+    | SyncSubscriptionMirrorResponse401
+    | SyncSubscriptionMirrorResponse403
+    | SyncSubscriptionMirrorResponse413
+    | SyncSubscriptionMirrorResponse415
+    | SyncSubscriptionMirrorResponse422
+    | SyncSubscriptionMirrorResponse431
+    | SyncSubscriptionMirrorResponse500
+    | SyncSubscriptionMirrorResponse503
+    | None
+):
+    """Upsert one subscription's mirror (operators and services), e.g. after reading it from
+    Stripe. Idempotent by itself: the same body twice leaves one row with the same state.
+
+    Args:
+        body (MirrorSyncRequest): `POST /api/billing/mirror-sync`: one subscription's state, as an
+            operator or a service read it
+            from Stripe. Upserted by `stripe_subscription_id`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        SubscriptionResponse | SyncSubscriptionMirrorResponse400 | SyncSubscriptionMirrorResponse401 | SyncSubscriptionMirrorResponse403 | SyncSubscriptionMirrorResponse413 | SyncSubscriptionMirrorResponse415 | SyncSubscriptionMirrorResponse422 | SyncSubscriptionMirrorResponse431 | SyncSubscriptionMirrorResponse500 | SyncSubscriptionMirrorResponse503
+    """
+
+    return sync_detailed(
+        client=client,
+        body=body,
+    ).parsed
+
+
+async def asyncio_detailed(
+    *,
+    client: AuthenticatedClient,
+    body: MirrorSyncRequest,
+) -> Response[
+    SubscriptionResponse
+    | SyncSubscriptionMirrorResponse400
+    | SyncSubscriptionMirrorResponse401
+    | SyncSubscriptionMirrorResponse403
+    | SyncSubscriptionMirrorResponse413
+    | SyncSubscriptionMirrorResponse415
+    | SyncSubscriptionMirrorResponse422
+    | SyncSubscriptionMirrorResponse431
+    | SyncSubscriptionMirrorResponse500
+    | SyncSubscriptionMirrorResponse503
+]:
+    """Upsert one subscription's mirror (operators and services), e.g. after reading it from
+    Stripe. Idempotent by itself: the same body twice leaves one row with the same state.
+
+    Args:
+        body (MirrorSyncRequest): `POST /api/billing/mirror-sync`: one subscription's state, as an
+            operator or a service read it
+            from Stripe. Upserted by `stripe_subscription_id`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[SubscriptionResponse | SyncSubscriptionMirrorResponse400 | SyncSubscriptionMirrorResponse401 | SyncSubscriptionMirrorResponse403 | SyncSubscriptionMirrorResponse413 | SyncSubscriptionMirrorResponse415 | SyncSubscriptionMirrorResponse422 | SyncSubscriptionMirrorResponse431 | SyncSubscriptionMirrorResponse500 | SyncSubscriptionMirrorResponse503]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    *,
+    client: AuthenticatedClient,
+    body: MirrorSyncRequest,
+) -> (
+    SubscriptionResponse
+    | SyncSubscriptionMirrorResponse400
+    | SyncSubscriptionMirrorResponse401
+    | SyncSubscriptionMirrorResponse403
+    | SyncSubscriptionMirrorResponse413
+    | SyncSubscriptionMirrorResponse415
+    | SyncSubscriptionMirrorResponse422
+    | SyncSubscriptionMirrorResponse431
+    | SyncSubscriptionMirrorResponse500
+    | SyncSubscriptionMirrorResponse503
+    | None
+):
+    """Upsert one subscription's mirror (operators and services), e.g. after reading it from
+    Stripe. Idempotent by itself: the same body twice leaves one row with the same state.
+
+    Args:
+        body (MirrorSyncRequest): `POST /api/billing/mirror-sync`: one subscription's state, as an
+            operator or a service read it
+            from Stripe. Upserted by `stripe_subscription_id`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        SubscriptionResponse | SyncSubscriptionMirrorResponse400 | SyncSubscriptionMirrorResponse401 | SyncSubscriptionMirrorResponse403 | SyncSubscriptionMirrorResponse413 | SyncSubscriptionMirrorResponse415 | SyncSubscriptionMirrorResponse422 | SyncSubscriptionMirrorResponse431 | SyncSubscriptionMirrorResponse500 | SyncSubscriptionMirrorResponse503
+    """
+
+    return (
+        await asyncio_detailed(
+            client=client,
+            body=body,
+        )
+    ).parsed

@@ -1,0 +1,179 @@
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.get_healthz_response_431 import GetHealthzResponse431
+from ...models.get_healthz_response_500 import GetHealthzResponse500
+from ...models.get_healthz_response_503 import GetHealthzResponse503
+from ...models.health_response import HealthResponse
+from ...types import Response
+
+
+def _get_kwargs() -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/healthz",
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    GetHealthzResponse431
+    | GetHealthzResponse500
+    | GetHealthzResponse503
+    | HealthResponse
+    | None
+):
+    if response.status_code == 200:
+        response_200 = HealthResponse.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 431:
+        response_431 = GetHealthzResponse431.from_dict(response.json())
+
+        return response_431
+
+    if response.status_code == 500:
+        response_500 = GetHealthzResponse500.from_dict(response.json())
+
+        return response_500
+
+    if response.status_code == 503:
+        response_503 = GetHealthzResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    GetHealthzResponse431
+    | GetHealthzResponse500
+    | GetHealthzResponse503
+    | HealthResponse
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[
+    GetHealthzResponse431
+    | GetHealthzResponse500
+    | GetHealthzResponse503
+    | HealthResponse
+]:
+    """Liveness: 200 while the process runs.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[GetHealthzResponse431 | GetHealthzResponse500 | GetHealthzResponse503 | HealthResponse]
+    """
+
+    kwargs = _get_kwargs()
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    *,
+    client: AuthenticatedClient | Client,
+) -> (
+    GetHealthzResponse431
+    | GetHealthzResponse500
+    | GetHealthzResponse503
+    | HealthResponse
+    | None
+):
+    """Liveness: 200 while the process runs.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        GetHealthzResponse431 | GetHealthzResponse500 | GetHealthzResponse503 | HealthResponse
+    """
+
+    return sync_detailed(
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[
+    GetHealthzResponse431
+    | GetHealthzResponse500
+    | GetHealthzResponse503
+    | HealthResponse
+]:
+    """Liveness: 200 while the process runs.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[GetHealthzResponse431 | GetHealthzResponse500 | GetHealthzResponse503 | HealthResponse]
+    """
+
+    kwargs = _get_kwargs()
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    *,
+    client: AuthenticatedClient | Client,
+) -> (
+    GetHealthzResponse431
+    | GetHealthzResponse500
+    | GetHealthzResponse503
+    | HealthResponse
+    | None
+):
+    """Liveness: 200 while the process runs.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        GetHealthzResponse431 | GetHealthzResponse500 | GetHealthzResponse503 | HealthResponse
+    """
+
+    return (
+        await asyncio_detailed(
+            client=client,
+        )
+    ).parsed

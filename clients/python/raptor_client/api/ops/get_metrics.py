@@ -1,0 +1,201 @@
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.get_metrics_response_404 import GetMetricsResponse404
+from ...models.get_metrics_response_431 import GetMetricsResponse431
+from ...models.get_metrics_response_500 import GetMetricsResponse500
+from ...models.get_metrics_response_503 import GetMetricsResponse503
+from ...types import Response
+
+
+def _get_kwargs() -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/metrics",
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    GetMetricsResponse404
+    | GetMetricsResponse431
+    | GetMetricsResponse500
+    | GetMetricsResponse503
+    | str
+    | None
+):
+    if response.status_code == 200:
+        response_200 = response.text
+        return response_200
+
+    if response.status_code == 404:
+        response_404 = GetMetricsResponse404.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 431:
+        response_431 = GetMetricsResponse431.from_dict(response.json())
+
+        return response_431
+
+    if response.status_code == 500:
+        response_500 = GetMetricsResponse500.from_dict(response.json())
+
+        return response_500
+
+    if response.status_code == 503:
+        response_503 = GetMetricsResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    GetMetricsResponse404
+    | GetMetricsResponse431
+    | GetMetricsResponse500
+    | GetMetricsResponse503
+    | str
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[
+    GetMetricsResponse404
+    | GetMetricsResponse431
+    | GetMetricsResponse500
+    | GetMetricsResponse503
+    | str
+]:
+    """Prometheus metrics in the text exposition format.
+
+     With `RAPTOR_METRICS_ADDR` set they are served on that listener only, and this route
+    answers 404 `not_found` here.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[GetMetricsResponse404 | GetMetricsResponse431 | GetMetricsResponse500 | GetMetricsResponse503 | str]
+    """
+
+    kwargs = _get_kwargs()
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    *,
+    client: AuthenticatedClient | Client,
+) -> (
+    GetMetricsResponse404
+    | GetMetricsResponse431
+    | GetMetricsResponse500
+    | GetMetricsResponse503
+    | str
+    | None
+):
+    """Prometheus metrics in the text exposition format.
+
+     With `RAPTOR_METRICS_ADDR` set they are served on that listener only, and this route
+    answers 404 `not_found` here.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        GetMetricsResponse404 | GetMetricsResponse431 | GetMetricsResponse500 | GetMetricsResponse503 | str
+    """
+
+    return sync_detailed(
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[
+    GetMetricsResponse404
+    | GetMetricsResponse431
+    | GetMetricsResponse500
+    | GetMetricsResponse503
+    | str
+]:
+    """Prometheus metrics in the text exposition format.
+
+     With `RAPTOR_METRICS_ADDR` set they are served on that listener only, and this route
+    answers 404 `not_found` here.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[GetMetricsResponse404 | GetMetricsResponse431 | GetMetricsResponse500 | GetMetricsResponse503 | str]
+    """
+
+    kwargs = _get_kwargs()
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    *,
+    client: AuthenticatedClient | Client,
+) -> (
+    GetMetricsResponse404
+    | GetMetricsResponse431
+    | GetMetricsResponse500
+    | GetMetricsResponse503
+    | str
+    | None
+):
+    """Prometheus metrics in the text exposition format.
+
+     With `RAPTOR_METRICS_ADDR` set they are served on that listener only, and this route
+    answers 404 `not_found` here.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        GetMetricsResponse404 | GetMetricsResponse431 | GetMetricsResponse500 | GetMetricsResponse503 | str
+    """
+
+    return (
+        await asyncio_detailed(
+            client=client,
+        )
+    ).parsed

@@ -1,0 +1,355 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.close_position_request import ClosePositionRequest
+from ...models.close_position_response_400 import ClosePositionResponse400
+from ...models.close_position_response_401 import ClosePositionResponse401
+from ...models.close_position_response_403 import ClosePositionResponse403
+from ...models.close_position_response_404 import ClosePositionResponse404
+from ...models.close_position_response_409 import ClosePositionResponse409
+from ...models.close_position_response_413 import ClosePositionResponse413
+from ...models.close_position_response_415 import ClosePositionResponse415
+from ...models.close_position_response_422 import ClosePositionResponse422
+from ...models.close_position_response_429 import ClosePositionResponse429
+from ...models.close_position_response_431 import ClosePositionResponse431
+from ...models.close_position_response_500 import ClosePositionResponse500
+from ...models.close_position_response_503 import ClosePositionResponse503
+from ...models.order_response import OrderResponse
+from ...types import UNSET, Response, Unset
+
+
+def _get_kwargs(
+    symbol: str,
+    *,
+    body: ClosePositionRequest | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/trading/positions/{symbol}/close".format(
+            symbol=quote(str(symbol), safe=""),
+        ),
+    }
+
+    if not isinstance(body, Unset):
+        _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    ClosePositionResponse400
+    | ClosePositionResponse401
+    | ClosePositionResponse403
+    | ClosePositionResponse404
+    | ClosePositionResponse409
+    | ClosePositionResponse413
+    | ClosePositionResponse415
+    | ClosePositionResponse422
+    | ClosePositionResponse429
+    | ClosePositionResponse431
+    | ClosePositionResponse500
+    | ClosePositionResponse503
+    | OrderResponse
+    | None
+):
+    if response.status_code == 201:
+        response_201 = OrderResponse.from_dict(response.json())
+
+        return response_201
+
+    if response.status_code == 400:
+        response_400 = ClosePositionResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = ClosePositionResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = ClosePositionResponse403.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = ClosePositionResponse404.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = ClosePositionResponse409.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 413:
+        response_413 = ClosePositionResponse413.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 415:
+        response_415 = ClosePositionResponse415.from_dict(response.json())
+
+        return response_415
+
+    if response.status_code == 422:
+        response_422 = ClosePositionResponse422.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 429:
+        response_429 = ClosePositionResponse429.from_dict(response.json())
+
+        return response_429
+
+    if response.status_code == 431:
+        response_431 = ClosePositionResponse431.from_dict(response.json())
+
+        return response_431
+
+    if response.status_code == 500:
+        response_500 = ClosePositionResponse500.from_dict(response.json())
+
+        return response_500
+
+    if response.status_code == 503:
+        response_503 = ClosePositionResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    ClosePositionResponse400
+    | ClosePositionResponse401
+    | ClosePositionResponse403
+    | ClosePositionResponse404
+    | ClosePositionResponse409
+    | ClosePositionResponse413
+    | ClosePositionResponse415
+    | ClosePositionResponse422
+    | ClosePositionResponse429
+    | ClosePositionResponse431
+    | ClosePositionResponse500
+    | ClosePositionResponse503
+    | OrderResponse
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    symbol: str,
+    *,
+    client: AuthenticatedClient,
+    body: ClosePositionRequest | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
+) -> Response[
+    ClosePositionResponse400
+    | ClosePositionResponse401
+    | ClosePositionResponse403
+    | ClosePositionResponse404
+    | ClosePositionResponse409
+    | ClosePositionResponse413
+    | ClosePositionResponse415
+    | ClosePositionResponse422
+    | ClosePositionResponse429
+    | ClosePositionResponse431
+    | ClosePositionResponse500
+    | ClosePositionResponse503
+    | OrderResponse
+]:
+    """Close a position at market: all of it (`{}`) or `qty`.
+
+    Args:
+        symbol (str):
+        idempotency_key (str | Unset):
+        body (ClosePositionRequest | Unset): `POST /api/trading/positions/{symbol}/close`: `{}`
+            closes everything.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ClosePositionResponse400 | ClosePositionResponse401 | ClosePositionResponse403 | ClosePositionResponse404 | ClosePositionResponse409 | ClosePositionResponse413 | ClosePositionResponse415 | ClosePositionResponse422 | ClosePositionResponse429 | ClosePositionResponse431 | ClosePositionResponse500 | ClosePositionResponse503 | OrderResponse]
+    """
+
+    kwargs = _get_kwargs(
+        symbol=symbol,
+        body=body,
+        idempotency_key=idempotency_key,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    symbol: str,
+    *,
+    client: AuthenticatedClient,
+    body: ClosePositionRequest | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
+) -> (
+    ClosePositionResponse400
+    | ClosePositionResponse401
+    | ClosePositionResponse403
+    | ClosePositionResponse404
+    | ClosePositionResponse409
+    | ClosePositionResponse413
+    | ClosePositionResponse415
+    | ClosePositionResponse422
+    | ClosePositionResponse429
+    | ClosePositionResponse431
+    | ClosePositionResponse500
+    | ClosePositionResponse503
+    | OrderResponse
+    | None
+):
+    """Close a position at market: all of it (`{}`) or `qty`.
+
+    Args:
+        symbol (str):
+        idempotency_key (str | Unset):
+        body (ClosePositionRequest | Unset): `POST /api/trading/positions/{symbol}/close`: `{}`
+            closes everything.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ClosePositionResponse400 | ClosePositionResponse401 | ClosePositionResponse403 | ClosePositionResponse404 | ClosePositionResponse409 | ClosePositionResponse413 | ClosePositionResponse415 | ClosePositionResponse422 | ClosePositionResponse429 | ClosePositionResponse431 | ClosePositionResponse500 | ClosePositionResponse503 | OrderResponse
+    """
+
+    return sync_detailed(
+        symbol=symbol,
+        client=client,
+        body=body,
+        idempotency_key=idempotency_key,
+    ).parsed
+
+
+async def asyncio_detailed(
+    symbol: str,
+    *,
+    client: AuthenticatedClient,
+    body: ClosePositionRequest | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
+) -> Response[
+    ClosePositionResponse400
+    | ClosePositionResponse401
+    | ClosePositionResponse403
+    | ClosePositionResponse404
+    | ClosePositionResponse409
+    | ClosePositionResponse413
+    | ClosePositionResponse415
+    | ClosePositionResponse422
+    | ClosePositionResponse429
+    | ClosePositionResponse431
+    | ClosePositionResponse500
+    | ClosePositionResponse503
+    | OrderResponse
+]:
+    """Close a position at market: all of it (`{}`) or `qty`.
+
+    Args:
+        symbol (str):
+        idempotency_key (str | Unset):
+        body (ClosePositionRequest | Unset): `POST /api/trading/positions/{symbol}/close`: `{}`
+            closes everything.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ClosePositionResponse400 | ClosePositionResponse401 | ClosePositionResponse403 | ClosePositionResponse404 | ClosePositionResponse409 | ClosePositionResponse413 | ClosePositionResponse415 | ClosePositionResponse422 | ClosePositionResponse429 | ClosePositionResponse431 | ClosePositionResponse500 | ClosePositionResponse503 | OrderResponse]
+    """
+
+    kwargs = _get_kwargs(
+        symbol=symbol,
+        body=body,
+        idempotency_key=idempotency_key,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    symbol: str,
+    *,
+    client: AuthenticatedClient,
+    body: ClosePositionRequest | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
+) -> (
+    ClosePositionResponse400
+    | ClosePositionResponse401
+    | ClosePositionResponse403
+    | ClosePositionResponse404
+    | ClosePositionResponse409
+    | ClosePositionResponse413
+    | ClosePositionResponse415
+    | ClosePositionResponse422
+    | ClosePositionResponse429
+    | ClosePositionResponse431
+    | ClosePositionResponse500
+    | ClosePositionResponse503
+    | OrderResponse
+    | None
+):
+    """Close a position at market: all of it (`{}`) or `qty`.
+
+    Args:
+        symbol (str):
+        idempotency_key (str | Unset):
+        body (ClosePositionRequest | Unset): `POST /api/trading/positions/{symbol}/close`: `{}`
+            closes everything.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ClosePositionResponse400 | ClosePositionResponse401 | ClosePositionResponse403 | ClosePositionResponse404 | ClosePositionResponse409 | ClosePositionResponse413 | ClosePositionResponse415 | ClosePositionResponse422 | ClosePositionResponse429 | ClosePositionResponse431 | ClosePositionResponse500 | ClosePositionResponse503 | OrderResponse
+    """
+
+    return (
+        await asyncio_detailed(
+            symbol=symbol,
+            client=client,
+            body=body,
+            idempotency_key=idempotency_key,
+        )
+    ).parsed

@@ -1,0 +1,338 @@
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.create_order_request import CreateOrderRequest
+from ...models.create_order_response_400 import CreateOrderResponse400
+from ...models.create_order_response_401 import CreateOrderResponse401
+from ...models.create_order_response_403 import CreateOrderResponse403
+from ...models.create_order_response_404 import CreateOrderResponse404
+from ...models.create_order_response_409 import CreateOrderResponse409
+from ...models.create_order_response_413 import CreateOrderResponse413
+from ...models.create_order_response_415 import CreateOrderResponse415
+from ...models.create_order_response_422 import CreateOrderResponse422
+from ...models.create_order_response_429 import CreateOrderResponse429
+from ...models.create_order_response_431 import CreateOrderResponse431
+from ...models.create_order_response_500 import CreateOrderResponse500
+from ...models.create_order_response_503 import CreateOrderResponse503
+from ...models.order_response import OrderResponse
+from ...types import UNSET, Response, Unset
+
+
+def _get_kwargs(
+    *,
+    body: CreateOrderRequest,
+    idempotency_key: str | Unset = UNSET,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/trading/orders",
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    CreateOrderResponse400
+    | CreateOrderResponse401
+    | CreateOrderResponse403
+    | CreateOrderResponse404
+    | CreateOrderResponse409
+    | CreateOrderResponse413
+    | CreateOrderResponse415
+    | CreateOrderResponse422
+    | CreateOrderResponse429
+    | CreateOrderResponse431
+    | CreateOrderResponse500
+    | CreateOrderResponse503
+    | OrderResponse
+    | None
+):
+    if response.status_code == 201:
+        response_201 = OrderResponse.from_dict(response.json())
+
+        return response_201
+
+    if response.status_code == 400:
+        response_400 = CreateOrderResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = CreateOrderResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = CreateOrderResponse403.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = CreateOrderResponse404.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = CreateOrderResponse409.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 413:
+        response_413 = CreateOrderResponse413.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 415:
+        response_415 = CreateOrderResponse415.from_dict(response.json())
+
+        return response_415
+
+    if response.status_code == 422:
+        response_422 = CreateOrderResponse422.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 429:
+        response_429 = CreateOrderResponse429.from_dict(response.json())
+
+        return response_429
+
+    if response.status_code == 431:
+        response_431 = CreateOrderResponse431.from_dict(response.json())
+
+        return response_431
+
+    if response.status_code == 500:
+        response_500 = CreateOrderResponse500.from_dict(response.json())
+
+        return response_500
+
+    if response.status_code == 503:
+        response_503 = CreateOrderResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    CreateOrderResponse400
+    | CreateOrderResponse401
+    | CreateOrderResponse403
+    | CreateOrderResponse404
+    | CreateOrderResponse409
+    | CreateOrderResponse413
+    | CreateOrderResponse415
+    | CreateOrderResponse422
+    | CreateOrderResponse429
+    | CreateOrderResponse431
+    | CreateOrderResponse500
+    | CreateOrderResponse503
+    | OrderResponse
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    *,
+    client: AuthenticatedClient,
+    body: CreateOrderRequest,
+    idempotency_key: str | Unset = UNSET,
+) -> Response[
+    CreateOrderResponse400
+    | CreateOrderResponse401
+    | CreateOrderResponse403
+    | CreateOrderResponse404
+    | CreateOrderResponse409
+    | CreateOrderResponse413
+    | CreateOrderResponse415
+    | CreateOrderResponse422
+    | CreateOrderResponse429
+    | CreateOrderResponse431
+    | CreateOrderResponse500
+    | CreateOrderResponse503
+    | OrderResponse
+]:
+    """Place an order: simple (equity or option) or multi-leg (`order_class: "mleg"`, 2-4 legs, all
+    or none). Marketable orders fill at once at the quote; other limits rest as `new`.
+
+    Args:
+        idempotency_key (str | Unset):
+        body (CreateOrderRequest): `POST /api/trading/orders`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[CreateOrderResponse400 | CreateOrderResponse401 | CreateOrderResponse403 | CreateOrderResponse404 | CreateOrderResponse409 | CreateOrderResponse413 | CreateOrderResponse415 | CreateOrderResponse422 | CreateOrderResponse429 | CreateOrderResponse431 | CreateOrderResponse500 | CreateOrderResponse503 | OrderResponse]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+        idempotency_key=idempotency_key,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    *,
+    client: AuthenticatedClient,
+    body: CreateOrderRequest,
+    idempotency_key: str | Unset = UNSET,
+) -> (
+    CreateOrderResponse400
+    | CreateOrderResponse401
+    | CreateOrderResponse403
+    | CreateOrderResponse404
+    | CreateOrderResponse409
+    | CreateOrderResponse413
+    | CreateOrderResponse415
+    | CreateOrderResponse422
+    | CreateOrderResponse429
+    | CreateOrderResponse431
+    | CreateOrderResponse500
+    | CreateOrderResponse503
+    | OrderResponse
+    | None
+):
+    """Place an order: simple (equity or option) or multi-leg (`order_class: "mleg"`, 2-4 legs, all
+    or none). Marketable orders fill at once at the quote; other limits rest as `new`.
+
+    Args:
+        idempotency_key (str | Unset):
+        body (CreateOrderRequest): `POST /api/trading/orders`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        CreateOrderResponse400 | CreateOrderResponse401 | CreateOrderResponse403 | CreateOrderResponse404 | CreateOrderResponse409 | CreateOrderResponse413 | CreateOrderResponse415 | CreateOrderResponse422 | CreateOrderResponse429 | CreateOrderResponse431 | CreateOrderResponse500 | CreateOrderResponse503 | OrderResponse
+    """
+
+    return sync_detailed(
+        client=client,
+        body=body,
+        idempotency_key=idempotency_key,
+    ).parsed
+
+
+async def asyncio_detailed(
+    *,
+    client: AuthenticatedClient,
+    body: CreateOrderRequest,
+    idempotency_key: str | Unset = UNSET,
+) -> Response[
+    CreateOrderResponse400
+    | CreateOrderResponse401
+    | CreateOrderResponse403
+    | CreateOrderResponse404
+    | CreateOrderResponse409
+    | CreateOrderResponse413
+    | CreateOrderResponse415
+    | CreateOrderResponse422
+    | CreateOrderResponse429
+    | CreateOrderResponse431
+    | CreateOrderResponse500
+    | CreateOrderResponse503
+    | OrderResponse
+]:
+    """Place an order: simple (equity or option) or multi-leg (`order_class: "mleg"`, 2-4 legs, all
+    or none). Marketable orders fill at once at the quote; other limits rest as `new`.
+
+    Args:
+        idempotency_key (str | Unset):
+        body (CreateOrderRequest): `POST /api/trading/orders`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[CreateOrderResponse400 | CreateOrderResponse401 | CreateOrderResponse403 | CreateOrderResponse404 | CreateOrderResponse409 | CreateOrderResponse413 | CreateOrderResponse415 | CreateOrderResponse422 | CreateOrderResponse429 | CreateOrderResponse431 | CreateOrderResponse500 | CreateOrderResponse503 | OrderResponse]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+        idempotency_key=idempotency_key,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    *,
+    client: AuthenticatedClient,
+    body: CreateOrderRequest,
+    idempotency_key: str | Unset = UNSET,
+) -> (
+    CreateOrderResponse400
+    | CreateOrderResponse401
+    | CreateOrderResponse403
+    | CreateOrderResponse404
+    | CreateOrderResponse409
+    | CreateOrderResponse413
+    | CreateOrderResponse415
+    | CreateOrderResponse422
+    | CreateOrderResponse429
+    | CreateOrderResponse431
+    | CreateOrderResponse500
+    | CreateOrderResponse503
+    | OrderResponse
+    | None
+):
+    """Place an order: simple (equity or option) or multi-leg (`order_class: "mleg"`, 2-4 legs, all
+    or none). Marketable orders fill at once at the quote; other limits rest as `new`.
+
+    Args:
+        idempotency_key (str | Unset):
+        body (CreateOrderRequest): `POST /api/trading/orders`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        CreateOrderResponse400 | CreateOrderResponse401 | CreateOrderResponse403 | CreateOrderResponse404 | CreateOrderResponse409 | CreateOrderResponse413 | CreateOrderResponse415 | CreateOrderResponse422 | CreateOrderResponse429 | CreateOrderResponse431 | CreateOrderResponse500 | CreateOrderResponse503 | OrderResponse
+    """
+
+    return (
+        await asyncio_detailed(
+            client=client,
+            body=body,
+            idempotency_key=idempotency_key,
+        )
+    ).parsed

@@ -1,0 +1,215 @@
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.account_response import AccountResponse
+from ...models.get_account_response_401 import GetAccountResponse401
+from ...models.get_account_response_403 import GetAccountResponse403
+from ...models.get_account_response_404 import GetAccountResponse404
+from ...models.get_account_response_431 import GetAccountResponse431
+from ...models.get_account_response_500 import GetAccountResponse500
+from ...models.get_account_response_503 import GetAccountResponse503
+from ...types import Response
+
+
+def _get_kwargs() -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/api/trading/account",
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    AccountResponse
+    | GetAccountResponse401
+    | GetAccountResponse403
+    | GetAccountResponse404
+    | GetAccountResponse431
+    | GetAccountResponse500
+    | GetAccountResponse503
+    | None
+):
+    if response.status_code == 200:
+        response_200 = AccountResponse.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 401:
+        response_401 = GetAccountResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = GetAccountResponse403.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = GetAccountResponse404.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 431:
+        response_431 = GetAccountResponse431.from_dict(response.json())
+
+        return response_431
+
+    if response.status_code == 500:
+        response_500 = GetAccountResponse500.from_dict(response.json())
+
+        return response_500
+
+    if response.status_code == 503:
+        response_503 = GetAccountResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    AccountResponse
+    | GetAccountResponse401
+    | GetAccountResponse403
+    | GetAccountResponse404
+    | GetAccountResponse431
+    | GetAccountResponse500
+    | GetAccountResponse503
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    *,
+    client: AuthenticatedClient,
+) -> Response[
+    AccountResponse
+    | GetAccountResponse401
+    | GetAccountResponse403
+    | GetAccountResponse404
+    | GetAccountResponse431
+    | GetAccountResponse500
+    | GetAccountResponse503
+]:
+    """The paper account: cash, buying power, realized P&L, mode.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AccountResponse | GetAccountResponse401 | GetAccountResponse403 | GetAccountResponse404 | GetAccountResponse431 | GetAccountResponse500 | GetAccountResponse503]
+    """
+
+    kwargs = _get_kwargs()
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    *,
+    client: AuthenticatedClient,
+) -> (
+    AccountResponse
+    | GetAccountResponse401
+    | GetAccountResponse403
+    | GetAccountResponse404
+    | GetAccountResponse431
+    | GetAccountResponse500
+    | GetAccountResponse503
+    | None
+):
+    """The paper account: cash, buying power, realized P&L, mode.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AccountResponse | GetAccountResponse401 | GetAccountResponse403 | GetAccountResponse404 | GetAccountResponse431 | GetAccountResponse500 | GetAccountResponse503
+    """
+
+    return sync_detailed(
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    *,
+    client: AuthenticatedClient,
+) -> Response[
+    AccountResponse
+    | GetAccountResponse401
+    | GetAccountResponse403
+    | GetAccountResponse404
+    | GetAccountResponse431
+    | GetAccountResponse500
+    | GetAccountResponse503
+]:
+    """The paper account: cash, buying power, realized P&L, mode.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AccountResponse | GetAccountResponse401 | GetAccountResponse403 | GetAccountResponse404 | GetAccountResponse431 | GetAccountResponse500 | GetAccountResponse503]
+    """
+
+    kwargs = _get_kwargs()
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    *,
+    client: AuthenticatedClient,
+) -> (
+    AccountResponse
+    | GetAccountResponse401
+    | GetAccountResponse403
+    | GetAccountResponse404
+    | GetAccountResponse431
+    | GetAccountResponse500
+    | GetAccountResponse503
+    | None
+):
+    """The paper account: cash, buying power, realized P&L, mode.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AccountResponse | GetAccountResponse401 | GetAccountResponse403 | GetAccountResponse404 | GetAccountResponse431 | GetAccountResponse500 | GetAccountResponse503
+    """
+
+    return (
+        await asyncio_detailed(
+            client=client,
+        )
+    ).parsed

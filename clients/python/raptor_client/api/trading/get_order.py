@@ -1,0 +1,255 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+from uuid import UUID
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.get_order_response_400 import GetOrderResponse400
+from ...models.get_order_response_401 import GetOrderResponse401
+from ...models.get_order_response_403 import GetOrderResponse403
+from ...models.get_order_response_404 import GetOrderResponse404
+from ...models.get_order_response_431 import GetOrderResponse431
+from ...models.get_order_response_500 import GetOrderResponse500
+from ...models.get_order_response_503 import GetOrderResponse503
+from ...models.order_response import OrderResponse
+from ...types import Response
+
+
+def _get_kwargs(
+    id: UUID,
+) -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/api/trading/orders/{id}".format(
+            id=quote(str(id), safe=""),
+        ),
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    GetOrderResponse400
+    | GetOrderResponse401
+    | GetOrderResponse403
+    | GetOrderResponse404
+    | GetOrderResponse431
+    | GetOrderResponse500
+    | GetOrderResponse503
+    | OrderResponse
+    | None
+):
+    if response.status_code == 200:
+        response_200 = OrderResponse.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = GetOrderResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = GetOrderResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = GetOrderResponse403.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = GetOrderResponse404.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 431:
+        response_431 = GetOrderResponse431.from_dict(response.json())
+
+        return response_431
+
+    if response.status_code == 500:
+        response_500 = GetOrderResponse500.from_dict(response.json())
+
+        return response_500
+
+    if response.status_code == 503:
+        response_503 = GetOrderResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    GetOrderResponse400
+    | GetOrderResponse401
+    | GetOrderResponse403
+    | GetOrderResponse404
+    | GetOrderResponse431
+    | GetOrderResponse500
+    | GetOrderResponse503
+    | OrderResponse
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    id: UUID,
+    *,
+    client: AuthenticatedClient,
+) -> Response[
+    GetOrderResponse400
+    | GetOrderResponse401
+    | GetOrderResponse403
+    | GetOrderResponse404
+    | GetOrderResponse431
+    | GetOrderResponse500
+    | GetOrderResponse503
+    | OrderResponse
+]:
+    """One order.
+
+    Args:
+        id (UUID):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[GetOrderResponse400 | GetOrderResponse401 | GetOrderResponse403 | GetOrderResponse404 | GetOrderResponse431 | GetOrderResponse500 | GetOrderResponse503 | OrderResponse]
+    """
+
+    kwargs = _get_kwargs(
+        id=id,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    id: UUID,
+    *,
+    client: AuthenticatedClient,
+) -> (
+    GetOrderResponse400
+    | GetOrderResponse401
+    | GetOrderResponse403
+    | GetOrderResponse404
+    | GetOrderResponse431
+    | GetOrderResponse500
+    | GetOrderResponse503
+    | OrderResponse
+    | None
+):
+    """One order.
+
+    Args:
+        id (UUID):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        GetOrderResponse400 | GetOrderResponse401 | GetOrderResponse403 | GetOrderResponse404 | GetOrderResponse431 | GetOrderResponse500 | GetOrderResponse503 | OrderResponse
+    """
+
+    return sync_detailed(
+        id=id,
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    id: UUID,
+    *,
+    client: AuthenticatedClient,
+) -> Response[
+    GetOrderResponse400
+    | GetOrderResponse401
+    | GetOrderResponse403
+    | GetOrderResponse404
+    | GetOrderResponse431
+    | GetOrderResponse500
+    | GetOrderResponse503
+    | OrderResponse
+]:
+    """One order.
+
+    Args:
+        id (UUID):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[GetOrderResponse400 | GetOrderResponse401 | GetOrderResponse403 | GetOrderResponse404 | GetOrderResponse431 | GetOrderResponse500 | GetOrderResponse503 | OrderResponse]
+    """
+
+    kwargs = _get_kwargs(
+        id=id,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    id: UUID,
+    *,
+    client: AuthenticatedClient,
+) -> (
+    GetOrderResponse400
+    | GetOrderResponse401
+    | GetOrderResponse403
+    | GetOrderResponse404
+    | GetOrderResponse431
+    | GetOrderResponse500
+    | GetOrderResponse503
+    | OrderResponse
+    | None
+):
+    """One order.
+
+    Args:
+        id (UUID):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        GetOrderResponse400 | GetOrderResponse401 | GetOrderResponse403 | GetOrderResponse404 | GetOrderResponse431 | GetOrderResponse500 | GetOrderResponse503 | OrderResponse
+    """
+
+    return (
+        await asyncio_detailed(
+            id=id,
+            client=client,
+        )
+    ).parsed

@@ -1,0 +1,258 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.get_order_by_client_order_id_response_401 import (
+    GetOrderByClientOrderIdResponse401,
+)
+from ...models.get_order_by_client_order_id_response_403 import (
+    GetOrderByClientOrderIdResponse403,
+)
+from ...models.get_order_by_client_order_id_response_404 import (
+    GetOrderByClientOrderIdResponse404,
+)
+from ...models.get_order_by_client_order_id_response_431 import (
+    GetOrderByClientOrderIdResponse431,
+)
+from ...models.get_order_by_client_order_id_response_500 import (
+    GetOrderByClientOrderIdResponse500,
+)
+from ...models.get_order_by_client_order_id_response_503 import (
+    GetOrderByClientOrderIdResponse503,
+)
+from ...models.order_response import OrderResponse
+from ...types import Response
+
+
+def _get_kwargs(
+    client_order_id: str,
+) -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/api/trading/orders/by-client-order-id/{client_order_id}".format(
+            client_order_id=quote(str(client_order_id), safe=""),
+        ),
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    GetOrderByClientOrderIdResponse401
+    | GetOrderByClientOrderIdResponse403
+    | GetOrderByClientOrderIdResponse404
+    | GetOrderByClientOrderIdResponse431
+    | GetOrderByClientOrderIdResponse500
+    | GetOrderByClientOrderIdResponse503
+    | OrderResponse
+    | None
+):
+    if response.status_code == 200:
+        response_200 = OrderResponse.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 401:
+        response_401 = GetOrderByClientOrderIdResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = GetOrderByClientOrderIdResponse403.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = GetOrderByClientOrderIdResponse404.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 431:
+        response_431 = GetOrderByClientOrderIdResponse431.from_dict(response.json())
+
+        return response_431
+
+    if response.status_code == 500:
+        response_500 = GetOrderByClientOrderIdResponse500.from_dict(response.json())
+
+        return response_500
+
+    if response.status_code == 503:
+        response_503 = GetOrderByClientOrderIdResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    GetOrderByClientOrderIdResponse401
+    | GetOrderByClientOrderIdResponse403
+    | GetOrderByClientOrderIdResponse404
+    | GetOrderByClientOrderIdResponse431
+    | GetOrderByClientOrderIdResponse500
+    | GetOrderByClientOrderIdResponse503
+    | OrderResponse
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    client_order_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[
+    GetOrderByClientOrderIdResponse401
+    | GetOrderByClientOrderIdResponse403
+    | GetOrderByClientOrderIdResponse404
+    | GetOrderByClientOrderIdResponse431
+    | GetOrderByClientOrderIdResponse500
+    | GetOrderByClientOrderIdResponse503
+    | OrderResponse
+]:
+    """The order with this `client_order_id`: how a client that lost an answer finds out what
+    became of its order.
+
+    Args:
+        client_order_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[GetOrderByClientOrderIdResponse401 | GetOrderByClientOrderIdResponse403 | GetOrderByClientOrderIdResponse404 | GetOrderByClientOrderIdResponse431 | GetOrderByClientOrderIdResponse500 | GetOrderByClientOrderIdResponse503 | OrderResponse]
+    """
+
+    kwargs = _get_kwargs(
+        client_order_id=client_order_id,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    client_order_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> (
+    GetOrderByClientOrderIdResponse401
+    | GetOrderByClientOrderIdResponse403
+    | GetOrderByClientOrderIdResponse404
+    | GetOrderByClientOrderIdResponse431
+    | GetOrderByClientOrderIdResponse500
+    | GetOrderByClientOrderIdResponse503
+    | OrderResponse
+    | None
+):
+    """The order with this `client_order_id`: how a client that lost an answer finds out what
+    became of its order.
+
+    Args:
+        client_order_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        GetOrderByClientOrderIdResponse401 | GetOrderByClientOrderIdResponse403 | GetOrderByClientOrderIdResponse404 | GetOrderByClientOrderIdResponse431 | GetOrderByClientOrderIdResponse500 | GetOrderByClientOrderIdResponse503 | OrderResponse
+    """
+
+    return sync_detailed(
+        client_order_id=client_order_id,
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    client_order_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[
+    GetOrderByClientOrderIdResponse401
+    | GetOrderByClientOrderIdResponse403
+    | GetOrderByClientOrderIdResponse404
+    | GetOrderByClientOrderIdResponse431
+    | GetOrderByClientOrderIdResponse500
+    | GetOrderByClientOrderIdResponse503
+    | OrderResponse
+]:
+    """The order with this `client_order_id`: how a client that lost an answer finds out what
+    became of its order.
+
+    Args:
+        client_order_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[GetOrderByClientOrderIdResponse401 | GetOrderByClientOrderIdResponse403 | GetOrderByClientOrderIdResponse404 | GetOrderByClientOrderIdResponse431 | GetOrderByClientOrderIdResponse500 | GetOrderByClientOrderIdResponse503 | OrderResponse]
+    """
+
+    kwargs = _get_kwargs(
+        client_order_id=client_order_id,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    client_order_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> (
+    GetOrderByClientOrderIdResponse401
+    | GetOrderByClientOrderIdResponse403
+    | GetOrderByClientOrderIdResponse404
+    | GetOrderByClientOrderIdResponse431
+    | GetOrderByClientOrderIdResponse500
+    | GetOrderByClientOrderIdResponse503
+    | OrderResponse
+    | None
+):
+    """The order with this `client_order_id`: how a client that lost an answer finds out what
+    became of its order.
+
+    Args:
+        client_order_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        GetOrderByClientOrderIdResponse401 | GetOrderByClientOrderIdResponse403 | GetOrderByClientOrderIdResponse404 | GetOrderByClientOrderIdResponse431 | GetOrderByClientOrderIdResponse500 | GetOrderByClientOrderIdResponse503 | OrderResponse
+    """
+
+    return (
+        await asyncio_detailed(
+            client_order_id=client_order_id,
+            client=client,
+        )
+    ).parsed

@@ -1,0 +1,242 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.get_position_response_401 import GetPositionResponse401
+from ...models.get_position_response_403 import GetPositionResponse403
+from ...models.get_position_response_404 import GetPositionResponse404
+from ...models.get_position_response_431 import GetPositionResponse431
+from ...models.get_position_response_500 import GetPositionResponse500
+from ...models.get_position_response_503 import GetPositionResponse503
+from ...models.position_response import PositionResponse
+from ...types import Response
+
+
+def _get_kwargs(
+    symbol: str,
+) -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/api/trading/positions/{symbol}".format(
+            symbol=quote(str(symbol), safe=""),
+        ),
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    GetPositionResponse401
+    | GetPositionResponse403
+    | GetPositionResponse404
+    | GetPositionResponse431
+    | GetPositionResponse500
+    | GetPositionResponse503
+    | PositionResponse
+    | None
+):
+    if response.status_code == 200:
+        response_200 = PositionResponse.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 401:
+        response_401 = GetPositionResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = GetPositionResponse403.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = GetPositionResponse404.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 431:
+        response_431 = GetPositionResponse431.from_dict(response.json())
+
+        return response_431
+
+    if response.status_code == 500:
+        response_500 = GetPositionResponse500.from_dict(response.json())
+
+        return response_500
+
+    if response.status_code == 503:
+        response_503 = GetPositionResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    GetPositionResponse401
+    | GetPositionResponse403
+    | GetPositionResponse404
+    | GetPositionResponse431
+    | GetPositionResponse500
+    | GetPositionResponse503
+    | PositionResponse
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    symbol: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[
+    GetPositionResponse401
+    | GetPositionResponse403
+    | GetPositionResponse404
+    | GetPositionResponse431
+    | GetPositionResponse500
+    | GetPositionResponse503
+    | PositionResponse
+]:
+    """One open position, or `404 not_found` when the account holds none in `symbol`.
+
+    Args:
+        symbol (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[GetPositionResponse401 | GetPositionResponse403 | GetPositionResponse404 | GetPositionResponse431 | GetPositionResponse500 | GetPositionResponse503 | PositionResponse]
+    """
+
+    kwargs = _get_kwargs(
+        symbol=symbol,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    symbol: str,
+    *,
+    client: AuthenticatedClient,
+) -> (
+    GetPositionResponse401
+    | GetPositionResponse403
+    | GetPositionResponse404
+    | GetPositionResponse431
+    | GetPositionResponse500
+    | GetPositionResponse503
+    | PositionResponse
+    | None
+):
+    """One open position, or `404 not_found` when the account holds none in `symbol`.
+
+    Args:
+        symbol (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        GetPositionResponse401 | GetPositionResponse403 | GetPositionResponse404 | GetPositionResponse431 | GetPositionResponse500 | GetPositionResponse503 | PositionResponse
+    """
+
+    return sync_detailed(
+        symbol=symbol,
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    symbol: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[
+    GetPositionResponse401
+    | GetPositionResponse403
+    | GetPositionResponse404
+    | GetPositionResponse431
+    | GetPositionResponse500
+    | GetPositionResponse503
+    | PositionResponse
+]:
+    """One open position, or `404 not_found` when the account holds none in `symbol`.
+
+    Args:
+        symbol (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[GetPositionResponse401 | GetPositionResponse403 | GetPositionResponse404 | GetPositionResponse431 | GetPositionResponse500 | GetPositionResponse503 | PositionResponse]
+    """
+
+    kwargs = _get_kwargs(
+        symbol=symbol,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    symbol: str,
+    *,
+    client: AuthenticatedClient,
+) -> (
+    GetPositionResponse401
+    | GetPositionResponse403
+    | GetPositionResponse404
+    | GetPositionResponse431
+    | GetPositionResponse500
+    | GetPositionResponse503
+    | PositionResponse
+    | None
+):
+    """One open position, or `404 not_found` when the account holds none in `symbol`.
+
+    Args:
+        symbol (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        GetPositionResponse401 | GetPositionResponse403 | GetPositionResponse404 | GetPositionResponse431 | GetPositionResponse500 | GetPositionResponse503 | PositionResponse
+    """
+
+    return (
+        await asyncio_detailed(
+            symbol=symbol,
+            client=client,
+        )
+    ).parsed

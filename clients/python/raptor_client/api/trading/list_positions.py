@@ -1,0 +1,220 @@
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.list_positions_response_401 import ListPositionsResponse401
+from ...models.list_positions_response_403 import ListPositionsResponse403
+from ...models.list_positions_response_404 import ListPositionsResponse404
+from ...models.list_positions_response_431 import ListPositionsResponse431
+from ...models.list_positions_response_500 import ListPositionsResponse500
+from ...models.list_positions_response_503 import ListPositionsResponse503
+from ...models.position_response import PositionResponse
+from ...types import Response
+
+
+def _get_kwargs() -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/api/trading/positions",
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    ListPositionsResponse401
+    | ListPositionsResponse403
+    | ListPositionsResponse404
+    | ListPositionsResponse431
+    | ListPositionsResponse500
+    | ListPositionsResponse503
+    | list[PositionResponse]
+    | None
+):
+    if response.status_code == 200:
+        response_200 = []
+        _response_200 = response.json()
+        for response_200_item_data in _response_200:
+            response_200_item = PositionResponse.from_dict(response_200_item_data)
+
+            response_200.append(response_200_item)
+
+        return response_200
+
+    if response.status_code == 401:
+        response_401 = ListPositionsResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = ListPositionsResponse403.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = ListPositionsResponse404.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 431:
+        response_431 = ListPositionsResponse431.from_dict(response.json())
+
+        return response_431
+
+    if response.status_code == 500:
+        response_500 = ListPositionsResponse500.from_dict(response.json())
+
+        return response_500
+
+    if response.status_code == 503:
+        response_503 = ListPositionsResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    ListPositionsResponse401
+    | ListPositionsResponse403
+    | ListPositionsResponse404
+    | ListPositionsResponse431
+    | ListPositionsResponse500
+    | ListPositionsResponse503
+    | list[PositionResponse]
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    *,
+    client: AuthenticatedClient,
+) -> Response[
+    ListPositionsResponse401
+    | ListPositionsResponse403
+    | ListPositionsResponse404
+    | ListPositionsResponse431
+    | ListPositionsResponse500
+    | ListPositionsResponse503
+    | list[PositionResponse]
+]:
+    """Open positions (negative qty when short).
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ListPositionsResponse401 | ListPositionsResponse403 | ListPositionsResponse404 | ListPositionsResponse431 | ListPositionsResponse500 | ListPositionsResponse503 | list[PositionResponse]]
+    """
+
+    kwargs = _get_kwargs()
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    *,
+    client: AuthenticatedClient,
+) -> (
+    ListPositionsResponse401
+    | ListPositionsResponse403
+    | ListPositionsResponse404
+    | ListPositionsResponse431
+    | ListPositionsResponse500
+    | ListPositionsResponse503
+    | list[PositionResponse]
+    | None
+):
+    """Open positions (negative qty when short).
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ListPositionsResponse401 | ListPositionsResponse403 | ListPositionsResponse404 | ListPositionsResponse431 | ListPositionsResponse500 | ListPositionsResponse503 | list[PositionResponse]
+    """
+
+    return sync_detailed(
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    *,
+    client: AuthenticatedClient,
+) -> Response[
+    ListPositionsResponse401
+    | ListPositionsResponse403
+    | ListPositionsResponse404
+    | ListPositionsResponse431
+    | ListPositionsResponse500
+    | ListPositionsResponse503
+    | list[PositionResponse]
+]:
+    """Open positions (negative qty when short).
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ListPositionsResponse401 | ListPositionsResponse403 | ListPositionsResponse404 | ListPositionsResponse431 | ListPositionsResponse500 | ListPositionsResponse503 | list[PositionResponse]]
+    """
+
+    kwargs = _get_kwargs()
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    *,
+    client: AuthenticatedClient,
+) -> (
+    ListPositionsResponse401
+    | ListPositionsResponse403
+    | ListPositionsResponse404
+    | ListPositionsResponse431
+    | ListPositionsResponse500
+    | ListPositionsResponse503
+    | list[PositionResponse]
+    | None
+):
+    """Open positions (negative qty when short).
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ListPositionsResponse401 | ListPositionsResponse403 | ListPositionsResponse404 | ListPositionsResponse431 | ListPositionsResponse500 | ListPositionsResponse503 | list[PositionResponse]
+    """
+
+    return (
+        await asyncio_detailed(
+            client=client,
+        )
+    ).parsed

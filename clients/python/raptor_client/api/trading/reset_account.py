@@ -1,0 +1,335 @@
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.account_response import AccountResponse
+from ...models.reset_account_request import ResetAccountRequest
+from ...models.reset_account_response_400 import ResetAccountResponse400
+from ...models.reset_account_response_401 import ResetAccountResponse401
+from ...models.reset_account_response_403 import ResetAccountResponse403
+from ...models.reset_account_response_404 import ResetAccountResponse404
+from ...models.reset_account_response_409 import ResetAccountResponse409
+from ...models.reset_account_response_413 import ResetAccountResponse413
+from ...models.reset_account_response_415 import ResetAccountResponse415
+from ...models.reset_account_response_422 import ResetAccountResponse422
+from ...models.reset_account_response_429 import ResetAccountResponse429
+from ...models.reset_account_response_431 import ResetAccountResponse431
+from ...models.reset_account_response_500 import ResetAccountResponse500
+from ...models.reset_account_response_503 import ResetAccountResponse503
+from ...types import UNSET, Response, Unset
+
+
+def _get_kwargs(
+    *,
+    body: ResetAccountRequest | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/trading/account/reset",
+    }
+
+    if not isinstance(body, Unset):
+        _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    AccountResponse
+    | ResetAccountResponse400
+    | ResetAccountResponse401
+    | ResetAccountResponse403
+    | ResetAccountResponse404
+    | ResetAccountResponse409
+    | ResetAccountResponse413
+    | ResetAccountResponse415
+    | ResetAccountResponse422
+    | ResetAccountResponse429
+    | ResetAccountResponse431
+    | ResetAccountResponse500
+    | ResetAccountResponse503
+    | None
+):
+    if response.status_code == 200:
+        response_200 = AccountResponse.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = ResetAccountResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = ResetAccountResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = ResetAccountResponse403.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = ResetAccountResponse404.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = ResetAccountResponse409.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 413:
+        response_413 = ResetAccountResponse413.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 415:
+        response_415 = ResetAccountResponse415.from_dict(response.json())
+
+        return response_415
+
+    if response.status_code == 422:
+        response_422 = ResetAccountResponse422.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 429:
+        response_429 = ResetAccountResponse429.from_dict(response.json())
+
+        return response_429
+
+    if response.status_code == 431:
+        response_431 = ResetAccountResponse431.from_dict(response.json())
+
+        return response_431
+
+    if response.status_code == 500:
+        response_500 = ResetAccountResponse500.from_dict(response.json())
+
+        return response_500
+
+    if response.status_code == 503:
+        response_503 = ResetAccountResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    AccountResponse
+    | ResetAccountResponse400
+    | ResetAccountResponse401
+    | ResetAccountResponse403
+    | ResetAccountResponse404
+    | ResetAccountResponse409
+    | ResetAccountResponse413
+    | ResetAccountResponse415
+    | ResetAccountResponse422
+    | ResetAccountResponse429
+    | ResetAccountResponse431
+    | ResetAccountResponse500
+    | ResetAccountResponse503
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    *,
+    client: AuthenticatedClient,
+    body: ResetAccountRequest | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
+) -> Response[
+    AccountResponse
+    | ResetAccountResponse400
+    | ResetAccountResponse401
+    | ResetAccountResponse403
+    | ResetAccountResponse404
+    | ResetAccountResponse409
+    | ResetAccountResponse413
+    | ResetAccountResponse415
+    | ResetAccountResponse422
+    | ResetAccountResponse429
+    | ResetAccountResponse431
+    | ResetAccountResponse500
+    | ResetAccountResponse503
+]:
+    """Reset the paper account: starting cash, no positions, open orders canceled.
+
+    Args:
+        idempotency_key (str | Unset):
+        body (ResetAccountRequest | Unset): `POST /api/trading/account/reset` takes `{}`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AccountResponse | ResetAccountResponse400 | ResetAccountResponse401 | ResetAccountResponse403 | ResetAccountResponse404 | ResetAccountResponse409 | ResetAccountResponse413 | ResetAccountResponse415 | ResetAccountResponse422 | ResetAccountResponse429 | ResetAccountResponse431 | ResetAccountResponse500 | ResetAccountResponse503]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+        idempotency_key=idempotency_key,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    *,
+    client: AuthenticatedClient,
+    body: ResetAccountRequest | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
+) -> (
+    AccountResponse
+    | ResetAccountResponse400
+    | ResetAccountResponse401
+    | ResetAccountResponse403
+    | ResetAccountResponse404
+    | ResetAccountResponse409
+    | ResetAccountResponse413
+    | ResetAccountResponse415
+    | ResetAccountResponse422
+    | ResetAccountResponse429
+    | ResetAccountResponse431
+    | ResetAccountResponse500
+    | ResetAccountResponse503
+    | None
+):
+    """Reset the paper account: starting cash, no positions, open orders canceled.
+
+    Args:
+        idempotency_key (str | Unset):
+        body (ResetAccountRequest | Unset): `POST /api/trading/account/reset` takes `{}`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AccountResponse | ResetAccountResponse400 | ResetAccountResponse401 | ResetAccountResponse403 | ResetAccountResponse404 | ResetAccountResponse409 | ResetAccountResponse413 | ResetAccountResponse415 | ResetAccountResponse422 | ResetAccountResponse429 | ResetAccountResponse431 | ResetAccountResponse500 | ResetAccountResponse503
+    """
+
+    return sync_detailed(
+        client=client,
+        body=body,
+        idempotency_key=idempotency_key,
+    ).parsed
+
+
+async def asyncio_detailed(
+    *,
+    client: AuthenticatedClient,
+    body: ResetAccountRequest | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
+) -> Response[
+    AccountResponse
+    | ResetAccountResponse400
+    | ResetAccountResponse401
+    | ResetAccountResponse403
+    | ResetAccountResponse404
+    | ResetAccountResponse409
+    | ResetAccountResponse413
+    | ResetAccountResponse415
+    | ResetAccountResponse422
+    | ResetAccountResponse429
+    | ResetAccountResponse431
+    | ResetAccountResponse500
+    | ResetAccountResponse503
+]:
+    """Reset the paper account: starting cash, no positions, open orders canceled.
+
+    Args:
+        idempotency_key (str | Unset):
+        body (ResetAccountRequest | Unset): `POST /api/trading/account/reset` takes `{}`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AccountResponse | ResetAccountResponse400 | ResetAccountResponse401 | ResetAccountResponse403 | ResetAccountResponse404 | ResetAccountResponse409 | ResetAccountResponse413 | ResetAccountResponse415 | ResetAccountResponse422 | ResetAccountResponse429 | ResetAccountResponse431 | ResetAccountResponse500 | ResetAccountResponse503]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+        idempotency_key=idempotency_key,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    *,
+    client: AuthenticatedClient,
+    body: ResetAccountRequest | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
+) -> (
+    AccountResponse
+    | ResetAccountResponse400
+    | ResetAccountResponse401
+    | ResetAccountResponse403
+    | ResetAccountResponse404
+    | ResetAccountResponse409
+    | ResetAccountResponse413
+    | ResetAccountResponse415
+    | ResetAccountResponse422
+    | ResetAccountResponse429
+    | ResetAccountResponse431
+    | ResetAccountResponse500
+    | ResetAccountResponse503
+    | None
+):
+    """Reset the paper account: starting cash, no positions, open orders canceled.
+
+    Args:
+        idempotency_key (str | Unset):
+        body (ResetAccountRequest | Unset): `POST /api/trading/account/reset` takes `{}`.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AccountResponse | ResetAccountResponse400 | ResetAccountResponse401 | ResetAccountResponse403 | ResetAccountResponse404 | ResetAccountResponse409 | ResetAccountResponse413 | ResetAccountResponse415 | ResetAccountResponse422 | ResetAccountResponse429 | ResetAccountResponse431 | ResetAccountResponse500 | ResetAccountResponse503
+    """
+
+    return (
+        await asyncio_detailed(
+            client=client,
+            body=body,
+            idempotency_key=idempotency_key,
+        )
+    ).parsed

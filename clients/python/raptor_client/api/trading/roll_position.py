@@ -1,0 +1,362 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.order_response import OrderResponse
+from ...models.roll_position_response_400 import RollPositionResponse400
+from ...models.roll_position_response_401 import RollPositionResponse401
+from ...models.roll_position_response_403 import RollPositionResponse403
+from ...models.roll_position_response_404 import RollPositionResponse404
+from ...models.roll_position_response_409 import RollPositionResponse409
+from ...models.roll_position_response_413 import RollPositionResponse413
+from ...models.roll_position_response_415 import RollPositionResponse415
+from ...models.roll_position_response_422 import RollPositionResponse422
+from ...models.roll_position_response_429 import RollPositionResponse429
+from ...models.roll_position_response_431 import RollPositionResponse431
+from ...models.roll_position_response_500 import RollPositionResponse500
+from ...models.roll_position_response_503 import RollPositionResponse503
+from ...models.roll_request import RollRequest
+from ...types import UNSET, Response, Unset
+
+
+def _get_kwargs(
+    symbol: str,
+    *,
+    body: RollRequest,
+    idempotency_key: str | Unset = UNSET,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/trading/positions/{symbol}/roll".format(
+            symbol=quote(str(symbol), safe=""),
+        ),
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    OrderResponse
+    | RollPositionResponse400
+    | RollPositionResponse401
+    | RollPositionResponse403
+    | RollPositionResponse404
+    | RollPositionResponse409
+    | RollPositionResponse413
+    | RollPositionResponse415
+    | RollPositionResponse422
+    | RollPositionResponse429
+    | RollPositionResponse431
+    | RollPositionResponse500
+    | RollPositionResponse503
+    | None
+):
+    if response.status_code == 201:
+        response_201 = OrderResponse.from_dict(response.json())
+
+        return response_201
+
+    if response.status_code == 400:
+        response_400 = RollPositionResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = RollPositionResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = RollPositionResponse403.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = RollPositionResponse404.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = RollPositionResponse409.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 413:
+        response_413 = RollPositionResponse413.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 415:
+        response_415 = RollPositionResponse415.from_dict(response.json())
+
+        return response_415
+
+    if response.status_code == 422:
+        response_422 = RollPositionResponse422.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 429:
+        response_429 = RollPositionResponse429.from_dict(response.json())
+
+        return response_429
+
+    if response.status_code == 431:
+        response_431 = RollPositionResponse431.from_dict(response.json())
+
+        return response_431
+
+    if response.status_code == 500:
+        response_500 = RollPositionResponse500.from_dict(response.json())
+
+        return response_500
+
+    if response.status_code == 503:
+        response_503 = RollPositionResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    OrderResponse
+    | RollPositionResponse400
+    | RollPositionResponse401
+    | RollPositionResponse403
+    | RollPositionResponse404
+    | RollPositionResponse409
+    | RollPositionResponse413
+    | RollPositionResponse415
+    | RollPositionResponse422
+    | RollPositionResponse429
+    | RollPositionResponse431
+    | RollPositionResponse500
+    | RollPositionResponse503
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    symbol: str,
+    *,
+    client: AuthenticatedClient,
+    body: RollRequest,
+    idempotency_key: str | Unset = UNSET,
+) -> Response[
+    OrderResponse
+    | RollPositionResponse400
+    | RollPositionResponse401
+    | RollPositionResponse403
+    | RollPositionResponse404
+    | RollPositionResponse409
+    | RollPositionResponse413
+    | RollPositionResponse415
+    | RollPositionResponse422
+    | RollPositionResponse429
+    | RollPositionResponse431
+    | RollPositionResponse500
+    | RollPositionResponse503
+]:
+    """Roll a short call: buy-to-close `{symbol}` and sell-to-open `to_symbol` as one all-or-none
+    two-leg order.
+
+    Args:
+        symbol (str):
+        idempotency_key (str | Unset):
+        body (RollRequest): `POST /api/trading/positions/{symbol}/roll`: buy-to-close `{symbol}`
+            and sell-to-open
+            `to_symbol` as one all-or-none order.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[OrderResponse | RollPositionResponse400 | RollPositionResponse401 | RollPositionResponse403 | RollPositionResponse404 | RollPositionResponse409 | RollPositionResponse413 | RollPositionResponse415 | RollPositionResponse422 | RollPositionResponse429 | RollPositionResponse431 | RollPositionResponse500 | RollPositionResponse503]
+    """
+
+    kwargs = _get_kwargs(
+        symbol=symbol,
+        body=body,
+        idempotency_key=idempotency_key,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    symbol: str,
+    *,
+    client: AuthenticatedClient,
+    body: RollRequest,
+    idempotency_key: str | Unset = UNSET,
+) -> (
+    OrderResponse
+    | RollPositionResponse400
+    | RollPositionResponse401
+    | RollPositionResponse403
+    | RollPositionResponse404
+    | RollPositionResponse409
+    | RollPositionResponse413
+    | RollPositionResponse415
+    | RollPositionResponse422
+    | RollPositionResponse429
+    | RollPositionResponse431
+    | RollPositionResponse500
+    | RollPositionResponse503
+    | None
+):
+    """Roll a short call: buy-to-close `{symbol}` and sell-to-open `to_symbol` as one all-or-none
+    two-leg order.
+
+    Args:
+        symbol (str):
+        idempotency_key (str | Unset):
+        body (RollRequest): `POST /api/trading/positions/{symbol}/roll`: buy-to-close `{symbol}`
+            and sell-to-open
+            `to_symbol` as one all-or-none order.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        OrderResponse | RollPositionResponse400 | RollPositionResponse401 | RollPositionResponse403 | RollPositionResponse404 | RollPositionResponse409 | RollPositionResponse413 | RollPositionResponse415 | RollPositionResponse422 | RollPositionResponse429 | RollPositionResponse431 | RollPositionResponse500 | RollPositionResponse503
+    """
+
+    return sync_detailed(
+        symbol=symbol,
+        client=client,
+        body=body,
+        idempotency_key=idempotency_key,
+    ).parsed
+
+
+async def asyncio_detailed(
+    symbol: str,
+    *,
+    client: AuthenticatedClient,
+    body: RollRequest,
+    idempotency_key: str | Unset = UNSET,
+) -> Response[
+    OrderResponse
+    | RollPositionResponse400
+    | RollPositionResponse401
+    | RollPositionResponse403
+    | RollPositionResponse404
+    | RollPositionResponse409
+    | RollPositionResponse413
+    | RollPositionResponse415
+    | RollPositionResponse422
+    | RollPositionResponse429
+    | RollPositionResponse431
+    | RollPositionResponse500
+    | RollPositionResponse503
+]:
+    """Roll a short call: buy-to-close `{symbol}` and sell-to-open `to_symbol` as one all-or-none
+    two-leg order.
+
+    Args:
+        symbol (str):
+        idempotency_key (str | Unset):
+        body (RollRequest): `POST /api/trading/positions/{symbol}/roll`: buy-to-close `{symbol}`
+            and sell-to-open
+            `to_symbol` as one all-or-none order.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[OrderResponse | RollPositionResponse400 | RollPositionResponse401 | RollPositionResponse403 | RollPositionResponse404 | RollPositionResponse409 | RollPositionResponse413 | RollPositionResponse415 | RollPositionResponse422 | RollPositionResponse429 | RollPositionResponse431 | RollPositionResponse500 | RollPositionResponse503]
+    """
+
+    kwargs = _get_kwargs(
+        symbol=symbol,
+        body=body,
+        idempotency_key=idempotency_key,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    symbol: str,
+    *,
+    client: AuthenticatedClient,
+    body: RollRequest,
+    idempotency_key: str | Unset = UNSET,
+) -> (
+    OrderResponse
+    | RollPositionResponse400
+    | RollPositionResponse401
+    | RollPositionResponse403
+    | RollPositionResponse404
+    | RollPositionResponse409
+    | RollPositionResponse413
+    | RollPositionResponse415
+    | RollPositionResponse422
+    | RollPositionResponse429
+    | RollPositionResponse431
+    | RollPositionResponse500
+    | RollPositionResponse503
+    | None
+):
+    """Roll a short call: buy-to-close `{symbol}` and sell-to-open `to_symbol` as one all-or-none
+    two-leg order.
+
+    Args:
+        symbol (str):
+        idempotency_key (str | Unset):
+        body (RollRequest): `POST /api/trading/positions/{symbol}/roll`: buy-to-close `{symbol}`
+            and sell-to-open
+            `to_symbol` as one all-or-none order.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        OrderResponse | RollPositionResponse400 | RollPositionResponse401 | RollPositionResponse403 | RollPositionResponse404 | RollPositionResponse409 | RollPositionResponse413 | RollPositionResponse415 | RollPositionResponse422 | RollPositionResponse429 | RollPositionResponse431 | RollPositionResponse500 | RollPositionResponse503
+    """
+
+    return (
+        await asyncio_detailed(
+            symbol=symbol,
+            client=client,
+            body=body,
+            idempotency_key=idempotency_key,
+        )
+    ).parsed

@@ -1,0 +1,10 @@
+from enum import StrEnum
+
+
+class CreateCheckoutSessionResponse409Error(StrEnum):
+    IDEMPOTENCY_IN_FLIGHT = "idempotency_in_flight"
+    IDEMPOTENCY_PREVIOUS_FAILED = "idempotency_previous_failed"
+    SUBSCRIPTION_ACTIVE = "subscription_active"
+
+    def __str__(self) -> str:
+        return str(self.value)

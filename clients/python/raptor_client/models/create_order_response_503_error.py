@@ -1,0 +1,13 @@
+from enum import StrEnum
+
+
+class CreateOrderResponse503Error(StrEnum):
+    DATABASE_BUSY = "database_busy"
+    DATABASE_UNAVAILABLE = "database_unavailable"
+    IDEMPOTENCY_STORE_UNAVAILABLE = "idempotency_store_unavailable"
+    NEW_ORDERS_DISABLED = "new_orders_disabled"
+    REQUEST_TIMEOUT = "request_timeout"
+    TOO_MANY_CONNECTIONS = "too_many_connections"
+
+    def __str__(self) -> str:
+        return str(self.value)

@@ -1,0 +1,12 @@
+from enum import StrEnum
+
+
+class ReceiveStripeWebhookResponse503Error(StrEnum):
+    BILLING_NOT_CONFIGURED = "billing_not_configured"
+    DATABASE_BUSY = "database_busy"
+    DATABASE_UNAVAILABLE = "database_unavailable"
+    REQUEST_TIMEOUT = "request_timeout"
+    TOO_MANY_CONNECTIONS = "too_many_connections"
+
+    def __str__(self) -> str:
+        return str(self.value)

@@ -1,0 +1,9 @@
+from enum import StrEnum
+
+
+class ResetAccountResponse422Error(StrEnum):
+    IDEMPOTENCY_KEY_BODY_MISMATCH = "idempotency_key_body_mismatch"
+    INVALID_BODY = "invalid_body"
+
+    def __str__(self) -> str:
+        return str(self.value)

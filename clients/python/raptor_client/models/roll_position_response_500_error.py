@@ -1,0 +1,8 @@
+from enum import StrEnum
+
+
+class RollPositionResponse500Error(StrEnum):
+    INTERNAL = "internal"
+
+    def __str__(self) -> str:
+        return str(self.value)

@@ -1,0 +1,8 @@
+from enum import StrEnum
+
+
+class SyncSubscriptionMirrorResponse403Error(StrEnum):
+    FORBIDDEN = "forbidden"
+
+    def __str__(self) -> str:
+        return str(self.value)
