@@ -757,7 +757,7 @@ export interface components {
          *     added without a new version of the API.
          * @enum {string}
          */
-        ActivityType: "fill" | "cancel" | "expiry" | "settlement" | "reset";
+        ActivityType: "fill" | "cancel" | "order_expiry" | "expiry" | "settlement" | "reset";
         /** @description `POST /api/billing/subscription/cancel`: `{}` or no body. */
         CancelSubscriptionRequest: Record<string, never>;
         /** @description `201` of `POST /api/billing/checkout-sessions`: the Stripe Checkout Session. */
