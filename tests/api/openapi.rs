@@ -70,3 +70,50 @@ fn the_changelog_names_the_current_document_and_version() {
          ({heading}) names: a changed document needs a new version and an entry"
     );
 }
+
+/// The limits the server enforces are in the schema: `legs` 2 to 4, the request URLs absolute
+/// (`format: uri`) and at most 2048 characters, quantities and quoted prices without a minus
+/// sign (and the signed limit prices of rolls and multi-leg orders with one).
+#[test]
+fn request_limits_are_in_the_schema() {
+    let spec: serde_json::Value =
+        serde_json::from_str(&raptor_api::openapi::to_json(&raptor_api::openapi())).expect("json");
+    let schemas = &spec["components"]["schemas"];
+    let legs = &schemas["CreateOrderRequest"]["properties"]["legs"];
+    assert_eq!(legs["minItems"], 2, "{legs}");
+    assert_eq!(legs["maxItems"], 4, "{legs}");
+    let mut urls = 0;
+    for (name, schema) in schemas.as_object().expect("schemas") {
+        for (property, value) in schema["properties"].as_object().into_iter().flatten() {
+            if name.ends_with("Request") && property.ends_with("_url") {
+                urls += 1;
+                assert_eq!(value["format"], "uri", "{name}.{property}");
+                assert_eq!(value["maxLength"], 2048, "{name}.{property}");
+            }
+        }
+    }
+    assert_eq!(urls, 3, "success_url, cancel_url, return_url");
+    let unsigned = raptor_api::openapi::UNSIGNED_DECIMAL_PATTERN;
+    assert!(!unsigned.contains("-?"), "{unsigned}");
+    for (schema, property) in [
+        ("CreateOrderRequest", "qty"),
+        ("RollRequest", "qty"),
+        ("ClosePositionRequest", "qty"),
+        ("SetQuoteRequest", "bid"),
+        ("SetQuoteRequest", "ask"),
+    ] {
+        let value = &schemas[schema]["properties"][property];
+        assert_eq!(value["pattern"], unsigned, "{schema}.{property}: {value}");
+    }
+    for (schema, property) in [
+        ("CreateOrderRequest", "limit_price"),
+        ("RollRequest", "limit_price"),
+    ] {
+        let value = &schemas[schema]["properties"][property];
+        assert_eq!(
+            value["pattern"],
+            raptor_api::openapi::DECIMAL_PATTERN,
+            "{schema}.{property} may be a credit: {value}"
+        );
+    }
+}

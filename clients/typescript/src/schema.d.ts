@@ -783,7 +783,9 @@ export interface components {
         /** @description `POST /api/billing/checkout-sessions`. */
         CreateCheckoutSessionRequest: {
             /**
-             * @description Where Stripe sends the user when they go back.
+             * Format: uri
+             * @description Where Stripe sends the user when they go back (an absolute http or https URL, at most
+             *     2048 characters).
              * @example https://app.example.com/billing
              */
             cancel_url: string;
@@ -793,7 +795,9 @@ export interface components {
              */
             price_id: string;
             /**
-             * @description Where Stripe sends the user after paying (http or https, at most 2048 characters).
+             * Format: uri
+             * @description Where Stripe sends the user after paying (an absolute http or https URL, at most 2048
+             *     characters).
              * @example https://app.example.com/billing/success
              */
             success_url: string;
@@ -802,7 +806,10 @@ export interface components {
         CreateOrderRequest: {
             /** @description Unique per account; derived from the account and the Idempotency-Key when absent. */
             client_order_id?: string | null;
-            /** @description Multi-leg orders: 2-4 legs. */
+            /**
+             * @description Multi-leg orders: 2-4 legs (fewer or more is `422 invalid_order`; a simple order sends
+             *     none).
+             */
             legs?: components["schemas"]["LegRequest"][] | null;
             /**
              * Format: decimal
@@ -835,7 +842,9 @@ export interface components {
         /** @description `POST /api/billing/portal-sessions`. */
         CreatePortalSessionRequest: {
             /**
-             * @description Where the portal sends the user back (http or https, at most 2048 characters).
+             * Format: uri
+             * @description Where the portal sends the user back (an absolute http or https URL, at most 2048
+             *     characters).
              * @example https://app.example.com/settings
              */
             return_url: string;

@@ -171,6 +171,7 @@ pub fn finish(spec: &mut Spec) {
             decimal_patterns(schema);
             symbol_patterns(schema);
         }
+        unsigned_decimals(components);
         for name in REPLAYABLE {
             if let Some(utoipa::openapi::RefOr::T(utoipa::openapi::schema::Schema::Object(
                 object,
@@ -391,6 +392,33 @@ fn decimal_patterns(schema: &mut utoipa::openapi::RefOr<utoipa::openapi::schema:
         Schema::OneOf(one) => one.items.iter_mut().for_each(decimal_patterns),
         Schema::AnyOf(any) => any.items.iter_mut().for_each(decimal_patterns),
         _ => {}
+    }
+}
+
+/// What a decimal that may not be negative looks like: [`DECIMAL_PATTERN`] without the minus.
+pub const UNSIGNED_DECIMAL_PATTERN: &str = r"^[0-9]{1,20}(\.[0-9]{1,12})?$";
+
+/// The request decimals the server refuses when negative, as `(schema, property)`: quantities
+/// (`422 invalid_order`: a quantity is positive) and quoted prices (`422 invalid_quote`). Limit
+/// prices are not here: a multi-leg order's or a roll's net limit is negative for a credit.
+pub const UNSIGNED_DECIMALS: &[(&str, &str)] = &[
+    ("CreateOrderRequest", "qty"),
+    ("RollRequest", "qty"),
+    ("ClosePositionRequest", "qty"),
+    ("SetQuoteRequest", "bid"),
+    ("SetQuoteRequest", "ask"),
+];
+
+/// Gives the [`UNSIGNED_DECIMALS`] the pattern without a minus sign.
+fn unsigned_decimals(components: &mut utoipa::openapi::Components) {
+    use utoipa::openapi::schema::Schema;
+    use utoipa::openapi::RefOr;
+    for (schema, property) in UNSIGNED_DECIMALS {
+        if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(*schema) {
+            if let Some(RefOr::T(Schema::Object(property))) = object.properties.get_mut(*property) {
+                property.pattern = Some(UNSIGNED_DECIMAL_PATTERN.to_owned());
+            }
+        }
     }
 }
 

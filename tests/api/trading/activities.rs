@@ -147,7 +147,10 @@ async fn a_day_order_that_expires_at_the_close_is_in_the_feed(pool: PgPool) {
         let gtc = Order::limit("AAPL", "140.00").buy().qty("1").gtc().json();
         let good = morning.create_order(&token, Uuid::new_v4(), &gtc).await;
         assert_eq!(good.body["status"], "new", "{}", good.text);
-        assert_eq!(feed(morning, &token, "").await["data"], serde_json::json!([]));
+        assert_eq!(
+            feed(morning, &token, "").await["data"],
+            serde_json::json!([])
+        );
 
         let evening = morning
             .replica(Options {
@@ -174,14 +177,22 @@ async fn a_day_order_that_expires_at_the_close_is_in_the_feed(pool: PgPool) {
         assert_eq!(expiry["price"], "150.00");
         assert_eq!(expiry["cash_delta"], "0.00");
         let time = occurred_at(expiry);
-        assert!(before <= time && time <= after, "{time} not in [{before}, {after}]");
+        assert!(
+            before <= time && time <= after,
+            "{time} not in [{before}, {after}]"
+        );
 
         // A second pass expires nothing and adds nothing.
         let again = raptor_api::trading::expire_orders(&evening.state)
             .await
             .expect("sweep");
         assert_eq!(again.orders, 0);
-        assert_eq!(feed(&evening, &token, "").await["data"].as_array().map(Vec::len), Some(1));
+        assert_eq!(
+            feed(&evening, &token, "").await["data"]
+                .as_array()
+                .map(Vec::len),
+            Some(1)
+        );
     })
     .await;
 }
@@ -212,7 +223,10 @@ async fn a_reset_is_timed_by_the_database_clock(pool: PgPool) {
         assert_eq!(items.len(), 1, "{page}");
         assert_eq!(items[0]["type"], "reset");
         let time = occurred_at(&items[0]);
-        assert!(before <= time && time <= after, "{time} not in [{before}, {after}]");
+        assert!(
+            before <= time && time <= after,
+            "{time} not in [{before}, {after}]"
+        );
     })
     .await;
 }

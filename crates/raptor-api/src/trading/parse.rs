@@ -78,13 +78,19 @@ impl CreateOrderRequest {
     /// Parses and checks the request's shape before any lock or audit write, so a huge body is
     /// refused for the price of reading it.
     pub(crate) fn parse(self) -> ApiResult<OrderDraft> {
+        // `legs`, when sent, holds 2 to 4 legs (the document's minItems and maxItems); a simple
+        // order sends none.
+        let sent = self.legs.is_some();
         let legs = self.legs.unwrap_or_default();
-        if legs.len() > *engine::MLEG_LEGS.end() {
-            return Err(invalid_order(format!(
-                "an order has at most {} legs, got {}",
-                engine::MLEG_LEGS.end(),
-                legs.len()
-            )));
+        if sent || matches!(self.order_class, Some(OrderClassDto::Mleg)) {
+            if !engine::MLEG_LEGS.contains(&legs.len()) {
+                return Err(invalid_order(format!(
+                    "a multi-leg order has {} to {} legs, got {}",
+                    engine::MLEG_LEGS.start(),
+                    engine::MLEG_LEGS.end(),
+                    legs.len()
+                )));
+            }
         }
         let symbol = self.symbol.as_deref().map(instrument).transpose()?;
         let parsed_legs = legs

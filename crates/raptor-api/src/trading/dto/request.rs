@@ -42,8 +42,9 @@ pub struct CreateOrderRequest {
     #[serde(default, deserialize_with = "not_null")]
     #[schema(nullable = false)]
     pub order_class: Option<OrderClassDto>,
-    /// Multi-leg orders: 2-4 legs.
-    #[schema(max_items = 4)]
+    /// Multi-leg orders: 2-4 legs (fewer or more is `422 invalid_order`; a simple order sends
+    /// none).
+    #[schema(min_items = 2, max_items = 4)]
     pub legs: Option<Vec<LegRequest>>,
     /// Unique per account; derived from the account and the Idempotency-Key when absent.
     #[schema(min_length = 1, max_length = 128)]
