@@ -117,3 +117,70 @@ fn request_limits_are_in_the_schema() {
         );
     }
 }
+
+/// Every operation in the document, with its method and path.
+fn operations(spec: &serde_json::Value) -> Vec<(String, String, serde_json::Value)> {
+    let mut all = Vec::new();
+    for (path, item) in spec["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("path item") {
+            all.push((method.to_uppercase(), path.clone(), operation.clone()));
+        }
+    }
+    all
+}
+
+/// The first 2xx response of an operation, with its status.
+fn success(operation: &serde_json::Value) -> (String, serde_json::Value) {
+    operation["responses"]
+        .as_object()
+        .and_then(|r| r.iter().find(|(status, _)| status.starts_with('2')))
+        .map(|(status, response)| (status.clone(), response.clone()))
+        .unwrap_or_else(|| panic!("{} has no success response", operation["operationId"]))
+}
+
+/// Every operation has a short `summary` (a plain phrase of at most 60 characters on one line),
+/// a longer `description`, an example of its JSON request body (where it takes one) and of its
+/// success answer (where that has a body), and an example of each path parameter.
+#[test]
+fn every_operation_has_a_summary_a_description_and_examples() {
+    let spec: serde_json::Value =
+        serde_json::from_str(&raptor_api::openapi::to_json(&raptor_api::openapi())).expect("json");
+    let mut missing = Vec::new();
+    for (method, path, op) in operations(&spec) {
+        let name = format!("{method} {path}");
+        let summary = op["summary"].as_str().unwrap_or_default();
+        if summary.is_empty()
+            || summary.len() > 60
+            || summary.contains('\n')
+            || summary.ends_with('.')
+        {
+            missing.push(format!("{name}: summary {summary:?} is not a short phrase"));
+        }
+        let description = op["description"].as_str().unwrap_or_default();
+        if description.len() < 40 || description.len() > 480 {
+            missing.push(format!(
+                "{name}: description of {} characters (40 to 480)",
+                description.len()
+            ));
+        }
+        if let Some(content) = op["requestBody"]["content"].as_object() {
+            for (media, content) in content {
+                if content["example"].is_null() {
+                    missing.push(format!("{name}: no {media} request example"));
+                }
+            }
+        }
+        let (status, response) = success(&op);
+        for (media, content) in response["content"].as_object().into_iter().flatten() {
+            if content["example"].is_null() {
+                missing.push(format!("{name}: no {media} example of its {status}"));
+            }
+        }
+        for parameter in op["parameters"].as_array().into_iter().flatten() {
+            if parameter["in"] == "path" && parameter["example"].is_null() {
+                missing.push(format!("{name}: no example of {}", parameter["name"]));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}

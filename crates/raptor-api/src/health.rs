@@ -48,7 +48,10 @@ pub(crate) fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(get_metrics))
 }
 
-/// Liveness: 200 while the process runs.
+/// Liveness probe
+///
+/// `200` while the process runs; it does not look at the database (that is `/readyz`). For load
+/// balancers and orchestrators, not for apps.
 #[utoipa::path(get, path = "/healthz", tag = "ops",
     responses((status = 200, description = "alive", body = HealthResponse)))]
 pub(crate) async fn get_healthz() -> Json<HealthResponse> {
@@ -58,8 +61,11 @@ pub(crate) async fn get_healthz() -> Json<HealthResponse> {
     })
 }
 
-/// Readiness: 200 when both the database and the idempotency store answer within a second,
-/// else 503; `checks` says which one did not.
+/// Readiness probe
+///
+/// `200` when both the database and the idempotency store answer within a second, else `503`;
+/// `checks` says which one did not. Also `503` while the process shuts down. For load balancers and
+/// orchestrators, not for apps.
 #[utoipa::path(get, path = "/readyz", tag = "ops",
     responses(
         (status = 200, description = "ready", body = HealthResponse),
@@ -119,7 +125,10 @@ async fn ping(pool: &sqlx::PgPool, what: &'static str) -> bool {
     }
 }
 
-/// Prometheus metrics in the text exposition format.
+/// Prometheus metrics
+///
+/// The process's metrics in the Prometheus text exposition format (requests, idempotency outcomes,
+/// pools, sweeps). For the Prometheus scraper, not for apps.
 #[utoipa::path(get, path = "/metrics", tag = "ops",
     responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
 pub(crate) async fn get_metrics() -> Response {

@@ -8,6 +8,8 @@ use utoipa::{IntoParams, Modify, OpenApi};
 use crate::codes;
 use crate::error::ErrorBody;
 
+pub mod examples;
+
 /// The document's fixed parts; every path comes from the routers via utoipa-axum.
 #[derive(OpenApi)]
 #[openapi(
@@ -163,6 +165,7 @@ pub fn finish(spec: &mut Spec) {
             optional_body(operation, components.as_ref());
             mark_public(operation);
             mark_internal(operation);
+            operation_examples(operation);
         }
     }
     *servers = Some(vec![utoipa::openapi::server::Server::new("/")]);
@@ -186,6 +189,46 @@ pub fn finish(spec: &mut Spec) {
                         ))
                         .into(),
                 );
+            }
+        }
+    }
+}
+
+/// The operation's examples from [`examples`]: its JSON request body, its success answer and
+/// its path parameters.
+fn operation_examples(operation: &mut utoipa::openapi::path::Operation) {
+    use utoipa::openapi::path::ParameterIn;
+    use utoipa::openapi::RefOr;
+    let Some(id) = operation.operation_id.clone() else {
+        return;
+    };
+    if let Some(example) = examples::request(&id) {
+        if let Some(content) = operation
+            .request_body
+            .as_mut()
+            .and_then(|body| body.content.get_mut("application/json"))
+        {
+            content.example = Some(example);
+        }
+    }
+    if let Some(example) = examples::response(&id) {
+        let success = operation
+            .responses
+            .responses
+            .iter_mut()
+            .find(|(status, _)| status.starts_with('2'));
+        if let Some((_, RefOr::T(response))) = success {
+            for content in response.content.values_mut() {
+                content.example = Some(example.clone());
+            }
+        }
+    }
+    for parameter in operation.parameters.iter_mut().flatten() {
+        if matches!(parameter.parameter_in, ParameterIn::Path) {
+            if let Some(example) = examples::parameter(&id, &parameter.name) {
+                *parameter = utoipa::openapi::path::ParameterBuilder::from(parameter.clone())
+                    .example(Some(example))
+                    .build();
             }
         }
     }
