@@ -82,15 +82,15 @@ impl CreateOrderRequest {
         // order sends none.
         let sent = self.legs.is_some();
         let legs = self.legs.unwrap_or_default();
-        if sent || matches!(self.order_class, Some(OrderClassDto::Mleg)) {
-            if !engine::MLEG_LEGS.contains(&legs.len()) {
-                return Err(invalid_order(format!(
-                    "a multi-leg order has {} to {} legs, got {}",
-                    engine::MLEG_LEGS.start(),
-                    engine::MLEG_LEGS.end(),
-                    legs.len()
-                )));
-            }
+        if (sent || matches!(self.order_class, Some(OrderClassDto::Mleg)))
+            && !engine::MLEG_LEGS.contains(&legs.len())
+        {
+            return Err(invalid_order(format!(
+                "a multi-leg order has {} to {} legs, got {}",
+                engine::MLEG_LEGS.start(),
+                engine::MLEG_LEGS.end(),
+                legs.len()
+            )));
         }
         let symbol = self.symbol.as_deref().map(instrument).transpose()?;
         let parsed_legs = legs
