@@ -15,10 +15,7 @@ export interface paths {
         put?: never;
         /**
          * Erase the caller's data
-         * @description Erases everything stored about the caller (GDPR): idempotency keys, audit rows, orders, fills,
-         *     positions, the paper account, sessions, sign-in links, outbox messages, waitlist rows and the
-         *     billing mirror; operator-owned rows that named the user keep no reference. The token stops
-         *     working. `409 subscription_active` while a subscription still renews: cancel it first.
+         * @description Erases everything stored about the caller (GDPR): idempotency keys, audit rows, orders, fills, positions, the paper account, sessions, sign-in links, outbox messages, waitlist rows and the billing mirror; operator-owned rows that named the user keep no reference. The token stops working. `409 subscription_active` while a subscription still renews: cancel it first.
          */
         post: operations["erase_account"];
         delete?: never;
@@ -36,9 +33,7 @@ export interface paths {
         };
         /**
          * Export the caller's data
-         * @description Everything stored about the caller (GDPR access and portability), idempotency keys included, as
-         *     one JSON object streamed from one consistent snapshot, so an account of any size is exported in
-         *     bounded memory.
+         * @description Everything stored about the caller (GDPR access and portability), idempotency keys included, as one JSON object streamed from one consistent snapshot, so an account of any size is exported in bounded memory.
          */
         get: operations["export_account"];
         put?: never;
@@ -58,8 +53,7 @@ export interface paths {
         };
         /**
          * Read the caller's profile
-         * @description The caller's email, display name, time zone and marketing consent, with when they last changed.
-         *     `404 not_found` when the user was erased meanwhile.
+         * @description The caller's email, display name, time zone and marketing consent, with when they last changed. `404 not_found` when the user was erased meanwhile.
          */
         get: operations["get_profile"];
         put?: never;
@@ -69,10 +63,7 @@ export interface paths {
         head?: never;
         /**
          * Change the caller's profile
-         * @description Only the fields sent change; `null` clears `display_name` or `time_zone`. Tier 2 (fail-open,
-         *     keys kept 7 days). The answer is personal data, so it is never stored: a retry with the same key
-         *     runs the patch again and answers the profile as it is then. `422 invalid_display_name`,
-         *     `invalid_time_zone` or `invalid_marketing_opt_in` for a bad value.
+         * @description Only the fields sent change; `null` clears `display_name` or `time_zone`. Tier 2 (fail-open, keys kept 7 days). The answer is personal data, so it is never stored: a retry with the same key runs the patch again and answers the profile as it is then. `422 invalid_display_name`, `invalid_time_zone` or `invalid_marketing_opt_in` for a bad value.
          */
         patch: operations["update_profile"];
         trace?: never;
@@ -87,9 +78,7 @@ export interface paths {
         get?: never;
         /**
          * Set a run-time flag (operators)
-         * @description Turns a run-time flag on or off. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known (`404 not_found`
-         *     for any other name); the new value reaches every server process within one second, without a
-         *     restart.
+         * @description Turns a run-time flag on or off. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known (`404 not_found` for any other name); the new value reaches every server process within one second, without a restart.
          */
         put: operations["set_flag"];
         post?: never;
@@ -109,10 +98,7 @@ export interface paths {
         get?: never;
         /**
          * Set a symbol's quote (operators)
-         * @description Commits the quote as a numbered quote event; the resting orders it makes marketable then fill in
-         *     short per-account transactions, audited with the event. Accounts reached within a quarter of the
-         *     request timeout are done; the rest (`pending_accounts`) are swept right after. `422
-         *     invalid_quote` when bid > ask or a price is negative or out of range, `422 invalid_symbol`.
+         * @description Commits the quote as a numbered quote event; the resting orders it makes marketable then fill in short per-account transactions, audited with the event. Accounts reached within a quarter of the request timeout are done; the rest (`pending_accounts`) are swept right after. `422 invalid_quote` when bid > ask or a price is negative or out of range, `422 invalid_symbol`.
          */
         put: operations["set_quote"];
         post?: never;
@@ -133,9 +119,7 @@ export interface paths {
         put?: never;
         /**
          * Request a login link
-         * @description Emails a login link (valid 1 hour) to an existing account. Always `202`: for an unknown address
-         *     nothing is sent, so the answer cannot be used to probe for accounts. `422 invalid_email`; `429
-         *     rate_limited` per address and per client IP, like sign-up.
+         * @description Emails a login link (valid 1 hour) to an existing account. Always `202`: for an unknown address nothing is sent, so the answer cannot be used to probe for accounts. `422 invalid_email`; `429 rate_limited` per address and per client IP, like sign-up.
          */
         post: operations["login"];
         delete?: never;
@@ -155,8 +139,7 @@ export interface paths {
         put?: never;
         /**
          * End the current session
-         * @description Revokes the session of the bearer token: the token is refused (`401 unauthenticated`) from now
-         *     on. The user's other sessions stay valid.
+         * @description Revokes the session of the bearer token: the token is refused (`401 unauthenticated`) from now on. The user's other sessions stay valid.
          */
         post: operations["logout"];
         delete?: never;
@@ -176,9 +159,7 @@ export interface paths {
         put?: never;
         /**
          * Start sign-up by email
-         * @description Emails a verification link (valid 24 hours). The answer is the same whether or not the address
-         *     has an account (an existing user is sent a login link instead), so it cannot be used to probe
-         *     for accounts. `422 invalid_email`; `429 rate_limited` per address and per client IP.
+         * @description Emails a verification link (valid 24 hours). The answer is the same whether or not the address has an account (an existing user is sent a login link instead), so it cannot be used to probe for accounts. `422 invalid_email`; `429 rate_limited` per address and per client IP.
          */
         post: operations["register"];
         delete?: never;
@@ -198,11 +179,7 @@ export interface paths {
         put?: never;
         /**
          * Exchange an emailed link's token for a session
-         * @description Verifies a sign-up or login link: a session, and on the first use of a sign-up link a new user
-         *     with a paper account. A repeat within 15 minutes answers the same session, so whichever answer
-         *     the app keeps works; after that, or after logout of that session, the link is spent (`400
-         *     invalid_token`, also for an unknown or expired token). Never creates a second user for one
-         *     address.
+         * @description Verifies a sign-up or login link: a session, and on the first use of a sign-up link a new user with a paper account. A repeat within 15 minutes answers the same session, so whichever answer the app keeps works; after that, or after logout of that session, the link is spent (`400 invalid_token`, also for an unknown or expired token). Never creates a second user for one address.
          */
         post: operations["verify_link"];
         delete?: never;
@@ -222,10 +199,7 @@ export interface paths {
         put?: never;
         /**
          * Start a subscription checkout
-         * @description A Stripe Checkout Session for `price_id` (the user's Stripe customer is created on first use);
-         *     send the user to its `url`. Tier 2: retries with the same Idempotency-Key return the same
-         *     session. `409 subscription_active` when one is running; `422 invalid_billing_request` for a bad
-         *     price id or URL; `502`/`504` when Stripe fails; `503 billing_not_configured`.
+         * @description A Stripe Checkout Session for `price_id` (the user's Stripe customer is created on first use); send the user to its `url`. Tier 2: retries with the same Idempotency-Key return the same session. `409 subscription_active` when one is running; `422 invalid_billing_request` for a bad price id or URL; `502`/`504` when Stripe fails; `503 billing_not_configured`.
          */
         post: operations["create_checkout_session"];
         delete?: never;
@@ -245,10 +219,7 @@ export interface paths {
         put?: never;
         /**
          * Upsert a subscription mirror (operators)
-         * @description Writes one subscription's state, as an operator or a service read it from Stripe, into the
-         *     mirror, upserted by `stripe_subscription_id`. Idempotent by itself: the same body twice leaves
-         *     one row with the same state. `422 invalid_subscription` for an unknown status, or a user that
-         *     cannot be resolved from the customer id.
+         * @description Writes one subscription's state, as an operator or a service read it from Stripe, into the mirror, upserted by `stripe_subscription_id`. Idempotent by itself: the same body twice leaves one row with the same state. `422 invalid_subscription` for an unknown status, a malformed Stripe id or a `user_id` that names no user.
          */
         post: operations["sync_subscription_mirror"];
         delete?: never;
@@ -268,10 +239,7 @@ export interface paths {
         put?: never;
         /**
          * Open the Stripe billing portal
-         * @description A Stripe Billing Portal session for managing the subscription (the user's Stripe customer is
-         *     created on first use). Its URL signs the user in, so it is never stored: a replay answers
-         *     `body_stored: false`; ask again with a new key. `422 invalid_billing_request` for a bad
-         *     `return_url`; `502`/`504` when Stripe fails; `503 billing_not_configured`.
+         * @description A Stripe Billing Portal session for managing the subscription (the user's Stripe customer is created on first use). Its URL signs the user in, so it is never stored: a replay answers `body_stored: false`; ask again with a new key. `422 invalid_billing_request` for a bad `return_url`; `502`/`504` when Stripe fails; `503 billing_not_configured`.
          */
         post: operations["create_portal_session"];
         delete?: never;
@@ -289,9 +257,7 @@ export interface paths {
         };
         /**
          * Read the caller's subscription
-         * @description The caller's subscription as mirrored from Stripe (the one still running, else the newest):
-         *     status, price, current period end, cancel at period end. Read from the mirror; Stripe is not
-         *     called. `404 not_found` when there is none.
+         * @description The caller's subscription as mirrored from Stripe (the one still running, else the newest): status, price, current period end, cancel at period end. Read from the mirror; Stripe is not called. `404 not_found` when there is none.
          */
         get: operations["get_subscription"];
         put?: never;
@@ -313,9 +279,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel the subscription at period end
-         * @description Asks Stripe to cancel the caller's subscription at the end of the paid period
-         *     (`cancel_at_period_end=true`) and answers the updated mirror. Body `{}` or none. `404 not_found`
-         *     without a running subscription; `502`/`504` when Stripe fails; `503 billing_not_configured`.
+         * @description Asks Stripe to cancel the caller's subscription at the end of the paid period (`cancel_at_period_end=true`) and answers the updated mirror. Body `{}` or none. `404 not_found` without a running subscription; `502`/`504` when Stripe fails; `503 billing_not_configured`.
          */
         post: operations["cancel_subscription"];
         delete?: never;
@@ -335,10 +299,7 @@ export interface paths {
         put?: never;
         /**
          * Receive a Stripe event
-         * @description Stripe's webhook endpoint: no bearer token, `Stripe-Signature` authenticates the raw body. Each
-         *     event is recorded and applied once (subscription and customer events update the mirror); a
-         *     redelivery answers `duplicate: true` and changes nothing. `400 invalid_signature` for a missing,
-         *     wrong or stale signature, `400 invalid_payload` for a body that is not an event.
+         * @description Stripe's webhook endpoint: no bearer token, `Stripe-Signature` authenticates the raw body. Each event is recorded and applied once (subscription and customer events update the mirror); a redelivery answers `duplicate: true` and changes nothing. `400 invalid_signature` for a missing, wrong or stale signature, `400 invalid_payload` for a body that is not an event.
          */
         post: operations["receive_stripe_webhook"];
         delete?: never;
@@ -356,9 +317,7 @@ export interface paths {
         };
         /**
          * Read the paper account
-         * @description Cash, buying power, reserved cash, realized and unrealized P&L, market value and equity (marked
-         *     at the quotes' mid; positions without a quote at their entry price, flagged), and short options
-         *     left uncovered. Expired orders and options are settled first.
+         * @description Cash, buying power, reserved cash, realized and unrealized P&L, market value and equity (marked at the quotes' mid; positions without a quote at their entry price, flagged), and short options left uncovered. Expired orders and options are settled first.
          */
         get: operations["get_account"];
         put?: never;
@@ -380,9 +339,7 @@ export interface paths {
         put?: never;
         /**
          * Reset the paper account
-         * @description Starting cash, no positions, every open order canceled, audited; the feed gets a `reset` entry.
-         *     Tier 1: an `Idempotency-Key` is required and a retry replays the first answer. Body `{}` or
-         *     none. `403 live_trading_unavailable` on a live account.
+         * @description Starting cash, no positions, every open order canceled, audited; the feed gets a `reset` entry. Tier 1 (fail-closed): send an `Idempotency-Key`, and a retry with it replays the first answer. Body `{}` or none. `403 live_trading_unavailable` on a live account.
          */
         post: operations["reset_account"];
         delete?: never;
@@ -400,10 +357,7 @@ export interface paths {
         };
         /**
          * List the account's activities
-         * @description The account's feed, newest first, paged like the orders (`limit`, `cursor`): fills, cancels,
-         *     order expiries, option expiries and settlements, and resets, each with its order, symbol,
-         *     quantity, price, cash effect and time. New types may appear: skip unknown ones. `400
-         *     invalid_query` for a bad `limit` or `cursor`.
+         * @description The account's feed, newest first, paged like the orders (`limit`, `cursor`): fills, cancels, order expiries, option expiries and settlements, and resets, each with its order, symbol, quantity, price, cash effect and time. New types may appear: skip unknown ones. `400 invalid_query` for a bad `limit` or `cursor`.
          */
         get: operations["list_activities"];
         put?: never;
@@ -423,20 +377,13 @@ export interface paths {
         };
         /**
          * List the account's orders
-         * @description The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor` for
-         *     the next page (keyset on creation time and id, so orders placed meanwhile neither repeat nor
-         *     hide older ones). Filters: `status`, `symbol`, `after`, `until`. `400 invalid_query` for a bad
-         *     parameter or cursor.
+         * @description The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor` for the next page (keyset on creation time and id, so orders placed meanwhile neither repeat nor hide older ones). Filters: `status`, `symbol`, `after`, `until`. `400 invalid_query` for a bad parameter or cursor.
          */
         get: operations["list_orders"];
         put?: never;
         /**
          * Place an order
-         * @description Simple (equity or option) or multi-leg (`order_class: mleg`, 2-4 option legs, all or none).
-         *     Marketable orders fill at once at the quote; other limits rest as `new`. Tier 1: an
-         *     `Idempotency-Key` is required. `403 insufficient_buying_power`, `insufficient_qty` or
-         *     `uncovered_short_option`; `422 invalid_order`, `invalid_symbol`, `quote_unavailable`,
-         *     `contract_expired` or `duplicate_client_order_id`.
+         * @description Simple (equity or option) or multi-leg (`order_class: mleg`, 2-4 option legs, all or none). Marketable orders fill at once at the quote; other limits rest as `new`. Tier 1 (fail-closed): send an `Idempotency-Key`; a retry with it replays the first answer. `403 insufficient_buying_power`, `insufficient_qty` or `uncovered_short_option`; `422 invalid_order`, `invalid_symbol`, `quote_unavailable`, `contract_expired` or `duplicate_client_order_id`.
          */
         post: operations["create_order"];
         delete?: never;
@@ -454,9 +401,7 @@ export interface paths {
         };
         /**
          * Find an order by its client order id
-         * @description The order with this `client_order_id` (the one sent, or the one derived from the
-         *     Idempotency-Key): how a client that lost an answer finds out what became of its order. `404
-         *     not_found` when the account has no such order.
+         * @description The order with this `client_order_id` (the one sent, or the one derived from the Idempotency-Key): how a client that lost an answer finds out what became of its order. `404 not_found` when the account has no such order.
          */
         get: operations["get_order_by_client_order_id"];
         put?: never;
@@ -476,17 +421,14 @@ export interface paths {
         };
         /**
          * Read one order
-         * @description One of the account's orders, with its legs; an order past its expiry reads as `expired`. `404
-         *     not_found` for an order of another account or none; `400 invalid_path` when `id` is not a UUID.
+         * @description One of the account's orders, with its legs; an order past its expiry reads as `expired`. `404 not_found` for an order of another account or none; `400 invalid_path` when `id` is not a UUID.
          */
         get: operations["get_order"];
         put?: never;
         post?: never;
         /**
          * Cancel an open order
-         * @description Cancels a resting order and releases its reservation. Naturally idempotent: a canceled order is
-         *     answered unchanged, so no Idempotency-Key is needed. `422 order_not_cancelable` for a filled or
-         *     expired order; `404 not_found`; `400 invalid_path` when `id` is not a UUID.
+         * @description Cancels a resting order and releases its reservation. Naturally idempotent: a canceled order is answered unchanged, so no Idempotency-Key is needed. `422 order_not_cancelable` for a filled or expired order; `404 not_found`; `400 invalid_path` when `id` is not a UUID.
          */
         delete: operations["cancel_order"];
         options?: never;
@@ -503,8 +445,7 @@ export interface paths {
         };
         /**
          * List open positions
-         * @description The account's open positions with quantity (negative when short), average entry price and
-         *     realized P&L. Expired options are settled first.
+         * @description The account's open positions with quantity (negative when short), average entry price and realized P&L. Expired options are settled first.
          */
         get: operations["list_positions"];
         put?: never;
@@ -524,8 +465,7 @@ export interface paths {
         };
         /**
          * Read one position
-         * @description The account's open position in `symbol`. `404 not_found` when the account holds none in it (a
-         *     flat or never-held symbol).
+         * @description The account's open position in `symbol`. `404 not_found` when the account holds none in it (a flat or never-held symbol).
          */
         get: operations["get_position"];
         put?: never;
@@ -547,10 +487,7 @@ export interface paths {
         put?: never;
         /**
          * Close a position at market
-         * @description Closes all of the position (`{}` or no body) or `qty` of it with a market order, buying back a
-         *     short or selling a long. Tier 1: an `Idempotency-Key` is required. `404 not_found` without a
-         *     position in `{symbol}`; `422 invalid_order` for a bad `qty`; `422 quote_unavailable` without a
-         *     usable quote.
+         * @description Closes all of the position (`{}` or no body) or `qty` of it with a market order, buying back a short or selling a long. Tier 1 (fail-closed): send an `Idempotency-Key`; a retry with it replays the first answer. `404 not_found` without a position in `{symbol}`; `422 invalid_order` for a bad `qty`; `422 quote_unavailable` without a usable quote.
          */
         post: operations["close_position"];
         delete?: never;
@@ -570,10 +507,7 @@ export interface paths {
         put?: never;
         /**
          * Roll a short call to another contract
-         * @description Buys to close the short call `{symbol}` and sells to open `to_symbol` as one all-or-none two-leg
-         *     order, at market or at a net `limit_price` (negative for a credit). Tier 1: an `Idempotency-Key`
-         *     is required. `404 not_found` without that short position; `403 uncovered_short_option` when the
-         *     new call would not be covered; `422 invalid_order`, `quote_unavailable` or `contract_expired`.
+         * @description Buys to close the short call `{symbol}` and sells to open `to_symbol` as one all-or-none two-leg order, at market or at a net `limit_price` (negative for a credit). Tier 1 (fail-closed): send an `Idempotency-Key`; a retry with it replays the first answer. `404 not_found` without that short position; `403 uncovered_short_option` when the new call would not be covered; `422 invalid_order`, `quote_unavailable` or `contract_expired`.
          */
         post: operations["roll_position"];
         delete?: never;
@@ -591,8 +525,7 @@ export interface paths {
         };
         /**
          * Read a symbol's quote
-         * @description The current bid, ask and update time of `symbol`, for any signed-in caller (an app's display,
-         *     not an order's price guarantee). `404 quote_unavailable` when no operator has quoted it.
+         * @description The current bid, ask and update time of `symbol`, for any signed-in caller (an app's display, not an order's price guarantee). `404 quote_unavailable` when no operator has quoted it.
          */
         get: operations["get_quote"];
         put?: never;
@@ -614,8 +547,7 @@ export interface paths {
         put?: never;
         /**
          * Join the waitlist
-         * @description Adds an email address to the waitlist. A repeat (any letter case) is `202` again and changes
-         *     nothing, so the answer does not tell whether the address was already there. `422 invalid_email`.
+         * @description Adds an email address to the waitlist. A repeat (any letter case) is `202` again and changes nothing, so the answer does not tell whether the address was already there. `422 invalid_email`.
          */
         post: operations["join_waitlist"];
         delete?: never;
@@ -633,8 +565,7 @@ export interface paths {
         };
         /**
          * Liveness probe
-         * @description `200` while the process runs; it does not look at the database (that is `/readyz`). For load
-         *     balancers and orchestrators, not for apps.
+         * @description `200` while the process runs; it does not look at the database (that is `/readyz`). For load balancers and orchestrators, not for apps.
          */
         get: operations["get_healthz"];
         put?: never;
@@ -654,8 +585,7 @@ export interface paths {
         };
         /**
          * Prometheus metrics
-         * @description The process's metrics in the Prometheus text exposition format (requests, idempotency outcomes,
-         *     pools, sweeps). For the Prometheus scraper, not for apps.
+         * @description The process's metrics in the Prometheus text exposition format (requests, idempotency outcomes, pools, sweeps). For the Prometheus scraper, not for apps.
          */
         get: operations["get_metrics"];
         put?: never;
@@ -675,9 +605,7 @@ export interface paths {
         };
         /**
          * Readiness probe
-         * @description `200` when both the database and the idempotency store answer within a second, else `503`;
-         *     `checks` says which one did not. Also `503` while the process shuts down. For load balancers and
-         *     orchestrators, not for apps.
+         * @description `200` when both the database and the idempotency store answer within a second, else `503`; `checks` says which one did not. Also `503` while the process shuts down. For load balancers and orchestrators, not for apps.
          */
         get: operations["get_readyz"];
         put?: never;

@@ -166,6 +166,7 @@ pub fn finish(spec: &mut Spec) {
             mark_public(operation);
             mark_internal(operation);
             operation_examples(operation);
+            operation.description = operation.description.as_deref().map(unwrap_lines);
         }
     }
     *servers = Some(vec![utoipa::openapi::server::Server::new("/")]);
@@ -192,6 +193,21 @@ pub fn finish(spec: &mut Spec) {
             }
         }
     }
+}
+
+/// A doc comment's paragraphs as the document carries them: the lines of a paragraph joined
+/// by a space (they were wrapped for the source, not for a reader), paragraphs kept apart.
+fn unwrap_lines(text: &str) -> String {
+    text.split("\n\n")
+        .map(|paragraph| {
+            paragraph
+                .lines()
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
 }
 
 /// The operation's examples from [`examples`]: its JSON request body, its success answer and

@@ -182,8 +182,8 @@ pub(crate) async fn cancel_subscription(
 ///
 /// Writes one subscription's state, as an operator or a service read it from Stripe, into the
 /// mirror, upserted by `stripe_subscription_id`. Idempotent by itself: the same body twice leaves
-/// one row with the same state. `422 invalid_subscription` for an unknown status, or a user that
-/// cannot be resolved from the customer id.
+/// one row with the same state. `422 invalid_subscription` for an unknown status, a malformed
+/// Stripe id or a `user_id` that names no user.
 #[utoipa::path(post, path = "/api/billing/mirror-sync", tag = "billing",
     security(("bearer" = [])),
     request_body = MirrorSyncRequest,

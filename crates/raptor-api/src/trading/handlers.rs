@@ -55,10 +55,10 @@ async fn place(
 /// Place an order
 ///
 /// Simple (equity or option) or multi-leg (`order_class: mleg`, 2-4 option legs, all or none).
-/// Marketable orders fill at once at the quote; other limits rest as `new`. Tier 1: an
-/// `Idempotency-Key` is required. `403 insufficient_buying_power`, `insufficient_qty` or
-/// `uncovered_short_option`; `422 invalid_order`, `invalid_symbol`, `quote_unavailable`,
-/// `contract_expired` or `duplicate_client_order_id`.
+/// Marketable orders fill at once at the quote; other limits rest as `new`. Tier 1 (fail-closed):
+/// send an `Idempotency-Key`; a retry with it replays the first answer. `403
+/// insufficient_buying_power`, `insufficient_qty` or `uncovered_short_option`; `422 invalid_order`,
+/// `invalid_symbol`, `quote_unavailable`, `contract_expired` or `duplicate_client_order_id`.
 #[utoipa::path(post, path = "/api/trading/orders", tag = "trading",
     security(("bearer" = [])),
     params(IdempotencyKeyHeader),
@@ -79,9 +79,10 @@ pub(crate) async fn create_order(
 /// Roll a short call to another contract
 ///
 /// Buys to close the short call `{symbol}` and sells to open `to_symbol` as one all-or-none two-leg
-/// order, at market or at a net `limit_price` (negative for a credit). Tier 1: an `Idempotency-Key`
-/// is required. `404 not_found` without that short position; `403 uncovered_short_option` when the
-/// new call would not be covered; `422 invalid_order`, `quote_unavailable` or `contract_expired`.
+/// order, at market or at a net `limit_price` (negative for a credit). Tier 1 (fail-closed): send
+/// an `Idempotency-Key`; a retry with it replays the first answer. `404 not_found` without that
+/// short position; `403 uncovered_short_option` when the new call would not be covered; `422
+/// invalid_order`, `quote_unavailable` or `contract_expired`.
 #[utoipa::path(post, path = "/api/trading/positions/{symbol}/roll", tag = "trading",
     security(("bearer" = [])),
     params(("symbol" = String, Path, description = "The short call to close"), IdempotencyKeyHeader),
@@ -103,9 +104,9 @@ pub(crate) async fn roll_position(
 /// Close a position at market
 ///
 /// Closes all of the position (`{}` or no body) or `qty` of it with a market order, buying back a
-/// short or selling a long. Tier 1: an `Idempotency-Key` is required. `404 not_found` without a
-/// position in `{symbol}`; `422 invalid_order` for a bad `qty`; `422 quote_unavailable` without a
-/// usable quote.
+/// short or selling a long. Tier 1 (fail-closed): send an `Idempotency-Key`; a retry with it
+/// replays the first answer. `404 not_found` without a position in `{symbol}`; `422 invalid_order`
+/// for a bad `qty`; `422 quote_unavailable` without a usable quote.
 #[utoipa::path(post, path = "/api/trading/positions/{symbol}/close", tag = "trading",
     security(("bearer" = [])),
     params(("symbol" = String, Path, description = "The position's symbol"), IdempotencyKeyHeader),
@@ -127,8 +128,8 @@ pub(crate) async fn close_position(
 /// Reset the paper account
 ///
 /// Starting cash, no positions, every open order canceled, audited; the feed gets a `reset` entry.
-/// Tier 1: an `Idempotency-Key` is required and a retry replays the first answer. Body `{}` or
-/// none. `403 live_trading_unavailable` on a live account.
+/// Tier 1 (fail-closed): send an `Idempotency-Key`, and a retry with it replays the first answer.
+/// Body `{}` or none. `403 live_trading_unavailable` on a live account.
 #[utoipa::path(post, path = "/api/trading/account/reset", tag = "trading",
     security(("bearer" = [])),
     params(IdempotencyKeyHeader),
