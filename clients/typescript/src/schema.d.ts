@@ -1382,13 +1382,13 @@ export interface components {
         SetQuoteRequest: {
             /**
              * Format: decimal
-             * @description Ask.
+             * @description Ask (no minus sign, not even on zero).
              * @example 1.25
              */
             ask: string;
             /**
              * Format: decimal
-             * @description Bid.
+             * @description Bid (no minus sign, not even on zero).
              * @example 1.20
              */
             bid: string;

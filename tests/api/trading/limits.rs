@@ -272,8 +272,9 @@ async fn multi_leg_orders_have_two_to_four_legs(pool: PgPool) {
     .await;
 }
 
-/// A negative quantity (an order's, a close's, a roll's) is `422 invalid_order` and a negative
-/// quote `422 invalid_quote`: the document's pattern for these decimals has no minus sign.
+/// A negative quantity (an order's, a close's, a roll's; `-0` too) is `422 invalid_order` and a
+/// quote's price with a minus sign (`-0.00` too) `422 invalid_body`: the document's pattern for
+/// these decimals has no minus sign.
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn negative_quantities_and_quotes_are_refused(pool: PgPool) {
     TestApp::run(&pool, Options::default(), async |app| {
@@ -289,18 +290,20 @@ async fn negative_quantities_and_quotes_are_refused(pool: PgPool) {
             .await;
         assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.text);
 
-        let order = app
-            .create_order(
-                &token,
-                Uuid::new_v4(),
-                &Order::market("AAPL").buy().qty("-1").json(),
-            )
-            .await;
-        assert_problem(
-            &order,
-            StatusCode::UNPROCESSABLE_ENTITY,
-            ErrorCode::InvalidOrder,
-        );
+        for qty in ["-1", "-0"] {
+            let order = app
+                .create_order(
+                    &token,
+                    Uuid::new_v4(),
+                    &Order::market("AAPL").buy().qty(qty).json(),
+                )
+                .await;
+            assert_problem(
+                &order,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::InvalidOrder,
+            );
+        }
         let close = app
             .close_position(&token, Uuid::new_v4(), "AAPL", &json!({ "qty": "-1" }))
             .await;
@@ -325,12 +328,13 @@ async fn negative_quantities_and_quotes_are_refused(pool: PgPool) {
         for body in [
             json!({ "bid": "-1.00", "ask": "1.25" }),
             json!({ "bid": "-2.00", "ask": "-1.00" }),
+            json!({ "bid": "-0.00", "ask": "1.25" }),
         ] {
             let quote = app.put_quote(&operator, "AAPL", &body).await;
             assert_problem(
                 &quote,
                 StatusCode::UNPROCESSABLE_ENTITY,
-                ErrorCode::InvalidQuote,
+                ErrorCode::InvalidBody,
             );
         }
         let orders: i64 = app.scalar("select count(*) from paper_orders").await;
