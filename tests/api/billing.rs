@@ -1182,3 +1182,59 @@ async fn the_subscription_reads_from_the_mirror(pool: PgPool) {
     })
     .await;
 }
+
+/// The checkout's and the portal's URLs are what the document says (`format: uri`,
+/// `maxLength: 2048`): an absolute http(s) URL of at most 2048 characters. A relative URL, a
+/// bare host, another scheme or one character too many is `422 invalid_billing_request` with no
+/// Stripe call; 2048 characters exactly are accepted.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn billing_urls_are_absolute_http_urls_of_at_most_2048_characters(pool: PgPool) {
+    run_with_fake(&pool, async |app, fake| {
+        let (_, token) = app.user("urls@example.com").await;
+        let longest = format!("https://app.example.com/{}", "x".repeat(2048 - 24));
+        assert_eq!(longest.len(), 2048);
+        let too_long = format!("{longest}y");
+        for bad in [
+            "/billing/success",
+            "app.example.com/billing",
+            "ftp://app.example.com/billing",
+            "mailto:billing@example.com",
+            too_long.as_str(),
+        ] {
+            for (field, path) in [
+                ("success_url", CHECKOUT),
+                ("cancel_url", CHECKOUT),
+                ("return_url", PORTAL),
+            ] {
+                let mut body = if path == CHECKOUT {
+                    checkout_body()
+                } else {
+                    json!({ "return_url": "https://app.example.com/settings" })
+                };
+                body[field] = json!(bad);
+                let refused = app.post(path, &token, Uuid::new_v4(), &body).await;
+                assert_problem(
+                    &refused,
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    ErrorCode::InvalidBillingRequest,
+                );
+            }
+        }
+        assert!(fake.requests().is_empty(), "no Stripe call for a bad URL");
+
+        let mut body = checkout_body();
+        body["success_url"] = json!(longest);
+        let accepted = app.post(CHECKOUT, &token, Uuid::new_v4(), &body).await;
+        assert_eq!(accepted.status, StatusCode::CREATED, "{}", accepted.text);
+        let portal = app
+            .post(
+                PORTAL,
+                &token,
+                Uuid::new_v4(),
+                &json!({ "return_url": longest }),
+            )
+            .await;
+        assert_eq!(portal.status, StatusCode::CREATED, "{}", portal.text);
+    })
+    .await;
+}

@@ -18,6 +18,7 @@ mod deployment;
 mod docs;
 mod encryption;
 mod errors;
+mod examples;
 mod gdpr;
 mod idempotency;
 mod mail;

@@ -99,3 +99,117 @@ fn the_changelog_names_the_current_document_and_version() {
          ({heading}) names: a changed document needs a new version and an entry"
     );
 }
+
+/// The limits the server enforces are in the schema: `legs` 2 to 4, the request URLs absolute
+/// (`format: uri`) and at most 2048 characters, quantities and quoted prices without a minus
+/// sign (and the signed limit prices of rolls and multi-leg orders with one).
+#[test]
+fn request_limits_are_in_the_schema() {
+    let spec: serde_json::Value =
+        serde_json::from_str(&raptor_api::openapi::to_json(&raptor_api::openapi())).expect("json");
+    let schemas = &spec["components"]["schemas"];
+    let legs = &schemas["CreateOrderRequest"]["properties"]["legs"];
+    assert_eq!(legs["minItems"], 2, "{legs}");
+    assert_eq!(legs["maxItems"], 4, "{legs}");
+    let mut urls = 0;
+    for (name, schema) in schemas.as_object().expect("schemas") {
+        for (property, value) in schema["properties"].as_object().into_iter().flatten() {
+            if name.ends_with("Request") && property.ends_with("_url") {
+                urls += 1;
+                assert_eq!(value["format"], "uri", "{name}.{property}");
+                assert_eq!(value["maxLength"], 2048, "{name}.{property}");
+            }
+        }
+    }
+    assert_eq!(urls, 3, "success_url, cancel_url, return_url");
+    let unsigned = raptor_api::openapi::UNSIGNED_DECIMAL_PATTERN;
+    assert!(!unsigned.contains("-?"), "{unsigned}");
+    for (schema, property) in [
+        ("CreateOrderRequest", "qty"),
+        ("RollRequest", "qty"),
+        ("ClosePositionRequest", "qty"),
+        ("SetQuoteRequest", "bid"),
+        ("SetQuoteRequest", "ask"),
+    ] {
+        let value = &schemas[schema]["properties"][property];
+        assert_eq!(value["pattern"], unsigned, "{schema}.{property}: {value}");
+    }
+    for (schema, property) in [
+        ("CreateOrderRequest", "limit_price"),
+        ("RollRequest", "limit_price"),
+    ] {
+        let value = &schemas[schema]["properties"][property];
+        assert_eq!(
+            value["pattern"],
+            raptor_api::openapi::DECIMAL_PATTERN,
+            "{schema}.{property} may be a credit: {value}"
+        );
+    }
+}
+
+/// Every operation in the document, with its method and path.
+fn operations(spec: &serde_json::Value) -> Vec<(String, String, serde_json::Value)> {
+    let mut all = Vec::new();
+    for (path, item) in spec["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("path item") {
+            all.push((method.to_uppercase(), path.clone(), operation.clone()));
+        }
+    }
+    all
+}
+
+/// The first 2xx response of an operation, with its status.
+fn success(operation: &serde_json::Value) -> (String, serde_json::Value) {
+    operation["responses"]
+        .as_object()
+        .and_then(|r| r.iter().find(|(status, _)| status.starts_with('2')))
+        .map(|(status, response)| (status.clone(), response.clone()))
+        .unwrap_or_else(|| panic!("{} has no success response", operation["operationId"]))
+}
+
+/// Every operation has a short `summary` (a plain phrase of at most 60 characters on one line),
+/// a longer `description`, an example of its JSON request body (where it takes one) and of its
+/// success answer (where that has a body), and an example of each path parameter.
+#[test]
+fn every_operation_has_a_summary_a_description_and_examples() {
+    let spec: serde_json::Value =
+        serde_json::from_str(&raptor_api::openapi::to_json(&raptor_api::openapi())).expect("json");
+    let mut missing = Vec::new();
+    for (method, path, op) in operations(&spec) {
+        let name = format!("{method} {path}");
+        let summary = op["summary"].as_str().unwrap_or_default();
+        if summary.is_empty()
+            || summary.len() > 60
+            || summary.contains('\n')
+            || summary.ends_with('.')
+        {
+            missing.push(format!("{name}: summary {summary:?} is not a short phrase"));
+        }
+        let description = op["description"].as_str().unwrap_or_default();
+        if description.len() < 40 || description.len() > 480 {
+            missing.push(format!(
+                "{name}: description of {} characters (40 to 480)",
+                description.len()
+            ));
+        }
+        if let Some(content) = op["requestBody"]["content"].as_object() {
+            for (media, content) in content {
+                if content["example"].is_null() {
+                    missing.push(format!("{name}: no {media} request example"));
+                }
+            }
+        }
+        let (status, response) = success(&op);
+        for (media, content) in response["content"].as_object().into_iter().flatten() {
+            if content["example"].is_null() {
+                missing.push(format!("{name}: no {media} example of its {status}"));
+            }
+        }
+        for parameter in op["parameters"].as_array().into_iter().flatten() {
+            if parameter["in"] == "path" && parameter["example"].is_null() {
+                missing.push(format!("{name}: no example of {}", parameter["name"]));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}

@@ -14,9 +14,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Erase the caller (GDPR): idempotency keys, audit rows, orders, legs, fills, positions,
-         *     account, sessions, sign-in links and outbox messages, waitlist rows, the billing mirror;
-         *     operator-owned rows that named the user keep no reference to them.
+         * Erase the caller's data
+         * @description Erases everything stored about the caller (GDPR): idempotency keys, audit rows, orders, fills, positions, the paper account, sessions, sign-in links, outbox messages, waitlist rows and the billing mirror; operator-owned rows that named the user keep no reference. The token stops working. `409 subscription_active` while a subscription still renews: cancel it first.
          */
         post: operations["erase_account"];
         delete?: never;
@@ -33,9 +32,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Everything stored about the caller (GDPR access and portability), including idempotency
-         *     keys: one JSON object, streamed from one consistent snapshot (an account of any size is
-         *     exported in bounded memory).
+         * Export the caller's data
+         * @description Everything stored about the caller (GDPR access and portability), idempotency keys included, as one JSON object streamed from one consistent snapshot, so an account of any size is exported in bounded memory.
          */
         get: operations["export_account"];
         put?: never;
@@ -53,7 +51,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The caller's profile. */
+        /**
+         * Read the caller's profile
+         * @description The caller's email, display name, time zone and marketing consent, with when they last changed. `404 not_found` when the user was erased meanwhile.
+         */
         get: operations["get_profile"];
         put?: never;
         post?: never;
@@ -61,11 +62,8 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change the caller's profile: only the fields sent change; `null` clears `display_name` or
-         *     `time_zone`. Tier 2 (fail-open, keys kept 7 days). The answer is personal data, so it is
-         *     never stored: a retry with the same key runs the patch again (it sets values, so the second
-         *     run changes nothing the first did not) and answers the profile as it is then. The audit row
-         *     names the changed fields.
+         * Change the caller's profile
+         * @description Only the fields sent change; `null` clears `display_name` or `time_zone`. Tier 2 (fail-open, keys kept 7 days). The answer is personal data, so it is never stored: a retry with the same key runs the patch again and answers the profile as it is then. `422 invalid_display_name`, `invalid_time_zone` or `invalid_marketing_opt_in` for a bad value.
          */
         patch: operations["update_profile"];
         trace?: never;
@@ -79,8 +77,8 @@ export interface paths {
         };
         get?: never;
         /**
-         * Flip a run-time flag. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known; the new value reaches every
-         *     server process within one second, without a restart.
+         * Set a run-time flag (operators)
+         * @description Turns a run-time flag on or off. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known (`404 not_found` for any other name); the new value reaches every server process within one second, without a restart.
          */
         put: operations["set_flag"];
         post?: never;
@@ -99,10 +97,8 @@ export interface paths {
         };
         get?: never;
         /**
-         * Set a symbol's quote (operators). It commits as a numbered quote event; the resting orders
-         *     it makes marketable then fill in short per-account transactions, audited with the event:
-         *     those this request reaches within a quarter of the request timeout are listed, the rest
-         *     (`pending_accounts`) are swept right after by the servers.
+         * Set a symbol's quote (operators)
+         * @description Commits the quote as a numbered quote event; the resting orders it makes marketable then fill in short per-account transactions, audited with the event. Accounts reached within a quarter of the request timeout are done; the rest (`pending_accounts`) are swept right after. `422 invalid_quote` when bid > ask or a price is negative or out of range, `422 invalid_symbol`.
          */
         put: operations["set_quote"];
         post?: never;
@@ -122,8 +118,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Request a login link for an existing account (valid 1 h). Always `202`: for an unknown
-         *     address nothing is sent. Rate-limited like register.
+         * Request a login link
+         * @description Emails a login link (valid 1 hour) to an existing account. Always `202`: for an unknown address nothing is sent, so the answer cannot be used to probe for accounts. `422 invalid_email`; `429 rate_limited` per address and per client IP, like sign-up.
          */
         post: operations["login"];
         delete?: never;
@@ -141,7 +137,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** End the current session: its token is refused (`401`) from now on. */
+        /**
+         * End the current session
+         * @description Revokes the session of the bearer token: the token is refused (`401 unauthenticated`) from now on. The user's other sessions stay valid.
+         */
         post: operations["logout"];
         delete?: never;
         options?: never;
@@ -159,9 +158,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Start sign-up: emails a verification link (valid 24 h). The answer is the same whether or
-         *     not the address has an account (an existing user is sent a login link instead), so it
-         *     cannot be used to probe for accounts. Rate-limited per address and per client IP.
+         * Start sign-up by email
+         * @description Emails a verification link (valid 24 hours). The answer is the same whether or not the address has an account (an existing user is sent a login link instead), so it cannot be used to probe for accounts. `422 invalid_email`; `429 rate_limited` per address and per client IP.
          */
         post: operations["register"];
         delete?: never;
@@ -180,12 +178,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Verify a sign-up or login link: a session, and on the first verification of a sign-up link
-         *     a new user with a paper account. A repeat within 15 minutes of the first use (a client
-         *     retrying a lost answer, a double submit) answers the **same** session for the same user, so
-         *     whichever answer the app keeps works; after logout of that session, or later than 15
-         *     minutes, the link is spent (`400 invalid_token`). Never creates a second user for one
-         *     address.
+         * Exchange an emailed link's token for a session
+         * @description Verifies a sign-up or login link: a session, and on the first use of a sign-up link a new user with a paper account. A repeat within 15 minutes answers the same session, so whichever answer the app keeps works; after that, or after logout of that session, the link is spent (`400 invalid_token`, also for an unknown or expired token). Never creates a second user for one address.
          */
         post: operations["verify_link"];
         delete?: never;
@@ -204,8 +198,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Start a subscription: a Stripe Checkout Session for `price_id` (the user's Stripe customer
-         *     is created on first use). Retries with the same Idempotency-Key return the same session.
+         * Start a subscription checkout
+         * @description A Stripe Checkout Session for `price_id` (the user's Stripe customer is created on first use); send the user to its `url`. Tier 2: retries with the same Idempotency-Key return the same session. `409 subscription_active` when one is running; `422 invalid_billing_request` for a bad price id or URL; `502`/`504` when Stripe fails; `503 billing_not_configured`.
          */
         post: operations["create_checkout_session"];
         delete?: never;
@@ -224,8 +218,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Upsert one subscription's mirror (operators and services), e.g. after reading it from
-         *     Stripe. Idempotent by itself: the same body twice leaves one row with the same state.
+         * Upsert a subscription mirror (operators)
+         * @description Writes one subscription's state, as an operator or a service read it from Stripe, into the mirror, upserted by `stripe_subscription_id`. Idempotent by itself: the same body twice leaves one row with the same state. `422 invalid_subscription` for an unknown status, a malformed Stripe id or a `user_id` that names no user.
          */
         post: operations["sync_subscription_mirror"];
         delete?: never;
@@ -244,8 +238,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Manage the subscription: a Stripe Billing Portal session (the user's Stripe customer is
-         *     created on first use).
+         * Open the Stripe billing portal
+         * @description A Stripe Billing Portal session for managing the subscription (the user's Stripe customer is created on first use). Its URL signs the user in, so it is never stored: a replay answers `body_stored: false`; ask again with a new key. `422 invalid_billing_request` for a bad `return_url`; `502`/`504` when Stripe fails; `503 billing_not_configured`.
          */
         post: operations["create_portal_session"];
         delete?: never;
@@ -262,8 +256,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The caller's subscription, as mirrored from Stripe (the one still running, else the newest),
-         *     or `404 not_found` when there is none. Read from the mirror: Stripe is not called.
+         * Read the caller's subscription
+         * @description The caller's subscription as mirrored from Stripe (the one still running, else the newest): status, price, current period end, cancel at period end. Read from the mirror; Stripe is not called. `404 not_found` when there is none.
          */
         get: operations["get_subscription"];
         put?: never;
@@ -284,8 +278,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Cancel the user's subscription at the end of the paid period (Stripe
-         *     `cancel_at_period_end=true`); answers the updated mirror. Body `{}` or none.
+         * Cancel the subscription at period end
+         * @description Asks Stripe to cancel the caller's subscription at the end of the paid period (`cancel_at_period_end=true`) and answers the updated mirror. Body `{}` or none. `404 not_found` without a running subscription; `502`/`504` when Stripe fails; `503 billing_not_configured`.
          */
         post: operations["cancel_subscription"];
         delete?: never;
@@ -304,8 +298,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Stripe's webhook endpoint (no bearer token: `Stripe-Signature` authenticates it). Each event
-         *     is recorded and applied once; redeliveries answer `duplicate: true` and change nothing.
+         * Receive a Stripe event
+         * @description Stripe's webhook endpoint: no bearer token, `Stripe-Signature` authenticates the raw body. Each event is recorded and applied once (subscription and customer events update the mirror); a redelivery answers `duplicate: true` and changes nothing. `400 invalid_signature` for a missing, wrong or stale signature, `400 invalid_payload` for a body that is not an event.
          */
         post: operations["receive_stripe_webhook"];
         delete?: never;
@@ -321,7 +315,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The paper account: cash, buying power, realized P&L, mode. */
+        /**
+         * Read the paper account
+         * @description Cash, buying power, reserved cash, realized and unrealized P&L, market value and equity (marked at the quotes' mid; positions without a quote at their entry price, flagged), and short options left uncovered. Expired orders and options are settled first.
+         */
         get: operations["get_account"];
         put?: never;
         post?: never;
@@ -340,7 +337,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Reset the paper account: starting cash, no positions, open orders canceled. */
+        /**
+         * Reset the paper account
+         * @description Starting cash, no positions, every open order canceled, audited; the feed gets a `reset` entry. Tier 1 (fail-closed): send an `Idempotency-Key`, and a retry with it replays the first answer. Body `{}` or none. `403 live_trading_unavailable` on a live account.
+         */
         post: operations["reset_account"];
         delete?: never;
         options?: never;
@@ -356,8 +356,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The account's activity feed, newest first, paged like the orders: fills, cancels, resets
-         *     (and, as they come, option expiries and settlements), each with its cash effect.
+         * List the account's activities
+         * @description The account's feed, newest first, paged like the orders (`limit`, `cursor`): fills, cancels, order expiries, option expiries and settlements, and resets, each with its order, symbol, quantity, price, cash effect and time. New types may appear: skip unknown ones. `400 invalid_query` for a bad `limit` or `cursor`.
          */
         get: operations["list_activities"];
         put?: never;
@@ -376,15 +376,14 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor`
-         *     for the next page (keyset on the creation time and id, so orders placed meanwhile neither
-         *     repeat nor hide older ones).
+         * List the account's orders
+         * @description The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor` for the next page (keyset on creation time and id, so orders placed meanwhile neither repeat nor hide older ones). Filters: `status`, `symbol`, `after`, `until`. `400 invalid_query` for a bad parameter or cursor.
          */
         get: operations["list_orders"];
         put?: never;
         /**
-         * Place an order: simple (equity or option) or multi-leg (`order_class: "mleg"`, 2-4 legs, all
-         *     or none). Marketable orders fill at once at the quote; other limits rest as `new`.
+         * Place an order
+         * @description Simple (equity or option) or multi-leg (`order_class: mleg`, 2-4 option legs, all or none). Marketable orders fill at once at the quote; other limits rest as `new`. Tier 1 (fail-closed): send an `Idempotency-Key`; a retry with it replays the first answer. `403 insufficient_buying_power`, `insufficient_qty` or `uncovered_short_option`; `422 invalid_order`, `invalid_symbol`, `quote_unavailable`, `contract_expired` or `duplicate_client_order_id`.
          */
         post: operations["create_order"];
         delete?: never;
@@ -401,8 +400,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The order with this `client_order_id`: how a client that lost an answer finds out what
-         *     became of its order.
+         * Find an order by its client order id
+         * @description The order with this `client_order_id` (the one sent, or the one derived from the Idempotency-Key): how a client that lost an answer finds out what became of its order. `404 not_found` when the account has no such order.
          */
         get: operations["get_order_by_client_order_id"];
         put?: never;
@@ -420,11 +419,17 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One order. */
+        /**
+         * Read one order
+         * @description One of the account's orders, with its legs; an order past its expiry reads as `expired`. `404 not_found` for an order of another account or none; `400 invalid_path` when `id` is not a UUID.
+         */
         get: operations["get_order"];
         put?: never;
         post?: never;
-        /** Cancel an open order. Naturally idempotent: a canceled order is returned unchanged. */
+        /**
+         * Cancel an open order
+         * @description Cancels a resting order and releases its reservation. Naturally idempotent: a canceled order is answered unchanged, so no Idempotency-Key is needed. `422 order_not_cancelable` for a filled or expired order; `404 not_found`; `400 invalid_path` when `id` is not a UUID.
+         */
         delete: operations["cancel_order"];
         options?: never;
         head?: never;
@@ -438,7 +443,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Open positions (negative qty when short). */
+        /**
+         * List open positions
+         * @description The account's open positions with quantity (negative when short), average entry price and realized P&L. Expired options are settled first.
+         */
         get: operations["list_positions"];
         put?: never;
         post?: never;
@@ -455,7 +463,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One open position, or `404 not_found` when the account holds none in `symbol`. */
+        /**
+         * Read one position
+         * @description The account's open position in `symbol`. `404 not_found` when the account holds none in it (a flat or never-held symbol).
+         */
         get: operations["get_position"];
         put?: never;
         post?: never;
@@ -474,7 +485,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Close a position at market: all of it (`{}`) or `qty`. */
+        /**
+         * Close a position at market
+         * @description Closes all of the position (`{}` or no body) or `qty` of it with a market order, buying back a short or selling a long. Tier 1 (fail-closed): send an `Idempotency-Key`; a retry with it replays the first answer. `404 not_found` without a position in `{symbol}`; `422 invalid_order` for a bad `qty`; `422 quote_unavailable` without a usable quote.
+         */
         post: operations["close_position"];
         delete?: never;
         options?: never;
@@ -492,8 +506,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Roll a short call: buy-to-close `{symbol}` and sell-to-open `to_symbol` as one all-or-none
-         *     two-leg order.
+         * Roll a short call to another contract
+         * @description Buys to close the short call `{symbol}` and sells to open `to_symbol` as one all-or-none two-leg order, at market or at a net `limit_price` (negative for a credit). Tier 1 (fail-closed): send an `Idempotency-Key`; a retry with it replays the first answer. `404 not_found` without that short position; `403 uncovered_short_option` when the new call would not be covered; `422 invalid_order`, `quote_unavailable` or `contract_expired`.
          */
         post: operations["roll_position"];
         delete?: never;
@@ -510,8 +524,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * A symbol's current quote (any signed-in caller), or `404 quote_unavailable` when no
-         *     operator has quoted it.
+         * Read a symbol's quote
+         * @description The current bid, ask and update time of `symbol`, for any signed-in caller (an app's display, not an order's price guarantee). `404 quote_unavailable` when no operator has quoted it.
          */
         get: operations["get_quote"];
         put?: never;
@@ -531,7 +545,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Join the waitlist. A repeat (any letter case) is `202` again and changes nothing. */
+        /**
+         * Join the waitlist
+         * @description Adds an email address to the waitlist. A repeat (any letter case) is `202` again and changes nothing, so the answer does not tell whether the address was already there. `422 invalid_email`.
+         */
         post: operations["join_waitlist"];
         delete?: never;
         options?: never;
@@ -546,7 +563,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Liveness: 200 while the process runs. */
+        /**
+         * Liveness probe
+         * @description `200` while the process runs; it does not look at the database (that is `/readyz`). For load balancers and orchestrators, not for apps.
+         */
         get: operations["get_healthz"];
         put?: never;
         post?: never;
@@ -564,9 +584,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Prometheus metrics in the text exposition format.
-         * @description With `RAPTOR_METRICS_ADDR` set they are served on that listener only, and this route
-         *     answers 404 `not_found` here.
+         * Prometheus metrics
+         * @description The process's metrics in the Prometheus text exposition format (requests, idempotency outcomes, pools, sweeps, schedules). With `RAPTOR_METRICS_ADDR` set they are served on that listener only, and this route answers `404 not_found` here. For the Prometheus scraper, not for apps.
          */
         get: operations["get_metrics"];
         put?: never;
@@ -585,10 +604,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Readiness: 200 when both the database and the idempotency store answer within a second,
-         *     else 503; `checks` says which one did not. Each is asked on a connection of its own
-         *     (`ApiState::readiness`), never one of the request pools: a replica whose pools are all busy
-         *     is still ready.
+         * Readiness probe
+         * @description `200` when both the database and the idempotency store answer within a second, else `503`; `checks` says which one did not. Also `503` while the process shuts down. Each is asked on a connection of its own (`ApiState::readiness`), never one of the request pools: a replica whose pools are all busy is still ready. For load balancers and orchestrators, not for apps.
          */
         get: operations["get_readyz"];
         put?: never;
@@ -763,7 +780,7 @@ export interface components {
          *     added without a new version of the API.
          * @enum {string}
          */
-        ActivityType: "fill" | "cancel" | "expiry" | "settlement" | "reset";
+        ActivityType: "fill" | "cancel" | "order_expiry" | "expiry" | "settlement" | "reset";
         /** @description `POST /api/billing/subscription/cancel`: `{}` or no body. */
         CancelSubscriptionRequest: Record<string, never>;
         /** @description `201` of `POST /api/billing/checkout-sessions`: the Stripe Checkout Session. */
@@ -789,7 +806,9 @@ export interface components {
         /** @description `POST /api/billing/checkout-sessions`. */
         CreateCheckoutSessionRequest: {
             /**
-             * @description Where Stripe sends the user when they go back.
+             * Format: uri
+             * @description Where Stripe sends the user when they go back (an absolute http or https URL, at most
+             *     2048 characters).
              * @example https://app.example.com/billing
              */
             cancel_url: string;
@@ -799,7 +818,9 @@ export interface components {
              */
             price_id: string;
             /**
-             * @description Where Stripe sends the user after paying (http or https, at most 2048 characters).
+             * Format: uri
+             * @description Where Stripe sends the user after paying (an absolute http or https URL, at most 2048
+             *     characters).
              * @example https://app.example.com/billing/success
              */
             success_url: string;
@@ -808,7 +829,10 @@ export interface components {
         CreateOrderRequest: {
             /** @description Unique per account; derived from the account and the Idempotency-Key when absent. */
             client_order_id?: string | null;
-            /** @description Multi-leg orders: 2-4 legs. */
+            /**
+             * @description Multi-leg orders: 2-4 legs (fewer or more is `422 invalid_order`; a simple order sends
+             *     none).
+             */
             legs?: components["schemas"]["LegRequest"][] | null;
             /**
              * Format: decimal
@@ -841,7 +865,9 @@ export interface components {
         /** @description `POST /api/billing/portal-sessions`. */
         CreatePortalSessionRequest: {
             /**
-             * @description Where the portal sends the user back (http or https, at most 2048 characters).
+             * Format: uri
+             * @description Where the portal sends the user back (an absolute http or https URL, at most 2048
+             *     characters).
              * @example https://app.example.com/settings
              */
             return_url: string;
@@ -1356,13 +1382,13 @@ export interface components {
         SetQuoteRequest: {
             /**
              * Format: decimal
-             * @description Ask.
+             * @description Ask (no minus sign, not even on zero).
              * @example 1.25
              */
             ask: string;
             /**
              * Format: decimal
-             * @description Bid.
+             * @description Bid (no minus sign, not even on zero).
              * @example 1.20
              */
             bid: string;
@@ -1485,6 +1511,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "audit_rows": 1,
+                     *       "billing_customers": 0,
+                     *       "billing_subscriptions": 0,
+                     *       "email_outbox": 0,
+                     *       "fills": 0,
+                     *       "flags_cleared": 0,
+                     *       "idempotency_keys": 0,
+                     *       "quotes_cleared": 0,
+                     *       "sessions": 1,
+                     *       "sign_in_links": 0,
+                     *       "user_id": 3,
+                     *       "waitlist": 0
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErasureResponse"];
                 };
             };
@@ -1684,6 +1726,228 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "account": [
+                     *         {
+                     *           "cash": 96923.6,
+                     *           "created_at": "2026-12-01T16:06:41.071607+00:00",
+                     *           "mode": "paper",
+                     *           "open_orders": 1,
+                     *           "realized_pnl": -5.8,
+                     *           "reserved_cash": 150,
+                     *           "updated_at": "2026-12-01T15:00:00+00:00",
+                     *           "user_id": 2
+                     *         }
+                     *       ],
+                     *       "audit_log": [
+                     *         {
+                     *           "action": "user.registered",
+                     *           "context": {
+                     *             "link_id": 1,
+                     *             "role": "user",
+                     *             "starting_cash": "100000.00"
+                     *           },
+                     *           "created_at": "2026-12-01T16:06:41.071607+00:00",
+                     *           "id": 3,
+                     *           "request_id": "9fcb8c7e-cc9d-4a32-9d9d-8ebd6df16b16",
+                     *           "user_id": 2
+                     *         }
+                     *       ],
+                     *       "billing_customer": {
+                     *         "created_at": "2026-12-01T16:06:41.481356+00:00",
+                     *         "stripe_customer_id": "cus_R4t5Y6",
+                     *         "user_id": 2
+                     *       },
+                     *       "billing_subscriptions": [
+                     *         {
+                     *           "cancel_at_period_end": true,
+                     *           "canceled_at": null,
+                     *           "created_at": "2026-12-01T16:06:41.566046+00:00",
+                     *           "current_period_end": "2027-01-01T00:00:00+00:00",
+                     *           "price_id": "price_1PremiumMonthly",
+                     *           "source_at": "2026-12-01T15:00:00+00:00",
+                     *           "status": "active",
+                     *           "stripe_customer_id": "cus_R4t5Y6",
+                     *           "stripe_subscription_id": "sub_1Q2w3E",
+                     *           "updated_at": "2026-12-01T16:06:41.61902+00:00",
+                     *           "user_id": 2
+                     *         }
+                     *       ],
+                     *       "email_outbox": [
+                     *         {
+                     *           "created_at": "2026-12-01T16:06:41.058157+00:00",
+                     *           "email": "ada@example.com",
+                     *           "id": 1,
+                     *           "kind": "verify_email",
+                     *           "sent_at": null,
+                     *           "subject": "Confirm your email for Raptor"
+                     *         }
+                     *       ],
+                     *       "fills": [
+                     *         {
+                     *           "filled_at": "2026-12-01T15:00:00+00:00",
+                     *           "id": 1,
+                     *           "leg_index": 0,
+                     *           "multiplier": 1,
+                     *           "order_id": "8e453f7b-470f-4a08-8ac8-435bf57bc832",
+                     *           "price": 190.1,
+                     *           "qty": 10,
+                     *           "realized_pnl": 0,
+                     *           "side": "buy",
+                     *           "symbol": "AAPL",
+                     *           "user_id": 2
+                     *         }
+                     *       ],
+                     *       "idempotency_keys": [
+                     *         {
+                     *           "created_at": "2026-12-01T16:06:41.15615+00:00",
+                     *           "expires_at": "2026-12-02T16:06:41.15615+00:00",
+                     *           "id": 1,
+                     *           "idem_key": "489725a8-1309-447f-a680-8d044d5e71f5",
+                     *           "request_hash": "7fa2eea5fa6adc69544acea9b395dfc79ee26ed6e18a4626a278d13d647ef74e",
+                     *           "response_body": {
+                     *             "canceled_at": null,
+                     *             "client_order_id": "antlers-7f3a9c2e",
+                     *             "created_at": "2026-12-01T15:00:00Z",
+                     *             "fees": "0.00",
+                     *             "filled_at": "2026-12-01T15:00:00Z",
+                     *             "filled_avg_price": "190.10",
+                     *             "filled_qty": "10",
+                     *             "id": "8e453f7b-470f-4a08-8ac8-435bf57bc832",
+                     *             "legs": [
+                     *               {
+                     *                 "filled_avg_price": "190.10",
+                     *                 "filled_qty": "10",
+                     *                 "position_intent": "buy_to_open",
+                     *                 "qty": "10",
+                     *                 "ratio_qty": 1,
+                     *                 "side": "buy",
+                     *                 "status": "filled",
+                     *                 "symbol": "AAPL"
+                     *               }
+                     *             ],
+                     *             "limit_price": "190.50",
+                     *             "order_class": "simple",
+                     *             "position_intent": "buy_to_open",
+                     *             "purpose": "order",
+                     *             "qty": "10",
+                     *             "side": "buy",
+                     *             "status": "filled",
+                     *             "symbol": "AAPL",
+                     *             "time_in_force": "day",
+                     *             "type": "limit",
+                     *             "updated_at": "2026-12-01T15:00:00Z"
+                     *           },
+                     *           "response_code": 201,
+                     *           "response_encrypted": false,
+                     *           "response_headers": {
+                     *             "content-type": "application/json",
+                     *             "location": "/api/trading/orders/8e453f7b-470f-4a08-8ac8-435bf57bc832"
+                     *           },
+                     *           "scope_endpoint": "POST /api/trading/orders",
+                     *           "status": "completed"
+                     *         }
+                     *       ],
+                     *       "order_legs": [
+                     *         {
+                     *           "filled_avg_price": 1.2,
+                     *           "filled_qty": 1,
+                     *           "leg_index": 0,
+                     *           "order_id": "48324836-d78a-4c3c-a9fe-68a1544af382",
+                     *           "position_intent": "sell_to_open",
+                     *           "qty": 1,
+                     *           "ratio_qty": 1,
+                     *           "side": "sell",
+                     *           "symbol": "XYZ270115C00067500"
+                     *         }
+                     *       ],
+                     *       "orders": [
+                     *         {
+                     *           "canceled_at": null,
+                     *           "client_order_id": "3c820146-5cca-5b37-b521-87771f34fb88",
+                     *           "created_at": "2026-12-01T15:00:00+00:00",
+                     *           "expires_at": null,
+                     *           "fees": 0,
+                     *           "filled_at": "2026-12-01T15:00:00+00:00",
+                     *           "filled_avg_price": 1.2,
+                     *           "filled_qty": 1,
+                     *           "id": "48324836-d78a-4c3c-a9fe-68a1544af382",
+                     *           "idempotency_key": "8ce4259b-e76a-4303-8677-23b0fec012ae",
+                     *           "last_evaluation_code": null,
+                     *           "limit_price": null,
+                     *           "order_class": "simple",
+                     *           "order_type": "market",
+                     *           "position_intent": "sell_to_open",
+                     *           "purpose": "order",
+                     *           "qty": 1,
+                     *           "quote_seq": 4,
+                     *           "reserved_cash": 0,
+                     *           "side": "sell",
+                     *           "status": "filled",
+                     *           "symbol": "XYZ270115C00067500",
+                     *           "time_in_force": "day",
+                     *           "underlying": "XYZ",
+                     *           "updated_at": "2026-12-01T15:00:00+00:00",
+                     *           "user_id": 2
+                     *         }
+                     *       ],
+                     *       "positions": [
+                     *         {
+                     *           "avg_entry_price": 190.1,
+                     *           "expiry_date": null,
+                     *           "qty": 6,
+                     *           "realized_pnl": -0.8,
+                     *           "symbol": "AAPL",
+                     *           "updated_at": "2026-12-01T15:00:00+00:00",
+                     *           "user_id": 2
+                     *         }
+                     *       ],
+                     *       "profile": {
+                     *         "display_name": "Ada Lovelace",
+                     *         "email": "ada@example.com",
+                     *         "marketing_opt_in": false,
+                     *         "time_zone": "Europe/London",
+                     *         "updated_at": "2026-12-01T16:06:41.406821+00:00",
+                     *         "user_id": 2
+                     *       },
+                     *       "sessions": [
+                     *         {
+                     *           "created_at": "2026-12-01T16:06:41.071607+00:00",
+                     *           "expires_at": "2026-12-31T16:06:41.071607+00:00",
+                     *           "id": 2,
+                     *           "kind": "session"
+                     *         }
+                     *       ],
+                     *       "sign_in_links": [
+                     *         {
+                     *           "created_at": "2026-12-01T16:06:41.033814+00:00",
+                     *           "email": "ada@example.com",
+                     *           "expires_at": "2026-12-01T17:06:41.033814+00:00",
+                     *           "id": 1,
+                     *           "purpose": "register",
+                     *           "used_at": "2026-12-01T16:06:41.071607+00:00"
+                     *         }
+                     *       ],
+                     *       "user": {
+                     *         "created_at": "2026-12-01T16:06:41.071607+00:00",
+                     *         "display_name": "Ada Lovelace",
+                     *         "email": "ada@example.com",
+                     *         "id": 2,
+                     *         "marketing_opt_in": false,
+                     *         "role": "user",
+                     *         "time_zone": "Europe/London",
+                     *         "updated_at": "2026-12-01T16:06:41.406821+00:00"
+                     *       },
+                     *       "waitlist": [
+                     *         {
+                     *           "created_at": "2026-12-01T16:06:41.039175+00:00",
+                     *           "email": "ada@example.com",
+                     *           "id": 1
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["AccountExport"];
                 };
             };
@@ -1853,6 +2117,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "display_name": "Ada Lovelace",
+                     *       "email": "ada@example.com",
+                     *       "marketing_opt_in": false,
+                     *       "time_zone": "Europe/London",
+                     *       "updated_at": "2026-12-01T16:06:41.406821Z",
+                     *       "user_id": 2
+                     *     }
+                     */
                     "application/json": components["schemas"]["ProfileResponse"];
                 };
             };
@@ -2052,6 +2326,12 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "display_name": "Ada Lovelace",
+                 *       "time_zone": "Europe/London"
+                 *     }
+                 */
                 "application/json": components["schemas"]["ProfilePatch"];
             };
         };
@@ -2066,6 +2346,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "display_name": "Ada Lovelace",
+                     *       "email": "ada@example.com",
+                     *       "marketing_opt_in": false,
+                     *       "time_zone": "Europe/London",
+                     *       "updated_at": "2026-12-01T16:06:41.406821Z",
+                     *       "user_id": 2
+                     *     }
+                     */
                     "application/json": components["schemas"]["ProfileResponse"];
                 };
             };
@@ -2434,6 +2724,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "enabled": true
+                 *     }
+                 */
                 "application/json": components["schemas"]["SetFlagRequest"];
             };
         };
@@ -2446,6 +2741,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "enabled": true,
+                     *       "name": "FLAG_IDEMPOTENCY_MIDDLEWARE"
+                     *     }
+                     */
                     "application/json": components["schemas"]["FlagResponse"];
                 };
             };
@@ -2744,13 +3045,22 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Equity or OCC option symbol */
+                /**
+                 * @description Equity or OCC option symbol
+                 * @example AAPL
+                 */
                 symbol: string;
             };
             cookie?: never;
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "ask": "190.10",
+                 *       "bid": "189.90"
+                 *     }
+                 */
                 "application/json": components["schemas"]["SetQuoteRequest"];
             };
         };
@@ -2763,6 +3073,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "ask": "190.10",
+                     *       "bid": "189.90",
+                     *       "filled_order_ids": [],
+                     *       "pending_accounts": 0,
+                     *       "sequence": 1,
+                     *       "symbol": "AAPL"
+                     *     }
+                     */
                     "application/json": components["schemas"]["QuoteResponse"];
                 };
             };
@@ -3039,6 +3359,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "email": "ada@example.com"
+                 *     }
+                 */
                 "application/json": components["schemas"]["EmailRequest"];
             };
         };
@@ -3051,6 +3376,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "accepted"
+                     *     }
+                     */
                     "application/json": components["schemas"]["AcceptedResponse"];
                 };
             };
@@ -3463,6 +3793,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "email": "ada@example.com"
+                 *     }
+                 */
                 "application/json": components["schemas"]["EmailRequest"];
             };
         };
@@ -3475,6 +3810,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "accepted"
+                     *     }
+                     */
                     "application/json": components["schemas"]["AcceptedResponse"];
                 };
             };
@@ -3720,6 +4060,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "token": "rpl_3f5d0c9a1b7e4d2c8a6f0e1d3c5b7a9f2e4d6c8b0a1f3e5d7c9b2a4f6e8d0c1b"
+                 *     }
+                 */
                 "application/json": components["schemas"]["VerifyRequest"];
             };
         };
@@ -3732,6 +4077,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "token": "rpt_c3c5d6bc95ea478a121087135f736e12d9140fe06ff1dc76024a76039151c95b",
+                     *       "user_id": 2
+                     *     }
+                     */
                     "application/json": components["schemas"]["SessionResponse"];
                 };
             };
@@ -3957,6 +4308,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "cancel_url": "https://app.example.com/billing",
+                 *       "price_id": "price_1PremiumMonthly",
+                 *       "success_url": "https://app.example.com/billing/success"
+                 *     }
+                 */
                 "application/json": components["schemas"]["CreateCheckoutSessionRequest"];
             };
         };
@@ -3971,6 +4329,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "cs_test_fake0001",
+                     *       "url": "https://checkout.stripe.com/c/pay/cs_test_fake0001"
+                     *     }
+                     */
                     "application/json": components["schemas"]["CheckoutSessionResponse"];
                 };
             };
@@ -4366,6 +4730,16 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "cancel_at_period_end": false,
+                 *       "current_period_end": "2027-01-01T00:00:00Z",
+                 *       "price_id": "price_1PremiumMonthly",
+                 *       "status": "active",
+                 *       "stripe_customer_id": "cus_R4t5Y6",
+                 *       "stripe_subscription_id": "sub_1Q2w3E"
+                 *     }
+                 */
                 "application/json": components["schemas"]["MirrorSyncRequest"];
             };
         };
@@ -4378,6 +4752,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "cancel_at_period_end": false,
+                     *       "canceled_at": null,
+                     *       "current_period_end": "2027-01-01T00:00:00Z",
+                     *       "price_id": "price_1PremiumMonthly",
+                     *       "source_at": "2026-12-01T15:00:00Z",
+                     *       "status": "active",
+                     *       "stripe_customer_id": "cus_R4t5Y6",
+                     *       "stripe_subscription_id": "sub_1Q2w3E",
+                     *       "updated_at": "2026-12-01T16:06:41.566046Z",
+                     *       "user_id": 2
+                     *     }
+                     */
                     "application/json": components["schemas"]["SubscriptionResponse"];
                 };
             };
@@ -4663,6 +5051,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "return_url": "https://app.example.com/settings"
+                 *     }
+                 */
                 "application/json": components["schemas"]["CreatePortalSessionRequest"];
             };
         };
@@ -4677,6 +5070,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "url": "https://billing.stripe.com/p/session/test_fake0002"
+                     *     }
+                     */
                     "application/json": components["schemas"]["PortalSessionAnswer"];
                 };
             };
@@ -5079,6 +5477,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "cancel_at_period_end": true,
+                     *       "canceled_at": null,
+                     *       "current_period_end": "2027-01-01T00:00:00Z",
+                     *       "price_id": "price_1PremiumMonthly",
+                     *       "source_at": "2026-12-01T15:00:00Z",
+                     *       "status": "active",
+                     *       "stripe_customer_id": "cus_R4t5Y6",
+                     *       "stripe_subscription_id": "sub_1Q2w3E",
+                     *       "updated_at": "2026-12-01T16:06:41.619020Z",
+                     *       "user_id": 2
+                     *     }
+                     */
                     "application/json": components["schemas"]["SubscriptionResponse"];
                 };
             };
@@ -5278,6 +5690,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": components["schemas"]["CancelSubscriptionRequest"];
             };
         };
@@ -5292,6 +5705,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "cancel_at_period_end": true,
+                     *       "canceled_at": null,
+                     *       "current_period_end": "2027-01-01T00:00:00Z",
+                     *       "price_id": "price_1PremiumMonthly",
+                     *       "source_at": "2026-12-01T15:00:00Z",
+                     *       "status": "active",
+                     *       "stripe_customer_id": "cus_R4t5Y6",
+                     *       "stripe_subscription_id": "sub_1Q2w3E",
+                     *       "updated_at": "2026-12-01T16:06:41.596539Z",
+                     *       "user_id": 2
+                     *     }
+                     */
                     "application/json": components["schemas"]["SubscriptionResponse"];
                 };
             };
@@ -5719,6 +6146,36 @@ export interface operations {
         /** @description a Stripe event */
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "created": 1796137200,
+                 *       "data": {
+                 *         "object": {
+                 *           "cancel_at_period_end": true,
+                 *           "canceled_at": null,
+                 *           "customer": "cus_R4t5Y6",
+                 *           "id": "sub_1Q2w3E",
+                 *           "items": {
+                 *             "data": [
+                 *               {
+                 *                 "current_period_end": 1798761600,
+                 *                 "price": {
+                 *                   "id": "price_1PremiumMonthly"
+                 *                 }
+                 *               }
+                 *             ],
+                 *             "object": "list"
+                 *           },
+                 *           "object": "subscription",
+                 *           "status": "active"
+                 *         }
+                 *       },
+                 *       "id": "evt_1Q9xYz",
+                 *       "livemode": false,
+                 *       "object": "event",
+                 *       "type": "customer.subscription.updated"
+                 *     }
+                 */
                 "application/json": Record<string, never>;
             };
         };
@@ -5731,6 +6188,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "duplicate": false,
+                     *       "received": true
+                     *     }
+                     */
                     "application/json": components["schemas"]["WebhookAck"];
                 };
             };
@@ -5900,6 +6363,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "buying_power": "96773.60",
+                     *       "cash": "96923.60",
+                     *       "currency": "USD",
+                     *       "equity": "99968.60",
+                     *       "marked_at_cost": [],
+                     *       "market_value": "3045.00",
+                     *       "mode": "paper",
+                     *       "realized_pnl": "-5.80",
+                     *       "reserved_cash": "150.00",
+                     *       "uncovered_short_options": [],
+                     *       "unrealized_pnl": "-25.60"
+                     *     }
+                     */
                     "application/json": components["schemas"]["AccountResponse"];
                 };
             };
@@ -6099,6 +6577,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": components["schemas"]["ResetAccountRequest"];
             };
         };
@@ -6113,6 +6592,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "buying_power": "100000.00",
+                     *       "cash": "100000.00",
+                     *       "currency": "USD",
+                     *       "equity": "100000.00",
+                     *       "marked_at_cost": [],
+                     *       "market_value": "0.00",
+                     *       "mode": "paper",
+                     *       "realized_pnl": "0.00",
+                     *       "reserved_cash": "0.00",
+                     *       "uncovered_short_options": [],
+                     *       "unrealized_pnl": "0.00"
+                     *     }
+                     */
                     "application/json": components["schemas"]["AccountResponse"];
                 };
             };
@@ -6518,6 +7012,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "cash_delta": "210.00",
+                     *           "id": "fill:6",
+                     *           "occurred_at": "2026-12-01T15:00:00Z",
+                     *           "order_id": "f4a4788d-7679-44e8-a648-02ca84a47fc0",
+                     *           "price": "2.10",
+                     *           "qty": "1",
+                     *           "side": "sell",
+                     *           "symbol": "XYZ270219C00070000",
+                     *           "type": "fill"
+                     *         }
+                     *       ],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
                     "application/json": components["schemas"]["ActivityListResponse"];
                 };
             };
@@ -6756,6 +7269,45 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "canceled_at": null,
+                     *           "client_order_id": "d5da4fdf-91df-5ce3-9612-0bb831b4f322",
+                     *           "created_at": "2026-12-01T15:00:00Z",
+                     *           "fees": "0.00",
+                     *           "filled_at": "2026-12-01T15:00:00Z",
+                     *           "filled_avg_price": "-0.85",
+                     *           "filled_qty": "1",
+                     *           "id": "f4a4788d-7679-44e8-a648-02ca84a47fc0",
+                     *           "legs": [
+                     *             {
+                     *               "filled_avg_price": "1.25",
+                     *               "filled_qty": "1",
+                     *               "position_intent": "buy_to_close",
+                     *               "qty": "1",
+                     *               "ratio_qty": 1,
+                     *               "side": "buy",
+                     *               "status": "filled",
+                     *               "symbol": "XYZ270115C00067500"
+                     *             }
+                     *           ],
+                     *           "limit_price": "-0.80",
+                     *           "order_class": "mleg",
+                     *           "purpose": "roll",
+                     *           "qty": "1",
+                     *           "status": "filled",
+                     *           "symbol": null,
+                     *           "time_in_force": "day",
+                     *           "type": "limit",
+                     *           "updated_at": "2026-12-01T15:00:00Z"
+                     *         }
+                     *       ],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
                     "application/json": components["schemas"]["OrderListResponse"];
                 };
             };
@@ -6983,6 +7535,17 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "client_order_id": "antlers-7f3a9c2e",
+                 *       "limit_price": "190.50",
+                 *       "qty": "10",
+                 *       "side": "buy",
+                 *       "symbol": "AAPL",
+                 *       "time_in_force": "day",
+                 *       "type": "limit"
+                 *     }
+                 */
                 "application/json": components["schemas"]["CreateOrderRequest"];
             };
         };
@@ -6999,6 +7562,41 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "canceled_at": null,
+                     *       "client_order_id": "antlers-7f3a9c2e",
+                     *       "created_at": "2026-12-01T15:00:00Z",
+                     *       "fees": "0.00",
+                     *       "filled_at": "2026-12-01T15:00:00Z",
+                     *       "filled_avg_price": "190.10",
+                     *       "filled_qty": "10",
+                     *       "id": "8e453f7b-470f-4a08-8ac8-435bf57bc832",
+                     *       "legs": [
+                     *         {
+                     *           "filled_avg_price": "190.10",
+                     *           "filled_qty": "10",
+                     *           "position_intent": "buy_to_open",
+                     *           "qty": "10",
+                     *           "ratio_qty": 1,
+                     *           "side": "buy",
+                     *           "status": "filled",
+                     *           "symbol": "AAPL"
+                     *         }
+                     *       ],
+                     *       "limit_price": "190.50",
+                     *       "order_class": "simple",
+                     *       "position_intent": "buy_to_open",
+                     *       "purpose": "order",
+                     *       "qty": "10",
+                     *       "side": "buy",
+                     *       "status": "filled",
+                     *       "symbol": "AAPL",
+                     *       "time_in_force": "day",
+                     *       "type": "limit",
+                     *       "updated_at": "2026-12-01T15:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["OrderResponse"];
                 };
             };
@@ -7397,7 +7995,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The order's client_order_id */
+                /**
+                 * @description The order's client_order_id
+                 * @example antlers-7f3a9c2e
+                 */
                 client_order_id: string;
             };
             cookie?: never;
@@ -7412,6 +8013,41 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "canceled_at": null,
+                     *       "client_order_id": "antlers-7f3a9c2e",
+                     *       "created_at": "2026-12-01T15:00:00Z",
+                     *       "fees": "0.00",
+                     *       "filled_at": "2026-12-01T15:00:00Z",
+                     *       "filled_avg_price": "190.10",
+                     *       "filled_qty": "10",
+                     *       "id": "8e453f7b-470f-4a08-8ac8-435bf57bc832",
+                     *       "legs": [
+                     *         {
+                     *           "filled_avg_price": "190.10",
+                     *           "filled_qty": "10",
+                     *           "position_intent": "buy_to_open",
+                     *           "qty": "10",
+                     *           "ratio_qty": 1,
+                     *           "side": "buy",
+                     *           "status": "filled",
+                     *           "symbol": "AAPL"
+                     *         }
+                     *       ],
+                     *       "limit_price": "190.50",
+                     *       "order_class": "simple",
+                     *       "position_intent": "buy_to_open",
+                     *       "purpose": "order",
+                     *       "qty": "10",
+                     *       "side": "buy",
+                     *       "status": "filled",
+                     *       "symbol": "AAPL",
+                     *       "time_in_force": "day",
+                     *       "type": "limit",
+                     *       "updated_at": "2026-12-01T15:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["OrderResponse"];
                 };
             };
@@ -7597,7 +8233,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Order id */
+                /**
+                 * @description Order id
+                 * @example 0193a5c2-7d4e-7b21-9f3a-5c8e1d2b4a6f
+                 */
                 id: string;
             };
             cookie?: never;
@@ -7612,6 +8251,41 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "canceled_at": null,
+                     *       "client_order_id": "9966a239-2867-5278-a859-51e25ec38fd7",
+                     *       "created_at": "2026-12-01T15:00:00Z",
+                     *       "fees": "0.00",
+                     *       "filled_at": null,
+                     *       "filled_avg_price": null,
+                     *       "filled_qty": "0",
+                     *       "id": "88d0c87f-48ba-4c28-9d9e-e63c95388e29",
+                     *       "legs": [
+                     *         {
+                     *           "filled_avg_price": null,
+                     *           "filled_qty": "0",
+                     *           "position_intent": "buy_to_open",
+                     *           "qty": "1",
+                     *           "ratio_qty": 1,
+                     *           "side": "buy",
+                     *           "status": "new",
+                     *           "symbol": "AAPL"
+                     *         }
+                     *       ],
+                     *       "limit_price": "150.00",
+                     *       "order_class": "simple",
+                     *       "position_intent": "buy_to_open",
+                     *       "purpose": "order",
+                     *       "qty": "1",
+                     *       "side": "buy",
+                     *       "status": "new",
+                     *       "symbol": "AAPL",
+                     *       "time_in_force": "gtc",
+                     *       "type": "limit",
+                     *       "updated_at": "2026-12-01T15:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["OrderResponse"];
                 };
             };
@@ -7825,7 +8499,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Order id */
+                /**
+                 * @description Order id
+                 * @example 0193a5c2-7d4e-7b21-9f3a-5c8e1d2b4a6f
+                 */
                 id: string;
             };
             cookie?: never;
@@ -7840,6 +8517,41 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "canceled_at": "2026-12-01T15:00:00Z",
+                     *       "client_order_id": "9966a239-2867-5278-a859-51e25ec38fd7",
+                     *       "created_at": "2026-12-01T15:00:00Z",
+                     *       "fees": "0.00",
+                     *       "filled_at": null,
+                     *       "filled_avg_price": null,
+                     *       "filled_qty": "0",
+                     *       "id": "88d0c87f-48ba-4c28-9d9e-e63c95388e29",
+                     *       "legs": [
+                     *         {
+                     *           "filled_avg_price": null,
+                     *           "filled_qty": "0",
+                     *           "position_intent": "buy_to_open",
+                     *           "qty": "1",
+                     *           "ratio_qty": 1,
+                     *           "side": "buy",
+                     *           "status": "canceled",
+                     *           "symbol": "AAPL"
+                     *         }
+                     *       ],
+                     *       "limit_price": "150.00",
+                     *       "order_class": "simple",
+                     *       "position_intent": "buy_to_open",
+                     *       "purpose": "order",
+                     *       "qty": "1",
+                     *       "side": "buy",
+                     *       "status": "canceled",
+                     *       "symbol": "AAPL",
+                     *       "time_in_force": "gtc",
+                     *       "type": "limit",
+                     *       "updated_at": "2026-12-01T15:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["OrderResponse"];
                 };
             };
@@ -8124,6 +8836,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "avg_entry_price": "190.10",
+                     *         "qty": "6",
+                     *         "realized_pnl": "-0.80",
+                     *         "side": "long",
+                     *         "symbol": "AAPL"
+                     *       }
+                     *     ]
+                     */
                     "application/json": components["schemas"]["PositionResponse"][];
                 };
             };
@@ -8309,7 +9032,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The position's symbol */
+                /**
+                 * @description The position's symbol
+                 * @example AAPL
+                 */
                 symbol: string;
             };
             cookie?: never;
@@ -8324,6 +9050,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "avg_entry_price": "190.10",
+                     *       "qty": "6",
+                     *       "realized_pnl": "-0.80",
+                     *       "side": "long",
+                     *       "symbol": "AAPL"
+                     *     }
+                     */
                     "application/json": components["schemas"]["PositionResponse"];
                 };
             };
@@ -8519,13 +9254,21 @@ export interface operations {
                 "Idempotency-Key"?: string;
             };
             path: {
-                /** @description The position's symbol */
+                /**
+                 * @description The position's symbol
+                 * @example AAPL
+                 */
                 symbol: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "qty": "4"
+                 *     }
+                 */
                 "application/json": components["schemas"]["ClosePositionRequest"];
             };
         };
@@ -8542,6 +9285,41 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "canceled_at": null,
+                     *       "client_order_id": "00fbfc64-0129-5587-9ed7-66a7111ba550",
+                     *       "created_at": "2026-12-01T15:00:00Z",
+                     *       "fees": "0.00",
+                     *       "filled_at": "2026-12-01T15:00:00Z",
+                     *       "filled_avg_price": "189.90",
+                     *       "filled_qty": "4",
+                     *       "id": "9e756f61-30b8-47e1-a6fb-23ceafe591dc",
+                     *       "legs": [
+                     *         {
+                     *           "filled_avg_price": "189.90",
+                     *           "filled_qty": "4",
+                     *           "position_intent": "sell_to_close",
+                     *           "qty": "4",
+                     *           "ratio_qty": 1,
+                     *           "side": "sell",
+                     *           "status": "filled",
+                     *           "symbol": "AAPL"
+                     *         }
+                     *       ],
+                     *       "limit_price": null,
+                     *       "order_class": "simple",
+                     *       "position_intent": "sell_to_close",
+                     *       "purpose": "close",
+                     *       "qty": "4",
+                     *       "side": "sell",
+                     *       "status": "filled",
+                     *       "symbol": "AAPL",
+                     *       "time_in_force": "day",
+                     *       "type": "market",
+                     *       "updated_at": "2026-12-01T15:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["OrderResponse"];
                 };
             };
@@ -8951,13 +9729,23 @@ export interface operations {
                 "Idempotency-Key"?: string;
             };
             path: {
-                /** @description The short call to close */
+                /**
+                 * @description The short call to close
+                 * @example XYZ270115C00067500
+                 */
                 symbol: string;
             };
             cookie?: never;
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "limit_price": "-0.80",
+                 *       "qty": "1",
+                 *       "to_symbol": "XYZ270219C00070000"
+                 *     }
+                 */
                 "application/json": components["schemas"]["RollRequest"];
             };
         };
@@ -8974,6 +9762,49 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "canceled_at": null,
+                     *       "client_order_id": "d5da4fdf-91df-5ce3-9612-0bb831b4f322",
+                     *       "created_at": "2026-12-01T15:00:00Z",
+                     *       "fees": "0.00",
+                     *       "filled_at": "2026-12-01T15:00:00Z",
+                     *       "filled_avg_price": "-0.85",
+                     *       "filled_qty": "1",
+                     *       "id": "f4a4788d-7679-44e8-a648-02ca84a47fc0",
+                     *       "legs": [
+                     *         {
+                     *           "filled_avg_price": "1.25",
+                     *           "filled_qty": "1",
+                     *           "position_intent": "buy_to_close",
+                     *           "qty": "1",
+                     *           "ratio_qty": 1,
+                     *           "side": "buy",
+                     *           "status": "filled",
+                     *           "symbol": "XYZ270115C00067500"
+                     *         },
+                     *         {
+                     *           "filled_avg_price": "2.10",
+                     *           "filled_qty": "1",
+                     *           "position_intent": "sell_to_open",
+                     *           "qty": "1",
+                     *           "ratio_qty": 1,
+                     *           "side": "sell",
+                     *           "status": "filled",
+                     *           "symbol": "XYZ270219C00070000"
+                     *         }
+                     *       ],
+                     *       "limit_price": "-0.80",
+                     *       "order_class": "mleg",
+                     *       "purpose": "roll",
+                     *       "qty": "1",
+                     *       "status": "filled",
+                     *       "symbol": null,
+                     *       "time_in_force": "day",
+                     *       "type": "limit",
+                     *       "updated_at": "2026-12-01T15:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["OrderResponse"];
                 };
             };
@@ -9373,7 +10204,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Equity or OCC option symbol */
+                /**
+                 * @description Equity or OCC option symbol
+                 * @example AAPL
+                 */
                 symbol: string;
             };
             cookie?: never;
@@ -9388,6 +10222,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "ask": "190.10",
+                     *       "bid": "189.90",
+                     *       "sequence": 1,
+                     *       "symbol": "AAPL",
+                     *       "updated_at": "2026-12-01T16:06:41.117049Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["MarketQuoteResponse"];
                 };
             };
@@ -9605,6 +10448,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "email": "ada@example.com"
+                 *     }
+                 */
                 "application/json": components["schemas"]["WaitlistSignupRequest"];
             };
         };
@@ -9617,6 +10465,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "accepted"
+                     *     }
+                     */
                     "application/json": components["schemas"]["WaitlistSignupResponse"];
                 };
             };
@@ -9842,6 +10695,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "ok"
+                     *     }
+                     */
                     "application/json": components["schemas"]["HealthResponse"];
                 };
             };
@@ -9950,6 +10808,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example # TYPE raptor_quote_sweeps_total counter
+                     *     raptor_quote_sweeps_total 12
+                     *     # TYPE raptor_option_expiry_settlements_total counter
+                     *     raptor_option_expiry_settlements_total 3
+                     */
                     "text/plain": string;
                 };
             };
@@ -10086,6 +10950,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "checks": {
+                     *         "database": "ok",
+                     *         "idempotency_store": "ok"
+                     *       },
+                     *       "status": "ok"
+                     *     }
+                     */
                     "application/json": components["schemas"]["HealthResponse"];
                 };
             };

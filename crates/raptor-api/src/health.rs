@@ -48,7 +48,10 @@ pub(crate) fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(get_metrics))
 }
 
-/// Liveness: 200 while the process runs.
+/// Liveness probe
+///
+/// `200` while the process runs; it does not look at the database (that is `/readyz`). For load
+/// balancers and orchestrators, not for apps.
 #[utoipa::path(get, path = "/healthz", tag = "ops",
     responses((status = 200, description = "alive", body = HealthResponse)))]
 pub(crate) async fn get_healthz() -> Json<HealthResponse> {
@@ -58,10 +61,12 @@ pub(crate) async fn get_healthz() -> Json<HealthResponse> {
     })
 }
 
-/// Readiness: 200 when both the database and the idempotency store answer within a second,
-/// else 503; `checks` says which one did not. Each is asked on a connection of its own
-/// (`ApiState::readiness`), never one of the request pools: a replica whose pools are all busy
-/// is still ready.
+/// Readiness probe
+///
+/// `200` when both the database and the idempotency store answer within a second, else `503`;
+/// `checks` says which one did not. Also `503` while the process shuts down. Each is asked on a
+/// connection of its own (`ApiState::readiness`), never one of the request pools: a replica
+/// whose pools are all busy is still ready. For load balancers and orchestrators, not for apps.
 #[utoipa::path(get, path = "/readyz", tag = "ops",
     responses(
         (status = 200, description = "ready", body = HealthResponse),
@@ -122,10 +127,12 @@ async fn ping(pool: &sqlx::PgPool, what: &'static str) -> bool {
     }
 }
 
-/// Prometheus metrics in the text exposition format.
+/// Prometheus metrics
 ///
-/// With `RAPTOR_METRICS_ADDR` set they are served on that listener only, and this route
-/// answers 404 `not_found` here.
+/// The process's metrics in the Prometheus text exposition format (requests, idempotency
+/// outcomes, pools, sweeps, schedules). With `RAPTOR_METRICS_ADDR` set they are served on that
+/// listener only, and this route answers `404 not_found` here. For the Prometheus scraper, not for
+/// apps.
 #[utoipa::path(get, path = "/metrics", tag = "ops",
     responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
 pub(crate) async fn get_metrics(State(state): State<ApiState>) -> Response {

@@ -8,6 +8,8 @@ use utoipa::{IntoParams, Modify, OpenApi};
 use crate::codes;
 use crate::error::ErrorBody;
 
+pub mod examples;
+
 /// The document's fixed parts; every path comes from the routers via utoipa-axum.
 #[derive(OpenApi)]
 #[openapi(
@@ -164,6 +166,8 @@ pub fn finish(spec: &mut Spec) {
             optional_body(operation, components.as_ref());
             mark_public(operation);
             mark_internal(operation);
+            operation_examples(operation);
+            operation.description = operation.description.as_deref().map(unwrap_lines);
         }
     }
     *servers = Some(vec![utoipa::openapi::server::Server::new("/")]);
@@ -172,6 +176,7 @@ pub fn finish(spec: &mut Spec) {
             decimal_patterns(schema);
             symbol_patterns(schema);
         }
+        unsigned_decimals(components);
         for name in REPLAYABLE {
             if let Some(utoipa::openapi::RefOr::T(utoipa::openapi::schema::Schema::Object(
                 object,
@@ -186,6 +191,61 @@ pub fn finish(spec: &mut Spec) {
                         ))
                         .into(),
                 );
+            }
+        }
+    }
+}
+
+/// A doc comment's paragraphs as the document carries them: the lines of a paragraph joined
+/// by a space (they were wrapped for the source, not for a reader), paragraphs kept apart.
+fn unwrap_lines(text: &str) -> String {
+    text.split("\n\n")
+        .map(|paragraph| {
+            paragraph
+                .lines()
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// The operation's examples from [`examples`]: its JSON request body, its success answer and
+/// its path parameters.
+fn operation_examples(operation: &mut utoipa::openapi::path::Operation) {
+    use utoipa::openapi::path::ParameterIn;
+    use utoipa::openapi::RefOr;
+    let Some(id) = operation.operation_id.clone() else {
+        return;
+    };
+    if let Some(example) = examples::request(&id) {
+        if let Some(content) = operation
+            .request_body
+            .as_mut()
+            .and_then(|body| body.content.get_mut("application/json"))
+        {
+            content.example = Some(example);
+        }
+    }
+    if let Some(example) = examples::response(&id) {
+        let success = operation
+            .responses
+            .responses
+            .iter_mut()
+            .find(|(status, _)| status.starts_with('2'));
+        if let Some((_, RefOr::T(response))) = success {
+            for content in response.content.values_mut() {
+                content.example = Some(example.clone());
+            }
+        }
+    }
+    for parameter in operation.parameters.iter_mut().flatten() {
+        if matches!(parameter.parameter_in, ParameterIn::Path) {
+            if let Some(example) = examples::parameter(&id, &parameter.name) {
+                *parameter = utoipa::openapi::path::ParameterBuilder::from(parameter.clone())
+                    .example(Some(example))
+                    .build();
             }
         }
     }
@@ -406,6 +466,33 @@ fn decimal_patterns(schema: &mut utoipa::openapi::RefOr<utoipa::openapi::schema:
         Schema::OneOf(one) => one.items.iter_mut().for_each(decimal_patterns),
         Schema::AnyOf(any) => any.items.iter_mut().for_each(decimal_patterns),
         _ => {}
+    }
+}
+
+/// What a decimal that may not be negative looks like: [`DECIMAL_PATTERN`] without the minus.
+pub const UNSIGNED_DECIMAL_PATTERN: &str = r"^[0-9]{1,20}(\.[0-9]{1,12})?$";
+
+/// The request decimals the server refuses when negative, as `(schema, property)`: quantities
+/// (`422 invalid_order`: a quantity is positive) and quoted prices (`422 invalid_quote`). Limit
+/// prices are not here: a multi-leg order's or a roll's net limit is negative for a credit.
+pub const UNSIGNED_DECIMALS: &[(&str, &str)] = &[
+    ("CreateOrderRequest", "qty"),
+    ("RollRequest", "qty"),
+    ("ClosePositionRequest", "qty"),
+    ("SetQuoteRequest", "bid"),
+    ("SetQuoteRequest", "ask"),
+];
+
+/// Gives the [`UNSIGNED_DECIMALS`] the pattern without a minus sign.
+fn unsigned_decimals(components: &mut utoipa::openapi::Components) {
+    use utoipa::openapi::schema::Schema;
+    use utoipa::openapi::RefOr;
+    for (schema, property) in UNSIGNED_DECIMALS {
+        if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(*schema) {
+            if let Some(RefOr::T(Schema::Object(property))) = object.properties.get_mut(*property) {
+                property.pattern = Some(UNSIGNED_DECIMAL_PATTERN.to_owned());
+            }
+        }
     }
 }
 

@@ -230,3 +230,116 @@ async fn one_busy_account_does_not_starve_other_users(pool: PgPool) {
     })
     .await;
 }
+
+/// `legs`, when sent, has 2 to 4 entries, as the document's `minItems`/`maxItems` say: none,
+/// one or five legs (or a multi-leg order without `legs`) is `422 invalid_order`, and nothing
+/// is stored.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn multi_leg_orders_have_two_to_four_legs(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (_, token) = app.user("legs@example.com").await;
+        let leg = |symbol: &str| json!({ "symbol": symbol, "side": "buy" });
+        let five: Vec<Value> = (1..=5)
+            .map(|i| leg(&format!("XYZ280121C000{i}0000")))
+            .collect();
+        let one_leg = Order::mleg_market(vec![leg(super::LEAPS)]).qty("1").json();
+        let no_legs = Order::mleg_market(vec![]).qty("1").json();
+        let without = json!({ "order_class": "mleg", "type": "market", "qty": "1" });
+        let simple_with_empty = Order::market("AAPL")
+            .buy()
+            .qty("1")
+            .set("legs", json!([]))
+            .json();
+        let five_legs = Order::mleg_market(five).qty("1").json();
+        for body in [one_leg, no_legs, without, simple_with_empty, five_legs] {
+            let refused = app.create_order(&token, Uuid::new_v4(), &body).await;
+            assert_problem(
+                &refused,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::InvalidOrder,
+            );
+            assert!(
+                refused.body["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("2 to 4 legs")),
+                "{body}: {}",
+                refused.text
+            );
+        }
+        let stored: i64 = app.scalar("select count(*) from paper_orders").await;
+        assert_eq!(stored, 0);
+    })
+    .await;
+}
+
+/// A negative quantity (an order's, a close's, a roll's; `-0` too) is `422 invalid_order` and a
+/// quote's price with a minus sign (`-0.00` too) `422 invalid_body`: the document's pattern for
+/// these decimals has no minus sign.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn negative_quantities_and_quotes_are_refused(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (_, token) = app.user("negative@example.com").await;
+        let (_, operator) = app.operator("negative-operator@example.com").await;
+        app.quote("AAPL", "189.90", "190.10").await;
+        let bought = app
+            .create_order(
+                &token,
+                Uuid::new_v4(),
+                &Order::market("AAPL").buy().qty("2").json(),
+            )
+            .await;
+        assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.text);
+
+        for qty in ["-1", "-0"] {
+            let order = app
+                .create_order(
+                    &token,
+                    Uuid::new_v4(),
+                    &Order::market("AAPL").buy().qty(qty).json(),
+                )
+                .await;
+            assert_problem(
+                &order,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::InvalidOrder,
+            );
+        }
+        let close = app
+            .close_position(&token, Uuid::new_v4(), "AAPL", &json!({ "qty": "-1" }))
+            .await;
+        assert_problem(
+            &close,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::InvalidOrder,
+        );
+        let roll = app
+            .roll(
+                &token,
+                Uuid::new_v4(),
+                super::NEAR,
+                &json!({ "to_symbol": super::NEXT, "qty": "-1" }),
+            )
+            .await;
+        assert_problem(
+            &roll,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::InvalidOrder,
+        );
+        for body in [
+            json!({ "bid": "-1.00", "ask": "1.25" }),
+            json!({ "bid": "-2.00", "ask": "-1.00" }),
+            json!({ "bid": "-0.00", "ask": "1.25" }),
+        ] {
+            let quote = app.put_quote(&operator, "AAPL", &body).await;
+            assert_problem(
+                &quote,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::InvalidBody,
+            );
+        }
+        let orders: i64 = app.scalar("select count(*) from paper_orders").await;
+        assert_eq!(orders, 1, "only the first buy");
+        assert_eq!(app.positions(&token).await[0]["qty"], "2");
+    })
+    .await;
+}

@@ -5,6 +5,7 @@ class ActivityType(StrEnum):
     CANCEL = "cancel"
     EXPIRY = "expiry"
     FILL = "fill"
+    ORDER_EXPIRY = "order_expiry"
     RESET = "reset"
     SETTLEMENT = "settlement"
 

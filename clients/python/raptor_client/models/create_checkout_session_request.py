@@ -13,10 +13,11 @@ class CreateCheckoutSessionRequest:
     """`POST /api/billing/checkout-sessions`.
 
     Attributes:
-        cancel_url (str): Where Stripe sends the user when they go back. Example: https://app.example.com/billing.
+        cancel_url (str): Where Stripe sends the user when they go back (an absolute http or https URL, at most
+            2048 characters). Example: https://app.example.com/billing.
         price_id (str): The Stripe price to subscribe to. Example: price_1PremiumMonthly.
-        success_url (str): Where Stripe sends the user after paying (http or https, at most 2048 characters). Example:
-            https://app.example.com/billing/success.
+        success_url (str): Where Stripe sends the user after paying (an absolute http or https URL, at most 2048
+            characters). Example: https://app.example.com/billing/success.
     """
 
     cancel_url: str

@@ -28,7 +28,9 @@ class CreateOrderRequest:
         type_ (OrderType): `market` or `limit`.
         client_order_id (None | str | Unset): Unique per account; derived from the account and the Idempotency-Key when
             absent.
-        legs (list[LegRequest] | None | Unset): Multi-leg orders: 2-4 legs.
+        legs (list[LegRequest] | None | Unset): Multi-leg orders: 2-4 legs (fewer or more is `422 invalid_order`; a
+            simple order sends
+            none).
         limit_price (None | str | Unset): Limit orders: per share (simple) or net per unit, positive = debit (mleg).
             Example: 1.25.
         order_class (OrderClass | Unset): `simple` or `mleg` (2-4 legs, all or none).

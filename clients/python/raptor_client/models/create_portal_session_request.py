@@ -13,8 +13,8 @@ class CreatePortalSessionRequest:
     """`POST /api/billing/portal-sessions`.
 
     Attributes:
-        return_url (str): Where the portal sends the user back (http or https, at most 2048 characters). Example:
-            https://app.example.com/settings.
+        return_url (str): Where the portal sends the user back (an absolute http or https URL, at most 2048
+            characters). Example: https://app.example.com/settings.
     """
 
     return_url: str

@@ -13,8 +13,8 @@ class SetQuoteRequest:
     """`PUT /api/admin/quotes/{symbol}`.
 
     Attributes:
-        ask (str): Ask. Example: 1.25.
-        bid (str): Bid. Example: 1.20.
+        ask (str): Ask (no minus sign, not even on zero). Example: 1.25.
+        bid (str): Bid (no minus sign, not even on zero). Example: 1.20.
     """
 
     ask: str

@@ -37,7 +37,10 @@ impl Policy for PersonalData {
     const REPLAY: Replay = Replay::ReExecute;
 }
 
-/// The caller's profile.
+/// Read the caller's profile
+///
+/// The caller's email, display name, time zone and marketing consent, with when they last changed.
+/// `404 not_found` when the user was erased meanwhile.
 #[utoipa::path(get, path = "/api/account/profile", tag = "account",
     security(("bearer" = [])),
     responses(
@@ -53,11 +56,12 @@ pub(crate) async fn get_profile(
     Ok(Json(profile.into()))
 }
 
-/// Change the caller's profile: only the fields sent change; `null` clears `display_name` or
-/// `time_zone`. Tier 2 (fail-open, keys kept 7 days). The answer is personal data, so it is
-/// never stored: a retry with the same key runs the patch again (it sets values, so the second
-/// run changes nothing the first did not) and answers the profile as it is then. The audit row
-/// names the changed fields.
+/// Change the caller's profile
+///
+/// Only the fields sent change; `null` clears `display_name` or `time_zone`. Tier 2 (fail-open,
+/// keys kept 7 days). The answer is personal data, so it is never stored: a retry with the same key
+/// runs the patch again and answers the profile as it is then. `422 invalid_display_name`,
+/// `invalid_time_zone` or `invalid_marketing_opt_in` for a bad value.
 #[utoipa::path(patch, path = "/api/account/profile", tag = "account",
     security(("bearer" = [])),
     params(IdempotencyKeyHeader),
@@ -82,9 +86,11 @@ pub(crate) async fn update_profile(
         .await
 }
 
-/// Everything stored about the caller (GDPR access and portability), including idempotency
-/// keys: one JSON object, streamed from one consistent snapshot (an account of any size is
-/// exported in bounded memory).
+/// Export the caller's data
+///
+/// Everything stored about the caller (GDPR access and portability), idempotency keys included, as
+/// one JSON object streamed from one consistent snapshot, so an account of any size is exported in
+/// bounded memory.
 #[utoipa::path(get, path = "/api/account/export", tag = "account",
     security(("bearer" = [])),
     responses(
@@ -97,9 +103,12 @@ pub(crate) async fn export_account(
     super::export::respond(&state, user.id).await
 }
 
-/// Erase the caller (GDPR): idempotency keys, audit rows, orders, legs, fills, positions,
-/// account, sessions, sign-in links and outbox messages, waitlist rows, the billing mirror;
-/// operator-owned rows that named the user keep no reference to them.
+/// Erase the caller's data
+///
+/// Erases everything stored about the caller (GDPR): idempotency keys, audit rows, orders, fills,
+/// positions, the paper account, sessions, sign-in links, outbox messages, waitlist rows and the
+/// billing mirror; operator-owned rows that named the user keep no reference. The token stops
+/// working. `409 subscription_active` while a subscription still renews: cancel it first.
 #[utoipa::path(post, path = "/api/account/erasure", tag = "account",
     security(("bearer" = [])),
     responses(

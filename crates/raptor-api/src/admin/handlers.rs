@@ -30,8 +30,11 @@ pub struct FlagResponse {
     pub enabled: bool,
 }
 
-/// Flip a run-time flag. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known; the new value reaches every
-/// server process within one second, without a restart.
+/// Set a run-time flag (operators)
+///
+/// Turns a run-time flag on or off. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known (`404 not_found`
+/// for any other name); the new value reaches every server process within one second, without a
+/// restart.
 #[utoipa::path(put, path = "/api/admin/flags/{name}", tag = "admin",
     security(("bearer" = [])),
     params(("name" = String, Path, description = "Flag name: FLAG_IDEMPOTENCY_MIDDLEWARE", example = "FLAG_IDEMPOTENCY_MIDDLEWARE")),

@@ -19,11 +19,21 @@ pub struct CreateCheckoutSessionRequest {
     /// The Stripe price to subscribe to.
     #[schema(example = "price_1PremiumMonthly")]
     pub price_id: String,
-    /// Where Stripe sends the user after paying (http or https, at most 2048 characters).
-    #[schema(example = "https://app.example.com/billing/success")]
+    /// Where Stripe sends the user after paying (an absolute http or https URL, at most 2048
+    /// characters).
+    #[schema(
+        example = "https://app.example.com/billing/success",
+        format = "uri",
+        max_length = 2048
+    )]
     pub success_url: String,
-    /// Where Stripe sends the user when they go back.
-    #[schema(example = "https://app.example.com/billing")]
+    /// Where Stripe sends the user when they go back (an absolute http or https URL, at most
+    /// 2048 characters).
+    #[schema(
+        example = "https://app.example.com/billing",
+        format = "uri",
+        max_length = 2048
+    )]
     pub cancel_url: String,
 }
 
@@ -60,8 +70,13 @@ pub struct CheckoutSessionResponse {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreatePortalSessionRequest {
-    /// Where the portal sends the user back (http or https, at most 2048 characters).
-    #[schema(example = "https://app.example.com/settings")]
+    /// Where the portal sends the user back (an absolute http or https URL, at most 2048
+    /// characters).
+    #[schema(
+        example = "https://app.example.com/settings",
+        format = "uri",
+        max_length = 2048
+    )]
     pub return_url: String,
 }
 

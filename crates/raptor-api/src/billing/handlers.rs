@@ -29,8 +29,12 @@ use crate::extract::ApiJson;
 use crate::openapi::IdempotencyKeyHeader;
 use crate::state::ApiState;
 
-/// Start a subscription: a Stripe Checkout Session for `price_id` (the user's Stripe customer
-/// is created on first use). Retries with the same Idempotency-Key return the same session.
+/// Start a subscription checkout
+///
+/// A Stripe Checkout Session for `price_id` (the user's Stripe customer is created on first use);
+/// send the user to its `url`. Tier 2: retries with the same Idempotency-Key return the same
+/// session. `409 subscription_active` when one is running; `422 invalid_billing_request` for a bad
+/// price id or URL; `502`/`504` when Stripe fails; `503 billing_not_configured`.
 #[utoipa::path(post, path = "/api/billing/checkout-sessions", tag = "billing",
     security(("bearer" = [])),
     params(IdempotencyKeyHeader),
@@ -80,8 +84,12 @@ impl Policy for Tier2Unstored {
     const REPLAY: Replay = Replay::StatusOnly;
 }
 
-/// Manage the subscription: a Stripe Billing Portal session (the user's Stripe customer is
-/// created on first use).
+/// Open the Stripe billing portal
+///
+/// A Stripe Billing Portal session for managing the subscription (the user's Stripe customer is
+/// created on first use). Its URL signs the user in, so it is never stored: a replay answers
+/// `body_stored: false`; ask again with a new key. `422 invalid_billing_request` for a bad
+/// `return_url`; `502`/`504` when Stripe fails; `503 billing_not_configured`.
 #[utoipa::path(post, path = "/api/billing/portal-sessions", tag = "billing",
     security(("bearer" = [])),
     params(IdempotencyKeyHeader),
@@ -115,8 +123,11 @@ pub(crate) async fn create_portal_session(
         .await
 }
 
-/// The caller's subscription, as mirrored from Stripe (the one still running, else the newest),
-/// or `404 not_found` when there is none. Read from the mirror: Stripe is not called.
+/// Read the caller's subscription
+///
+/// The caller's subscription as mirrored from Stripe (the one still running, else the newest):
+/// status, price, current period end, cancel at period end. Read from the mirror; Stripe is not
+/// called. `404 not_found` when there is none.
 #[utoipa::path(get, path = "/api/billing/subscription", tag = "billing",
     security(("bearer" = [])),
     responses(
@@ -133,8 +144,11 @@ pub(crate) async fn get_subscription(
     Ok(Json(SubscriptionResponse::from(row)))
 }
 
-/// Cancel the user's subscription at the end of the paid period (Stripe
-/// `cancel_at_period_end=true`); answers the updated mirror. Body `{}` or none.
+/// Cancel the subscription at period end
+///
+/// Asks Stripe to cancel the caller's subscription at the end of the paid period
+/// (`cancel_at_period_end=true`) and answers the updated mirror. Body `{}` or none. `404 not_found`
+/// without a running subscription; `502`/`504` when Stripe fails; `503 billing_not_configured`.
 #[utoipa::path(post, path = "/api/billing/subscription/cancel", tag = "billing",
     security(("bearer" = [])),
     params(IdempotencyKeyHeader),
@@ -164,8 +178,12 @@ pub(crate) async fn cancel_subscription(
         .await
 }
 
-/// Upsert one subscription's mirror (operators and services), e.g. after reading it from
-/// Stripe. Idempotent by itself: the same body twice leaves one row with the same state.
+/// Upsert a subscription mirror (operators)
+///
+/// Writes one subscription's state, as an operator or a service read it from Stripe, into the
+/// mirror, upserted by `stripe_subscription_id`. Idempotent by itself: the same body twice leaves
+/// one row with the same state. `422 invalid_subscription` for an unknown status, a malformed
+/// Stripe id or a `user_id` that names no user.
 #[utoipa::path(post, path = "/api/billing/mirror-sync", tag = "billing",
     security(("bearer" = [])),
     request_body = MirrorSyncRequest,
@@ -192,8 +210,12 @@ pub(crate) async fn sync_subscription_mirror(
     Ok(Json(row.into()))
 }
 
-/// Stripe's webhook endpoint (no bearer token: `Stripe-Signature` authenticates it). Each event
-/// is recorded and applied once; redeliveries answer `duplicate: true` and change nothing.
+/// Receive a Stripe event
+///
+/// Stripe's webhook endpoint: no bearer token, `Stripe-Signature` authenticates the raw body. Each
+/// event is recorded and applied once (subscription and customer events update the mirror); a
+/// redelivery answers `duplicate: true` and changes nothing. `400 invalid_signature` for a missing,
+/// wrong or stale signature, `400 invalid_payload` for a body that is not an event.
 #[utoipa::path(post, path = "/api/billing/webhooks/stripe", tag = "billing",
     params(("Stripe-Signature" = String, Header, description = "`t=…,v1=…`: HMAC-SHA256 of `{t}.{body}` with the endpoint's signing secret")),
     request_body(content = Object, description = "a Stripe event", content_type = "application/json"),

@@ -56,9 +56,11 @@ fn admit(state: &ApiState, peer: Peer, request: &EmailRequest) -> ApiResult<Emai
     Ok(email)
 }
 
-/// Start sign-up: emails a verification link (valid 24 h). The answer is the same whether or
-/// not the address has an account (an existing user is sent a login link instead), so it
-/// cannot be used to probe for accounts. Rate-limited per address and per client IP.
+/// Start sign-up by email
+///
+/// Emails a verification link (valid 24 hours). The answer is the same whether or not the address
+/// has an account (an existing user is sent a login link instead), so it cannot be used to probe
+/// for accounts. `422 invalid_email`; `429 rate_limited` per address and per client IP.
 #[utoipa::path(post, path = "/api/auth/register", tag = "auth",
     request_body = EmailRequest,
     responses(
@@ -112,8 +114,11 @@ pub(crate) async fn register(
     Ok(accepted())
 }
 
-/// Request a login link for an existing account (valid 1 h). Always `202`: for an unknown
-/// address nothing is sent. Rate-limited like register.
+/// Request a login link
+///
+/// Emails a login link (valid 1 hour) to an existing account. Always `202`: for an unknown address
+/// nothing is sent, so the answer cannot be used to probe for accounts. `422 invalid_email`; `429
+/// rate_limited` per address and per client IP, like sign-up.
 #[utoipa::path(post, path = "/api/auth/login", tag = "auth",
     request_body = EmailRequest,
     responses(
@@ -190,11 +195,12 @@ async fn queue_login_link(
     .await
 }
 
-/// Verify a sign-up or login link: a session, and on the first verification of a sign-up link
-/// a new user with a paper account. A repeat within 15 minutes of the first use (a client
-/// retrying a lost answer, a double submit) answers the **same** session for the same user, so
-/// whichever answer the app keeps works; after logout of that session, or later than 15
-/// minutes, the link is spent (`400 invalid_token`). Never creates a second user for one
+/// Exchange an emailed link's token for a session
+///
+/// Verifies a sign-up or login link: a session, and on the first use of a sign-up link a new user
+/// with a paper account. A repeat within 15 minutes answers the same session, so whichever answer
+/// the app keeps works; after that, or after logout of that session, the link is spent (`400
+/// invalid_token`, also for an unknown or expired token). Never creates a second user for one
 /// address.
 #[utoipa::path(post, path = "/api/auth/register/verify-with-token", tag = "auth",
     request_body = VerifyRequest,
@@ -321,7 +327,10 @@ async fn first_verification(
         .ok_or_else(invalid_token)
 }
 
-/// End the current session: its token is refused (`401`) from now on.
+/// End the current session
+///
+/// Revokes the session of the bearer token: the token is refused (`401 unauthenticated`) from now
+/// on. The user's other sessions stay valid.
 #[utoipa::path(post, path = "/api/auth/logout", tag = "auth",
     security(("bearer" = [])),
     responses(

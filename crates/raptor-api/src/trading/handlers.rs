@@ -107,8 +107,13 @@ fn count_placement(purpose: &'static str, placement: Placement) {
     }
 }
 
-/// Place an order: simple (equity or option) or multi-leg (`order_class: "mleg"`, 2-4 legs, all
-/// or none). Marketable orders fill at once at the quote; other limits rest as `new`.
+/// Place an order
+///
+/// Simple (equity or option) or multi-leg (`order_class: mleg`, 2-4 option legs, all or none).
+/// Marketable orders fill at once at the quote; other limits rest as `new`. Tier 1 (fail-closed):
+/// send an `Idempotency-Key`; a retry with it replays the first answer. `403
+/// insufficient_buying_power`, `insufficient_qty` or `uncovered_short_option`; `422 invalid_order`,
+/// `invalid_symbol`, `quote_unavailable`, `contract_expired` or `duplicate_client_order_id`.
 #[utoipa::path(post, path = "/api/trading/orders", tag = "trading",
     security(("bearer" = [])),
     params(IdempotencyKeyHeader),
@@ -126,8 +131,13 @@ pub(crate) async fn create_order(
     place(&desk, claim, auth.trader(), "order", intent).await
 }
 
-/// Roll a short call: buy-to-close `{symbol}` and sell-to-open `to_symbol` as one all-or-none
-/// two-leg order.
+/// Roll a short call to another contract
+///
+/// Buys to close the short call `{symbol}` and sells to open `to_symbol` as one all-or-none two-leg
+/// order, at market or at a net `limit_price` (negative for a credit). Tier 1 (fail-closed): send
+/// an `Idempotency-Key`; a retry with it replays the first answer. `404 not_found` without that
+/// short position; `403 uncovered_short_option` when the new call would not be covered; `422
+/// invalid_order`, `quote_unavailable` or `contract_expired`.
 #[utoipa::path(post, path = "/api/trading/positions/{symbol}/roll", tag = "trading",
     security(("bearer" = [])),
     params(("symbol" = String, Path, description = "The short call to close"), IdempotencyKeyHeader),
@@ -146,7 +156,12 @@ pub(crate) async fn roll_position(
     place(&desk, claim, auth.trader(), "roll", intent).await
 }
 
-/// Close a position at market: all of it (`{}`) or `qty`.
+/// Close a position at market
+///
+/// Closes all of the position (`{}` or no body) or `qty` of it with a market order, buying back a
+/// short or selling a long. Tier 1 (fail-closed): send an `Idempotency-Key`; a retry with it
+/// replays the first answer. `404 not_found` without a position in `{symbol}`; `422 invalid_order`
+/// for a bad `qty`; `422 quote_unavailable` without a usable quote.
 #[utoipa::path(post, path = "/api/trading/positions/{symbol}/close", tag = "trading",
     security(("bearer" = [])),
     params(("symbol" = String, Path, description = "The position's symbol"), IdempotencyKeyHeader),
@@ -165,7 +180,11 @@ pub(crate) async fn close_position(
     place(&desk, claim, auth.trader(), "close", intent).await
 }
 
-/// Reset the paper account: starting cash, no positions, open orders canceled.
+/// Reset the paper account
+///
+/// Starting cash, no positions, every open order canceled, audited; the feed gets a `reset` entry.
+/// Tier 1 (fail-closed): send an `Idempotency-Key`, and a retry with it replays the first answer.
+/// Body `{}` or none. `403 live_trading_unavailable` on a live account.
 #[utoipa::path(post, path = "/api/trading/account/reset", tag = "trading",
     security(("bearer" = [])),
     params(IdempotencyKeyHeader),
@@ -185,7 +204,11 @@ pub(crate) async fn reset_account(
         .await
 }
 
-/// Cancel an open order. Naturally idempotent: a canceled order is returned unchanged.
+/// Cancel an open order
+///
+/// Cancels a resting order and releases its reservation. Naturally idempotent: a canceled order is
+/// answered unchanged, so no Idempotency-Key is needed. `422 order_not_cancelable` for a filled or
+/// expired order; `404 not_found`; `400 invalid_path` when `id` is not a UUID.
 #[utoipa::path(delete, path = "/api/trading/orders/{id}", tag = "trading",
     security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Order id")),
@@ -204,7 +227,11 @@ pub(crate) async fn cancel_order(
     Ok(Json(order))
 }
 
-/// The paper account: cash, buying power, realized P&L, mode.
+/// Read the paper account
+///
+/// Cash, buying power, reserved cash, realized and unrealized P&L, market value and equity (marked
+/// at the quotes' mid; positions without a quote at their entry price, flagged), and short options
+/// left uncovered. Expired orders and options are settled first.
 #[utoipa::path(get, path = "/api/trading/account", tag = "trading",
     security(("bearer" = [])),
     responses(
@@ -221,9 +248,12 @@ pub(crate) async fn get_account(
     Ok(Json(account))
 }
 
-/// The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor`
-/// for the next page (keyset on the creation time and id, so orders placed meanwhile neither
-/// repeat nor hide older ones).
+/// List the account's orders
+///
+/// The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor` for
+/// the next page (keyset on creation time and id, so orders placed meanwhile neither repeat nor
+/// hide older ones). Filters: `status`, `symbol`, `after`, `until`. `400 invalid_query` for a bad
+/// parameter or cursor.
 #[utoipa::path(get, path = "/api/trading/orders", tag = "trading",
     security(("bearer" = [])),
     params(ListOrdersQuery),
@@ -284,7 +314,10 @@ pub(crate) async fn list_orders(
     }))
 }
 
-/// One order.
+/// Read one order
+///
+/// One of the account's orders, with its legs; an order past its expiry reads as `expired`. `404
+/// not_found` for an order of another account or none; `400 invalid_path` when `id` is not a UUID.
 #[utoipa::path(get, path = "/api/trading/orders/{id}", tag = "trading",
     security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Order id")),
@@ -304,8 +337,11 @@ pub(crate) async fn get_order(
     Ok(Json(OrderResponse::try_from(order)?))
 }
 
-/// The order with this `client_order_id`: how a client that lost an answer finds out what
-/// became of its order.
+/// Find an order by its client order id
+///
+/// The order with this `client_order_id` (the one sent, or the one derived from the
+/// Idempotency-Key): how a client that lost an answer finds out what became of its order. `404
+/// not_found` when the account has no such order.
 #[utoipa::path(get, path = "/api/trading/orders/by-client-order-id/{client_order_id}",
     tag = "trading",
     security(("bearer" = [])),
@@ -330,7 +366,10 @@ pub(crate) async fn get_order_by_client_order_id(
     Ok(Json(OrderResponse::try_from(order)?))
 }
 
-/// Open positions (negative qty when short).
+/// List open positions
+///
+/// The account's open positions with quantity (negative when short), average entry price and
+/// realized P&L. Expired options are settled first.
 #[utoipa::path(get, path = "/api/trading/positions", tag = "trading",
     security(("bearer" = [])),
     responses(
@@ -347,7 +386,10 @@ pub(crate) async fn list_positions(
     Ok(Json(rows.into_iter().map(PositionResponse::from).collect()))
 }
 
-/// One open position, or `404 not_found` when the account holds none in `symbol`.
+/// Read one position
+///
+/// The account's open position in `symbol`. `404 not_found` when the account holds none in it (a
+/// flat or never-held symbol).
 #[utoipa::path(get, path = "/api/trading/positions/{symbol}", tag = "trading",
     security(("bearer" = [])),
     params(("symbol" = String, Path, description = "The position's symbol", min_length = 1, max_length = 64)),
@@ -369,8 +411,10 @@ pub(crate) async fn get_position(
     Ok(Json(PositionResponse::from(row)))
 }
 
-/// A symbol's current quote (any signed-in caller), or `404 quote_unavailable` when no
-/// operator has quoted it.
+/// Read a symbol's quote
+///
+/// The current bid, ask and update time of `symbol`, for any signed-in caller (an app's display,
+/// not an order's price guarantee). `404 quote_unavailable` when no operator has quoted it.
 #[utoipa::path(get, path = "/api/trading/quotes/{symbol}", tag = "trading",
     security(("bearer" = [])),
     params(("symbol" = String, Path, description = "Equity or OCC option symbol", min_length = 1, max_length = 64)),
@@ -397,8 +441,12 @@ pub(crate) async fn get_quote(
     Ok(Json(MarketQuoteResponse::from(row)))
 }
 
-/// The account's activity feed, newest first, paged like the orders: fills, cancels, resets
-/// (and, as they come, option expiries and settlements), each with its cash effect.
+/// List the account's activities
+///
+/// The account's feed, newest first, paged like the orders (`limit`, `cursor`): fills, cancels,
+/// order expiries, option expiries and settlements, and resets, each with its order, symbol,
+/// quantity, price, cash effect and time. New types may appear: skip unknown ones. `400
+/// invalid_query` for a bad `limit` or `cursor`.
 #[utoipa::path(get, path = "/api/trading/activities", tag = "trading",
     security(("bearer" = [])),
     params(ListActivitiesQuery),
@@ -432,10 +480,12 @@ pub(crate) async fn list_activities(
     }))
 }
 
-/// Set a symbol's quote (operators). It commits as a numbered quote event; the resting orders
-/// it makes marketable then fill in short per-account transactions, audited with the event:
-/// those this request reaches within a quarter of the request timeout are listed, the rest
-/// (`pending_accounts`) are swept right after by the servers.
+/// Set a symbol's quote (operators)
+///
+/// Commits the quote as a numbered quote event; the resting orders it makes marketable then fill in
+/// short per-account transactions, audited with the event. Accounts reached within a quarter of the
+/// request timeout are done; the rest (`pending_accounts`) are swept right after. `422
+/// invalid_quote` when bid > ask or a price is negative or out of range, `422 invalid_symbol`.
 #[utoipa::path(put, path = "/api/admin/quotes/{symbol}", tag = "admin",
     security(("bearer" = [])),
     params(("symbol" = String, Path, description = "Equity or OCC option symbol")),

@@ -78,10 +78,16 @@ impl CreateOrderRequest {
     /// Parses and checks the request's shape before any lock or audit write, so a huge body is
     /// refused for the price of reading it.
     pub(crate) fn parse(self) -> ApiResult<OrderDraft> {
+        // `legs`, when sent, holds 2 to 4 legs (the document's minItems and maxItems); a simple
+        // order sends none.
+        let sent = self.legs.is_some();
         let legs = self.legs.unwrap_or_default();
-        if legs.len() > *engine::MLEG_LEGS.end() {
+        if (sent || matches!(self.order_class, Some(OrderClassDto::Mleg)))
+            && !engine::MLEG_LEGS.contains(&legs.len())
+        {
             return Err(invalid_order(format!(
-                "an order has at most {} legs, got {}",
+                "a multi-leg order has {} to {} legs, got {}",
+                engine::MLEG_LEGS.start(),
                 engine::MLEG_LEGS.end(),
                 legs.len()
             )));

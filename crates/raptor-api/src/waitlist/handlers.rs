@@ -13,7 +13,10 @@ use crate::error::{ApiResult, ResultExt};
 use crate::extract::ApiJson;
 use crate::state::ApiState;
 
-/// Join the waitlist. A repeat (any letter case) is `202` again and changes nothing.
+/// Join the waitlist
+///
+/// Adds an email address to the waitlist. A repeat (any letter case) is `202` again and changes
+/// nothing, so the answer does not tell whether the address was already there. `422 invalid_email`.
 #[utoipa::path(post, path = "/api/waitlist/signup", tag = "waitlist",
     request_body = WaitlistSignupRequest,
     responses(

@@ -109,9 +109,12 @@ def sync_detailed(
     | EraseAccountResponse503
     | ErasureResponse
 ]:
-    """Erase the caller (GDPR): idempotency keys, audit rows, orders, legs, fills, positions,
-    account, sessions, sign-in links and outbox messages, waitlist rows, the billing mirror;
-    operator-owned rows that named the user keep no reference to them.
+    """Erase the caller's data
+
+     Erases everything stored about the caller (GDPR): idempotency keys, audit rows, orders, fills,
+    positions, the paper account, sessions, sign-in links, outbox messages, waitlist rows and the
+    billing mirror; operator-owned rows that named the user keep no reference. The token stops working.
+    `409 subscription_active` while a subscription still renews: cancel it first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -143,9 +146,12 @@ def sync(
     | ErasureResponse
     | None
 ):
-    """Erase the caller (GDPR): idempotency keys, audit rows, orders, legs, fills, positions,
-    account, sessions, sign-in links and outbox messages, waitlist rows, the billing mirror;
-    operator-owned rows that named the user keep no reference to them.
+    """Erase the caller's data
+
+     Erases everything stored about the caller (GDPR): idempotency keys, audit rows, orders, fills,
+    positions, the paper account, sessions, sign-in links, outbox messages, waitlist rows and the
+    billing mirror; operator-owned rows that named the user keep no reference. The token stops working.
+    `409 subscription_active` while a subscription still renews: cancel it first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -172,9 +178,12 @@ async def asyncio_detailed(
     | EraseAccountResponse503
     | ErasureResponse
 ]:
-    """Erase the caller (GDPR): idempotency keys, audit rows, orders, legs, fills, positions,
-    account, sessions, sign-in links and outbox messages, waitlist rows, the billing mirror;
-    operator-owned rows that named the user keep no reference to them.
+    """Erase the caller's data
+
+     Erases everything stored about the caller (GDPR): idempotency keys, audit rows, orders, fills,
+    positions, the paper account, sessions, sign-in links, outbox messages, waitlist rows and the
+    billing mirror; operator-owned rows that named the user keep no reference. The token stops working.
+    `409 subscription_active` while a subscription still renews: cancel it first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -204,9 +213,12 @@ async def asyncio(
     | ErasureResponse
     | None
 ):
-    """Erase the caller (GDPR): idempotency keys, audit rows, orders, legs, fills, positions,
-    account, sessions, sign-in links and outbox messages, waitlist rows, the billing mirror;
-    operator-owned rows that named the user keep no reference to them.
+    """Erase the caller's data
+
+     Erases everything stored about the caller (GDPR): idempotency keys, audit rows, orders, fills,
+    positions, the paper account, sessions, sign-in links, outbox messages, waitlist rows and the
+    billing mirror; operator-owned rows that named the user keep no reference. The token stops working.
+    `409 subscription_active` while a subscription still renews: cancel it first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

@@ -100,9 +100,11 @@ def sync_detailed(
     | ExportAccountResponse500
     | ExportAccountResponse503
 ]:
-    """Everything stored about the caller (GDPR access and portability), including idempotency
-    keys: one JSON object, streamed from one consistent snapshot (an account of any size is
-    exported in bounded memory).
+    """Export the caller's data
+
+     Everything stored about the caller (GDPR access and portability), idempotency keys included, as one
+    JSON object streamed from one consistent snapshot, so an account of any size is exported in bounded
+    memory.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -133,9 +135,11 @@ def sync(
     | ExportAccountResponse503
     | None
 ):
-    """Everything stored about the caller (GDPR access and portability), including idempotency
-    keys: one JSON object, streamed from one consistent snapshot (an account of any size is
-    exported in bounded memory).
+    """Export the caller's data
+
+     Everything stored about the caller (GDPR access and portability), idempotency keys included, as one
+    JSON object streamed from one consistent snapshot, so an account of any size is exported in bounded
+    memory.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -161,9 +165,11 @@ async def asyncio_detailed(
     | ExportAccountResponse500
     | ExportAccountResponse503
 ]:
-    """Everything stored about the caller (GDPR access and portability), including idempotency
-    keys: one JSON object, streamed from one consistent snapshot (an account of any size is
-    exported in bounded memory).
+    """Export the caller's data
+
+     Everything stored about the caller (GDPR access and portability), idempotency keys included, as one
+    JSON object streamed from one consistent snapshot, so an account of any size is exported in bounded
+    memory.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -192,9 +198,11 @@ async def asyncio(
     | ExportAccountResponse503
     | None
 ):
-    """Everything stored about the caller (GDPR access and portability), including idempotency
-    keys: one JSON object, streamed from one consistent snapshot (an account of any size is
-    exported in bounded memory).
+    """Export the caller's data
+
+     Everything stored about the caller (GDPR access and portability), idempotency keys included, as one
+    JSON object streamed from one consistent snapshot, so an account of any size is exported in bounded
+    memory.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

@@ -109,7 +109,10 @@ def sync_detailed(
     | GetProfileResponse503
     | ProfileResponse
 ]:
-    """The caller's profile.
+    """Read the caller's profile
+
+     The caller's email, display name, time zone and marketing consent, with when they last changed. `404
+    not_found` when the user was erased meanwhile.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -141,7 +144,10 @@ def sync(
     | ProfileResponse
     | None
 ):
-    """The caller's profile.
+    """Read the caller's profile
+
+     The caller's email, display name, time zone and marketing consent, with when they last changed. `404
+    not_found` when the user was erased meanwhile.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -168,7 +174,10 @@ async def asyncio_detailed(
     | GetProfileResponse503
     | ProfileResponse
 ]:
-    """The caller's profile.
+    """Read the caller's profile
+
+     The caller's email, display name, time zone and marketing consent, with when they last changed. `404
+    not_found` when the user was erased meanwhile.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -198,7 +207,10 @@ async def asyncio(
     | ProfileResponse
     | None
 ):
-    """The caller's profile.
+    """Read the caller's profile
+
+     The caller's email, display name, time zone and marketing consent, with when they last changed. `404
+    not_found` when the user was erased meanwhile.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

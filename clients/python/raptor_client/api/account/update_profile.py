@@ -170,11 +170,12 @@ def sync_detailed(
     | UpdateProfileResponse500
     | UpdateProfileResponse503
 ]:
-    """Change the caller's profile: only the fields sent change; `null` clears `display_name` or
-    `time_zone`. Tier 2 (fail-open, keys kept 7 days). The answer is personal data, so it is
-    never stored: a retry with the same key runs the patch again (it sets values, so the second
-    run changes nothing the first did not) and answers the profile as it is then. The audit row
-    names the changed fields.
+    """Change the caller's profile
+
+     Only the fields sent change; `null` clears `display_name` or `time_zone`. Tier 2 (fail-open, keys
+    kept 7 days). The answer is personal data, so it is never stored: a retry with the same key runs the
+    patch again and answers the profile as it is then. `422 invalid_display_name`, `invalid_time_zone`
+    or `invalid_marketing_opt_in` for a bad value.
 
     Args:
         idempotency_key (str | Unset):
@@ -222,11 +223,12 @@ def sync(
     | UpdateProfileResponse503
     | None
 ):
-    """Change the caller's profile: only the fields sent change; `null` clears `display_name` or
-    `time_zone`. Tier 2 (fail-open, keys kept 7 days). The answer is personal data, so it is
-    never stored: a retry with the same key runs the patch again (it sets values, so the second
-    run changes nothing the first did not) and answers the profile as it is then. The audit row
-    names the changed fields.
+    """Change the caller's profile
+
+     Only the fields sent change; `null` clears `display_name` or `time_zone`. Tier 2 (fail-open, keys
+    kept 7 days). The answer is personal data, so it is never stored: a retry with the same key runs the
+    patch again and answers the profile as it is then. `422 invalid_display_name`, `invalid_time_zone`
+    or `invalid_marketing_opt_in` for a bad value.
 
     Args:
         idempotency_key (str | Unset):
@@ -268,11 +270,12 @@ async def asyncio_detailed(
     | UpdateProfileResponse500
     | UpdateProfileResponse503
 ]:
-    """Change the caller's profile: only the fields sent change; `null` clears `display_name` or
-    `time_zone`. Tier 2 (fail-open, keys kept 7 days). The answer is personal data, so it is
-    never stored: a retry with the same key runs the patch again (it sets values, so the second
-    run changes nothing the first did not) and answers the profile as it is then. The audit row
-    names the changed fields.
+    """Change the caller's profile
+
+     Only the fields sent change; `null` clears `display_name` or `time_zone`. Tier 2 (fail-open, keys
+    kept 7 days). The answer is personal data, so it is never stored: a retry with the same key runs the
+    patch again and answers the profile as it is then. `422 invalid_display_name`, `invalid_time_zone`
+    or `invalid_marketing_opt_in` for a bad value.
 
     Args:
         idempotency_key (str | Unset):
@@ -318,11 +321,12 @@ async def asyncio(
     | UpdateProfileResponse503
     | None
 ):
-    """Change the caller's profile: only the fields sent change; `null` clears `display_name` or
-    `time_zone`. Tier 2 (fail-open, keys kept 7 days). The answer is personal data, so it is
-    never stored: a retry with the same key runs the patch again (it sets values, so the second
-    run changes nothing the first did not) and answers the profile as it is then. The audit row
-    names the changed fields.
+    """Change the caller's profile
+
+     Only the fields sent change; `null` clears `display_name` or `time_zone`. Tier 2 (fail-open, keys
+    kept 7 days). The answer is personal data, so it is never stored: a retry with the same key runs the
+    patch again and answers the profile as it is then. `422 invalid_display_name`, `invalid_time_zone`
+    or `invalid_marketing_opt_in` for a bad value.
 
     Args:
         idempotency_key (str | Unset):

@@ -161,8 +161,10 @@ def sync_detailed(
     | SetFlagResponse500
     | SetFlagResponse503
 ]:
-    """Flip a run-time flag. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known; the new value reaches every
-    server process within one second, without a restart.
+    """Set a run-time flag (operators)
+
+     Turns a run-time flag on or off. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known (`404 not_found` for
+    any other name); the new value reaches every server process within one second, without a restart.
 
     Args:
         name (str):
@@ -207,8 +209,10 @@ def sync(
     | SetFlagResponse503
     | None
 ):
-    """Flip a run-time flag. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known; the new value reaches every
-    server process within one second, without a restart.
+    """Set a run-time flag (operators)
+
+     Turns a run-time flag on or off. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known (`404 not_found` for
+    any other name); the new value reaches every server process within one second, without a restart.
 
     Args:
         name (str):
@@ -247,8 +251,10 @@ async def asyncio_detailed(
     | SetFlagResponse500
     | SetFlagResponse503
 ]:
-    """Flip a run-time flag. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known; the new value reaches every
-    server process within one second, without a restart.
+    """Set a run-time flag (operators)
+
+     Turns a run-time flag on or off. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known (`404 not_found` for
+    any other name); the new value reaches every server process within one second, without a restart.
 
     Args:
         name (str):
@@ -291,8 +297,10 @@ async def asyncio(
     | SetFlagResponse503
     | None
 ):
-    """Flip a run-time flag. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known; the new value reaches every
-    server process within one second, without a restart.
+    """Set a run-time flag (operators)
+
+     Turns a run-time flag on or off. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known (`404 not_found` for
+    any other name); the new value reaches every server process within one second, without a restart.
 
     Args:
         name (str):

@@ -152,10 +152,12 @@ def sync_detailed(
     | SetQuoteResponse500
     | SetQuoteResponse503
 ]:
-    """Set a symbol's quote (operators). It commits as a numbered quote event; the resting orders
-    it makes marketable then fill in short per-account transactions, audited with the event:
-    those this request reaches within a quarter of the request timeout are listed, the rest
-    (`pending_accounts`) are swept right after by the servers.
+    """Set a symbol's quote (operators)
+
+     Commits the quote as a numbered quote event; the resting orders it makes marketable then fill in
+    short per-account transactions, audited with the event. Accounts reached within a quarter of the
+    request timeout are done; the rest (`pending_accounts`) are swept right after. `422 invalid_quote`
+    when bid > ask or a price is negative or out of range, `422 invalid_symbol`.
 
     Args:
         symbol (str):
@@ -199,10 +201,12 @@ def sync(
     | SetQuoteResponse503
     | None
 ):
-    """Set a symbol's quote (operators). It commits as a numbered quote event; the resting orders
-    it makes marketable then fill in short per-account transactions, audited with the event:
-    those this request reaches within a quarter of the request timeout are listed, the rest
-    (`pending_accounts`) are swept right after by the servers.
+    """Set a symbol's quote (operators)
+
+     Commits the quote as a numbered quote event; the resting orders it makes marketable then fill in
+    short per-account transactions, audited with the event. Accounts reached within a quarter of the
+    request timeout are done; the rest (`pending_accounts`) are swept right after. `422 invalid_quote`
+    when bid > ask or a price is negative or out of range, `422 invalid_symbol`.
 
     Args:
         symbol (str):
@@ -240,10 +244,12 @@ async def asyncio_detailed(
     | SetQuoteResponse500
     | SetQuoteResponse503
 ]:
-    """Set a symbol's quote (operators). It commits as a numbered quote event; the resting orders
-    it makes marketable then fill in short per-account transactions, audited with the event:
-    those this request reaches within a quarter of the request timeout are listed, the rest
-    (`pending_accounts`) are swept right after by the servers.
+    """Set a symbol's quote (operators)
+
+     Commits the quote as a numbered quote event; the resting orders it makes marketable then fill in
+    short per-account transactions, audited with the event. Accounts reached within a quarter of the
+    request timeout are done; the rest (`pending_accounts`) are swept right after. `422 invalid_quote`
+    when bid > ask or a price is negative or out of range, `422 invalid_symbol`.
 
     Args:
         symbol (str):
@@ -285,10 +291,12 @@ async def asyncio(
     | SetQuoteResponse503
     | None
 ):
-    """Set a symbol's quote (operators). It commits as a numbered quote event; the resting orders
-    it makes marketable then fill in short per-account transactions, audited with the event:
-    those this request reaches within a quarter of the request timeout are listed, the rest
-    (`pending_accounts`) are swept right after by the servers.
+    """Set a symbol's quote (operators)
+
+     Commits the quote as a numbered quote event; the resting orders it makes marketable then fill in
+    short per-account transactions, audited with the event. Accounts reached within a quarter of the
+    request timeout are done; the rest (`pending_accounts`) are swept right after. `422 invalid_quote`
+    when bid > ask or a price is negative or out of range, `422 invalid_symbol`.
 
     Args:
         symbol (str):

@@ -138,8 +138,11 @@ def sync_detailed(
     | LoginResponse500
     | LoginResponse503
 ]:
-    """Request a login link for an existing account (valid 1 h). Always `202`: for an unknown
-    address nothing is sent. Rate-limited like register.
+    """Request a login link
+
+     Emails a login link (valid 1 hour) to an existing account. Always `202`: for an unknown address
+    nothing is sent, so the answer cannot be used to probe for accounts. `422 invalid_email`; `429
+    rate_limited` per address and per client IP, like sign-up.
 
     Args:
         body (EmailRequest): `POST /api/auth/register`, `POST /api/auth/login`.
@@ -179,8 +182,11 @@ def sync(
     | LoginResponse503
     | None
 ):
-    """Request a login link for an existing account (valid 1 h). Always `202`: for an unknown
-    address nothing is sent. Rate-limited like register.
+    """Request a login link
+
+     Emails a login link (valid 1 hour) to an existing account. Always `202`: for an unknown address
+    nothing is sent, so the answer cannot be used to probe for accounts. `422 invalid_email`; `429
+    rate_limited` per address and per client IP, like sign-up.
 
     Args:
         body (EmailRequest): `POST /api/auth/register`, `POST /api/auth/login`.
@@ -214,8 +220,11 @@ async def asyncio_detailed(
     | LoginResponse500
     | LoginResponse503
 ]:
-    """Request a login link for an existing account (valid 1 h). Always `202`: for an unknown
-    address nothing is sent. Rate-limited like register.
+    """Request a login link
+
+     Emails a login link (valid 1 hour) to an existing account. Always `202`: for an unknown address
+    nothing is sent, so the answer cannot be used to probe for accounts. `422 invalid_email`; `429
+    rate_limited` per address and per client IP, like sign-up.
 
     Args:
         body (EmailRequest): `POST /api/auth/register`, `POST /api/auth/login`.
@@ -253,8 +262,11 @@ async def asyncio(
     | LoginResponse503
     | None
 ):
-    """Request a login link for an existing account (valid 1 h). Always `202`: for an unknown
-    address nothing is sent. Rate-limited like register.
+    """Request a login link
+
+     Emails a login link (valid 1 hour) to an existing account. Always `202`: for an unknown address
+    nothing is sent, so the answer cannot be used to probe for accounts. `422 invalid_email`; `429
+    rate_limited` per address and per client IP, like sign-up.
 
     Args:
         body (EmailRequest): `POST /api/auth/register`, `POST /api/auth/login`.

@@ -98,7 +98,10 @@ def sync_detailed(
     | LogoutResponse500
     | LogoutResponse503
 ]:
-    """End the current session: its token is refused (`401`) from now on.
+    """End the current session
+
+     Revokes the session of the bearer token: the token is refused (`401 unauthenticated`) from now on.
+    The user's other sessions stay valid.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -129,7 +132,10 @@ def sync(
     | LogoutResponse503
     | None
 ):
-    """End the current session: its token is refused (`401`) from now on.
+    """End the current session
+
+     Revokes the session of the bearer token: the token is refused (`401 unauthenticated`) from now on.
+    The user's other sessions stay valid.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -155,7 +161,10 @@ async def asyncio_detailed(
     | LogoutResponse500
     | LogoutResponse503
 ]:
-    """End the current session: its token is refused (`401`) from now on.
+    """End the current session
+
+     Revokes the session of the bearer token: the token is refused (`401 unauthenticated`) from now on.
+    The user's other sessions stay valid.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -184,7 +193,10 @@ async def asyncio(
     | LogoutResponse503
     | None
 ):
-    """End the current session: its token is refused (`401`) from now on.
+    """End the current session
+
+     Revokes the session of the bearer token: the token is refused (`401 unauthenticated`) from now on.
+    The user's other sessions stay valid.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

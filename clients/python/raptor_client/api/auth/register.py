@@ -138,9 +138,11 @@ def sync_detailed(
     | RegisterResponse500
     | RegisterResponse503
 ]:
-    """Start sign-up: emails a verification link (valid 24 h). The answer is the same whether or
-    not the address has an account (an existing user is sent a login link instead), so it
-    cannot be used to probe for accounts. Rate-limited per address and per client IP.
+    """Start sign-up by email
+
+     Emails a verification link (valid 24 hours). The answer is the same whether or not the address has
+    an account (an existing user is sent a login link instead), so it cannot be used to probe for
+    accounts. `422 invalid_email`; `429 rate_limited` per address and per client IP.
 
     Args:
         body (EmailRequest): `POST /api/auth/register`, `POST /api/auth/login`.
@@ -180,9 +182,11 @@ def sync(
     | RegisterResponse503
     | None
 ):
-    """Start sign-up: emails a verification link (valid 24 h). The answer is the same whether or
-    not the address has an account (an existing user is sent a login link instead), so it
-    cannot be used to probe for accounts. Rate-limited per address and per client IP.
+    """Start sign-up by email
+
+     Emails a verification link (valid 24 hours). The answer is the same whether or not the address has
+    an account (an existing user is sent a login link instead), so it cannot be used to probe for
+    accounts. `422 invalid_email`; `429 rate_limited` per address and per client IP.
 
     Args:
         body (EmailRequest): `POST /api/auth/register`, `POST /api/auth/login`.
@@ -216,9 +220,11 @@ async def asyncio_detailed(
     | RegisterResponse500
     | RegisterResponse503
 ]:
-    """Start sign-up: emails a verification link (valid 24 h). The answer is the same whether or
-    not the address has an account (an existing user is sent a login link instead), so it
-    cannot be used to probe for accounts. Rate-limited per address and per client IP.
+    """Start sign-up by email
+
+     Emails a verification link (valid 24 hours). The answer is the same whether or not the address has
+    an account (an existing user is sent a login link instead), so it cannot be used to probe for
+    accounts. `422 invalid_email`; `429 rate_limited` per address and per client IP.
 
     Args:
         body (EmailRequest): `POST /api/auth/register`, `POST /api/auth/login`.
@@ -256,9 +262,11 @@ async def asyncio(
     | RegisterResponse503
     | None
 ):
-    """Start sign-up: emails a verification link (valid 24 h). The answer is the same whether or
-    not the address has an account (an existing user is sent a login link instead), so it
-    cannot be used to probe for accounts. Rate-limited per address and per client IP.
+    """Start sign-up by email
+
+     Emails a verification link (valid 24 hours). The answer is the same whether or not the address has
+    an account (an existing user is sent a login link instead), so it cannot be used to probe for
+    accounts. `422 invalid_email`; `429 rate_limited` per address and per client IP.
 
     Args:
         body (EmailRequest): `POST /api/auth/register`, `POST /api/auth/login`.

@@ -129,12 +129,12 @@ def sync_detailed(
     | VerifyLinkResponse500
     | VerifyLinkResponse503
 ]:
-    """Verify a sign-up or login link: a session, and on the first verification of a sign-up link
-    a new user with a paper account. A repeat within 15 minutes of the first use (a client
-    retrying a lost answer, a double submit) answers the **same** session for the same user, so
-    whichever answer the app keeps works; after logout of that session, or later than 15
-    minutes, the link is spent (`400 invalid_token`). Never creates a second user for one
-    address.
+    """Exchange an emailed link's token for a session
+
+     Verifies a sign-up or login link: a session, and on the first use of a sign-up link a new user with
+    a paper account. A repeat within 15 minutes answers the same session, so whichever answer the app
+    keeps works; after that, or after logout of that session, the link is spent (`400 invalid_token`,
+    also for an unknown or expired token). Never creates a second user for one address.
 
     Args:
         body (VerifyRequest): `POST /api/auth/register/verify-with-token`.
@@ -173,12 +173,12 @@ def sync(
     | VerifyLinkResponse503
     | None
 ):
-    """Verify a sign-up or login link: a session, and on the first verification of a sign-up link
-    a new user with a paper account. A repeat within 15 minutes of the first use (a client
-    retrying a lost answer, a double submit) answers the **same** session for the same user, so
-    whichever answer the app keeps works; after logout of that session, or later than 15
-    minutes, the link is spent (`400 invalid_token`). Never creates a second user for one
-    address.
+    """Exchange an emailed link's token for a session
+
+     Verifies a sign-up or login link: a session, and on the first use of a sign-up link a new user with
+    a paper account. A repeat within 15 minutes answers the same session, so whichever answer the app
+    keeps works; after that, or after logout of that session, the link is spent (`400 invalid_token`,
+    also for an unknown or expired token). Never creates a second user for one address.
 
     Args:
         body (VerifyRequest): `POST /api/auth/register/verify-with-token`.
@@ -211,12 +211,12 @@ async def asyncio_detailed(
     | VerifyLinkResponse500
     | VerifyLinkResponse503
 ]:
-    """Verify a sign-up or login link: a session, and on the first verification of a sign-up link
-    a new user with a paper account. A repeat within 15 minutes of the first use (a client
-    retrying a lost answer, a double submit) answers the **same** session for the same user, so
-    whichever answer the app keeps works; after logout of that session, or later than 15
-    minutes, the link is spent (`400 invalid_token`). Never creates a second user for one
-    address.
+    """Exchange an emailed link's token for a session
+
+     Verifies a sign-up or login link: a session, and on the first use of a sign-up link a new user with
+    a paper account. A repeat within 15 minutes answers the same session, so whichever answer the app
+    keeps works; after that, or after logout of that session, the link is spent (`400 invalid_token`,
+    also for an unknown or expired token). Never creates a second user for one address.
 
     Args:
         body (VerifyRequest): `POST /api/auth/register/verify-with-token`.
@@ -253,12 +253,12 @@ async def asyncio(
     | VerifyLinkResponse503
     | None
 ):
-    """Verify a sign-up or login link: a session, and on the first verification of a sign-up link
-    a new user with a paper account. A repeat within 15 minutes of the first use (a client
-    retrying a lost answer, a double submit) answers the **same** session for the same user, so
-    whichever answer the app keeps works; after logout of that session, or later than 15
-    minutes, the link is spent (`400 invalid_token`). Never creates a second user for one
-    address.
+    """Exchange an emailed link's token for a session
+
+     Verifies a sign-up or login link: a session, and on the first use of a sign-up link a new user with
+    a paper account. A repeat within 15 minutes answers the same session, so whichever answer the app
+    keeps works; after that, or after logout of that session, the link is spent (`400 invalid_token`,
+    also for an unknown or expired token). Never creates a second user for one address.
 
     Args:
         body (VerifyRequest): `POST /api/auth/register/verify-with-token`.

@@ -188,8 +188,11 @@ def sync_detailed(
     | CancelSubscriptionResponse504
     | SubscriptionResponse
 ]:
-    """Cancel the user's subscription at the end of the paid period (Stripe
-    `cancel_at_period_end=true`); answers the updated mirror. Body `{}` or none.
+    """Cancel the subscription at period end
+
+     Asks Stripe to cancel the caller's subscription at the end of the paid period
+    (`cancel_at_period_end=true`) and answers the updated mirror. Body `{}` or none. `404 not_found`
+    without a running subscription; `502`/`504` when Stripe fails; `503 billing_not_configured`.
 
     Args:
         idempotency_key (str | Unset):
@@ -238,8 +241,11 @@ def sync(
     | SubscriptionResponse
     | None
 ):
-    """Cancel the user's subscription at the end of the paid period (Stripe
-    `cancel_at_period_end=true`); answers the updated mirror. Body `{}` or none.
+    """Cancel the subscription at period end
+
+     Asks Stripe to cancel the caller's subscription at the end of the paid period
+    (`cancel_at_period_end=true`) and answers the updated mirror. Body `{}` or none. `404 not_found`
+    without a running subscription; `502`/`504` when Stripe fails; `503 billing_not_configured`.
 
     Args:
         idempotency_key (str | Unset):
@@ -282,8 +288,11 @@ async def asyncio_detailed(
     | CancelSubscriptionResponse504
     | SubscriptionResponse
 ]:
-    """Cancel the user's subscription at the end of the paid period (Stripe
-    `cancel_at_period_end=true`); answers the updated mirror. Body `{}` or none.
+    """Cancel the subscription at period end
+
+     Asks Stripe to cancel the caller's subscription at the end of the paid period
+    (`cancel_at_period_end=true`) and answers the updated mirror. Body `{}` or none. `404 not_found`
+    without a running subscription; `502`/`504` when Stripe fails; `503 billing_not_configured`.
 
     Args:
         idempotency_key (str | Unset):
@@ -330,8 +339,11 @@ async def asyncio(
     | SubscriptionResponse
     | None
 ):
-    """Cancel the user's subscription at the end of the paid period (Stripe
-    `cancel_at_period_end=true`); answers the updated mirror. Body `{}` or none.
+    """Cancel the subscription at period end
+
+     Asks Stripe to cancel the caller's subscription at the end of the paid period
+    (`cancel_at_period_end=true`) and answers the updated mirror. Body `{}` or none. `404 not_found`
+    without a running subscription; `502`/`504` when Stripe fails; `503 billing_not_configured`.
 
     Args:
         idempotency_key (str | Unset):

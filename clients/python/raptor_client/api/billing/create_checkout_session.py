@@ -202,8 +202,12 @@ def sync_detailed(
     | CreateCheckoutSessionResponse503
     | CreateCheckoutSessionResponse504
 ]:
-    """Start a subscription: a Stripe Checkout Session for `price_id` (the user's Stripe customer
-    is created on first use). Retries with the same Idempotency-Key return the same session.
+    """Start a subscription checkout
+
+     A Stripe Checkout Session for `price_id` (the user's Stripe customer is created on first use); send
+    the user to its `url`. Tier 2: retries with the same Idempotency-Key return the same session. `409
+    subscription_active` when one is running; `422 invalid_billing_request` for a bad price id or URL;
+    `502`/`504` when Stripe fails; `503 billing_not_configured`.
 
     Args:
         idempotency_key (str | Unset):
@@ -250,8 +254,12 @@ def sync(
     | CreateCheckoutSessionResponse504
     | None
 ):
-    """Start a subscription: a Stripe Checkout Session for `price_id` (the user's Stripe customer
-    is created on first use). Retries with the same Idempotency-Key return the same session.
+    """Start a subscription checkout
+
+     A Stripe Checkout Session for `price_id` (the user's Stripe customer is created on first use); send
+    the user to its `url`. Tier 2: retries with the same Idempotency-Key return the same session. `409
+    subscription_active` when one is running; `422 invalid_billing_request` for a bad price id or URL;
+    `502`/`504` when Stripe fails; `503 billing_not_configured`.
 
     Args:
         idempotency_key (str | Unset):
@@ -292,8 +300,12 @@ async def asyncio_detailed(
     | CreateCheckoutSessionResponse503
     | CreateCheckoutSessionResponse504
 ]:
-    """Start a subscription: a Stripe Checkout Session for `price_id` (the user's Stripe customer
-    is created on first use). Retries with the same Idempotency-Key return the same session.
+    """Start a subscription checkout
+
+     A Stripe Checkout Session for `price_id` (the user's Stripe customer is created on first use); send
+    the user to its `url`. Tier 2: retries with the same Idempotency-Key return the same session. `409
+    subscription_active` when one is running; `422 invalid_billing_request` for a bad price id or URL;
+    `502`/`504` when Stripe fails; `503 billing_not_configured`.
 
     Args:
         idempotency_key (str | Unset):
@@ -338,8 +350,12 @@ async def asyncio(
     | CreateCheckoutSessionResponse504
     | None
 ):
-    """Start a subscription: a Stripe Checkout Session for `price_id` (the user's Stripe customer
-    is created on first use). Retries with the same Idempotency-Key return the same session.
+    """Start a subscription checkout
+
+     A Stripe Checkout Session for `price_id` (the user's Stripe customer is created on first use); send
+    the user to its `url`. Tier 2: retries with the same Idempotency-Key return the same session. `409
+    subscription_active` when one is running; `422 invalid_billing_request` for a bad price id or URL;
+    `502`/`504` when Stripe fails; `503 billing_not_configured`.
 
     Args:
         idempotency_key (str | Unset):

@@ -202,8 +202,12 @@ def sync_detailed(
     | PortalSessionResponse
     | UnstoredReplay
 ]:
-    """Manage the subscription: a Stripe Billing Portal session (the user's Stripe customer is
-    created on first use).
+    """Open the Stripe billing portal
+
+     A Stripe Billing Portal session for managing the subscription (the user's Stripe customer is created
+    on first use). Its URL signs the user in, so it is never stored: a replay answers `body_stored:
+    false`; ask again with a new key. `422 invalid_billing_request` for a bad `return_url`; `502`/`504`
+    when Stripe fails; `503 billing_not_configured`.
 
     Args:
         idempotency_key (str | Unset):
@@ -251,8 +255,12 @@ def sync(
     | UnstoredReplay
     | None
 ):
-    """Manage the subscription: a Stripe Billing Portal session (the user's Stripe customer is
-    created on first use).
+    """Open the Stripe billing portal
+
+     A Stripe Billing Portal session for managing the subscription (the user's Stripe customer is created
+    on first use). Its URL signs the user in, so it is never stored: a replay answers `body_stored:
+    false`; ask again with a new key. `422 invalid_billing_request` for a bad `return_url`; `502`/`504`
+    when Stripe fails; `503 billing_not_configured`.
 
     Args:
         idempotency_key (str | Unset):
@@ -294,8 +302,12 @@ async def asyncio_detailed(
     | PortalSessionResponse
     | UnstoredReplay
 ]:
-    """Manage the subscription: a Stripe Billing Portal session (the user's Stripe customer is
-    created on first use).
+    """Open the Stripe billing portal
+
+     A Stripe Billing Portal session for managing the subscription (the user's Stripe customer is created
+    on first use). Its URL signs the user in, so it is never stored: a replay answers `body_stored:
+    false`; ask again with a new key. `422 invalid_billing_request` for a bad `return_url`; `502`/`504`
+    when Stripe fails; `503 billing_not_configured`.
 
     Args:
         idempotency_key (str | Unset):
@@ -341,8 +353,12 @@ async def asyncio(
     | UnstoredReplay
     | None
 ):
-    """Manage the subscription: a Stripe Billing Portal session (the user's Stripe customer is
-    created on first use).
+    """Open the Stripe billing portal
+
+     A Stripe Billing Portal session for managing the subscription (the user's Stripe customer is created
+    on first use). Its URL signs the user in, so it is never stored: a replay answers `body_stored:
+    false`; ask again with a new key. `422 invalid_billing_request` for a bad `return_url`; `502`/`504`
+    when Stripe fails; `503 billing_not_configured`.
 
     Args:
         idempotency_key (str | Unset):

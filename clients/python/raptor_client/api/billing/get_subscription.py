@@ -109,8 +109,11 @@ def sync_detailed(
     | GetSubscriptionResponse503
     | SubscriptionResponse
 ]:
-    """The caller's subscription, as mirrored from Stripe (the one still running, else the newest),
-    or `404 not_found` when there is none. Read from the mirror: Stripe is not called.
+    """Read the caller's subscription
+
+     The caller's subscription as mirrored from Stripe (the one still running, else the newest): status,
+    price, current period end, cancel at period end. Read from the mirror; Stripe is not called. `404
+    not_found` when there is none.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -142,8 +145,11 @@ def sync(
     | SubscriptionResponse
     | None
 ):
-    """The caller's subscription, as mirrored from Stripe (the one still running, else the newest),
-    or `404 not_found` when there is none. Read from the mirror: Stripe is not called.
+    """Read the caller's subscription
+
+     The caller's subscription as mirrored from Stripe (the one still running, else the newest): status,
+    price, current period end, cancel at period end. Read from the mirror; Stripe is not called. `404
+    not_found` when there is none.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -170,8 +176,11 @@ async def asyncio_detailed(
     | GetSubscriptionResponse503
     | SubscriptionResponse
 ]:
-    """The caller's subscription, as mirrored from Stripe (the one still running, else the newest),
-    or `404 not_found` when there is none. Read from the mirror: Stripe is not called.
+    """Read the caller's subscription
+
+     The caller's subscription as mirrored from Stripe (the one still running, else the newest): status,
+    price, current period end, cancel at period end. Read from the mirror; Stripe is not called. `404
+    not_found` when there is none.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -201,8 +210,11 @@ async def asyncio(
     | SubscriptionResponse
     | None
 ):
-    """The caller's subscription, as mirrored from Stripe (the one still running, else the newest),
-    or `404 not_found` when there is none. Read from the mirror: Stripe is not called.
+    """Read the caller's subscription
+
+     The caller's subscription as mirrored from Stripe (the one still running, else the newest): status,
+    price, current period end, cancel at period end. Read from the mirror; Stripe is not called. `404
+    not_found` when there is none.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

@@ -124,8 +124,12 @@ def sync_detailed(
     | ReceiveStripeWebhookResponse503
     | WebhookAck
 ]:
-    """Stripe's webhook endpoint (no bearer token: `Stripe-Signature` authenticates it). Each event
-    is recorded and applied once; redeliveries answer `duplicate: true` and change nothing.
+    """Receive a Stripe event
+
+     Stripe's webhook endpoint: no bearer token, `Stripe-Signature` authenticates the raw body. Each
+    event is recorded and applied once (subscription and customer events update the mirror); a
+    redelivery answers `duplicate: true` and changes nothing. `400 invalid_signature` for a missing,
+    wrong or stale signature, `400 invalid_payload` for a body that is not an event.
 
     Args:
         stripe_signature (str):
@@ -165,8 +169,12 @@ def sync(
     | WebhookAck
     | None
 ):
-    """Stripe's webhook endpoint (no bearer token: `Stripe-Signature` authenticates it). Each event
-    is recorded and applied once; redeliveries answer `duplicate: true` and change nothing.
+    """Receive a Stripe event
+
+     Stripe's webhook endpoint: no bearer token, `Stripe-Signature` authenticates the raw body. Each
+    event is recorded and applied once (subscription and customer events update the mirror); a
+    redelivery answers `duplicate: true` and changes nothing. `400 invalid_signature` for a missing,
+    wrong or stale signature, `400 invalid_payload` for a body that is not an event.
 
     Args:
         stripe_signature (str):
@@ -200,8 +208,12 @@ async def asyncio_detailed(
     | ReceiveStripeWebhookResponse503
     | WebhookAck
 ]:
-    """Stripe's webhook endpoint (no bearer token: `Stripe-Signature` authenticates it). Each event
-    is recorded and applied once; redeliveries answer `duplicate: true` and change nothing.
+    """Receive a Stripe event
+
+     Stripe's webhook endpoint: no bearer token, `Stripe-Signature` authenticates the raw body. Each
+    event is recorded and applied once (subscription and customer events update the mirror); a
+    redelivery answers `duplicate: true` and changes nothing. `400 invalid_signature` for a missing,
+    wrong or stale signature, `400 invalid_payload` for a body that is not an event.
 
     Args:
         stripe_signature (str):
@@ -239,8 +251,12 @@ async def asyncio(
     | WebhookAck
     | None
 ):
-    """Stripe's webhook endpoint (no bearer token: `Stripe-Signature` authenticates it). Each event
-    is recorded and applied once; redeliveries answer `duplicate: true` and change nothing.
+    """Receive a Stripe event
+
+     Stripe's webhook endpoint: no bearer token, `Stripe-Signature` authenticates the raw body. Each
+    event is recorded and applied once (subscription and customer events update the mirror); a
+    redelivery answers `duplicate: true` and changes nothing. `400 invalid_signature` for a missing,
+    wrong or stale signature, `400 invalid_payload` for a body that is not an event.
 
     Args:
         stripe_signature (str):

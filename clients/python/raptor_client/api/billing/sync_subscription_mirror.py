@@ -165,8 +165,12 @@ def sync_detailed(
     | SyncSubscriptionMirrorResponse500
     | SyncSubscriptionMirrorResponse503
 ]:
-    """Upsert one subscription's mirror (operators and services), e.g. after reading it from
-    Stripe. Idempotent by itself: the same body twice leaves one row with the same state.
+    """Upsert a subscription mirror (operators)
+
+     Writes one subscription's state, as an operator or a service read it from Stripe, into the mirror,
+    upserted by `stripe_subscription_id`. Idempotent by itself: the same body twice leaves one row with
+    the same state. `422 invalid_subscription` for an unknown status, a malformed Stripe id or a
+    `user_id` that names no user.
 
     Args:
         body (MirrorSyncRequest): `POST /api/billing/mirror-sync`: one subscription's state, as an
@@ -209,8 +213,12 @@ def sync(
     | SyncSubscriptionMirrorResponse503
     | None
 ):
-    """Upsert one subscription's mirror (operators and services), e.g. after reading it from
-    Stripe. Idempotent by itself: the same body twice leaves one row with the same state.
+    """Upsert a subscription mirror (operators)
+
+     Writes one subscription's state, as an operator or a service read it from Stripe, into the mirror,
+    upserted by `stripe_subscription_id`. Idempotent by itself: the same body twice leaves one row with
+    the same state. `422 invalid_subscription` for an unknown status, a malformed Stripe id or a
+    `user_id` that names no user.
 
     Args:
         body (MirrorSyncRequest): `POST /api/billing/mirror-sync`: one subscription's state, as an
@@ -247,8 +255,12 @@ async def asyncio_detailed(
     | SyncSubscriptionMirrorResponse500
     | SyncSubscriptionMirrorResponse503
 ]:
-    """Upsert one subscription's mirror (operators and services), e.g. after reading it from
-    Stripe. Idempotent by itself: the same body twice leaves one row with the same state.
+    """Upsert a subscription mirror (operators)
+
+     Writes one subscription's state, as an operator or a service read it from Stripe, into the mirror,
+    upserted by `stripe_subscription_id`. Idempotent by itself: the same body twice leaves one row with
+    the same state. `422 invalid_subscription` for an unknown status, a malformed Stripe id or a
+    `user_id` that names no user.
 
     Args:
         body (MirrorSyncRequest): `POST /api/billing/mirror-sync`: one subscription's state, as an
@@ -289,8 +301,12 @@ async def asyncio(
     | SyncSubscriptionMirrorResponse503
     | None
 ):
-    """Upsert one subscription's mirror (operators and services), e.g. after reading it from
-    Stripe. Idempotent by itself: the same body twice leaves one row with the same state.
+    """Upsert a subscription mirror (operators)
+
+     Writes one subscription's state, as an operator or a service read it from Stripe, into the mirror,
+    upserted by `stripe_subscription_id`. Idempotent by itself: the same body twice leaves one row with
+    the same state. `422 invalid_subscription` for an unknown status, a malformed Stripe id or a
+    `user_id` that names no user.
 
     Args:
         body (MirrorSyncRequest): `POST /api/billing/mirror-sync`: one subscription's state, as an

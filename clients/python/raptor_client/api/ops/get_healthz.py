@@ -82,7 +82,10 @@ def sync_detailed(
     | GetHealthzResponse503
     | HealthResponse
 ]:
-    """Liveness: 200 while the process runs.
+    """Liveness probe
+
+     `200` while the process runs; it does not look at the database (that is `/readyz`). For load
+    balancers and orchestrators, not for apps.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -111,7 +114,10 @@ def sync(
     | HealthResponse
     | None
 ):
-    """Liveness: 200 while the process runs.
+    """Liveness probe
+
+     `200` while the process runs; it does not look at the database (that is `/readyz`). For load
+    balancers and orchestrators, not for apps.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -135,7 +141,10 @@ async def asyncio_detailed(
     | GetHealthzResponse503
     | HealthResponse
 ]:
-    """Liveness: 200 while the process runs.
+    """Liveness probe
+
+     `200` while the process runs; it does not look at the database (that is `/readyz`). For load
+    balancers and orchestrators, not for apps.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -162,7 +171,10 @@ async def asyncio(
     | HealthResponse
     | None
 ):
-    """Liveness: 200 while the process runs.
+    """Liveness probe
+
+     `200` while the process runs; it does not look at the database (that is `/readyz`). For load
+    balancers and orchestrators, not for apps.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

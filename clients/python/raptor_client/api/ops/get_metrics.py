@@ -89,10 +89,11 @@ def sync_detailed(
     | GetMetricsResponse503
     | str
 ]:
-    """Prometheus metrics in the text exposition format.
+    """Prometheus metrics
 
-     With `RAPTOR_METRICS_ADDR` set they are served on that listener only, and this route
-    answers 404 `not_found` here.
+     The process's metrics in the Prometheus text exposition format (requests, idempotency outcomes,
+    pools, sweeps, schedules). With `RAPTOR_METRICS_ADDR` set they are served on that listener only, and
+    this route answers `404 not_found` here. For the Prometheus scraper, not for apps.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -122,10 +123,11 @@ def sync(
     | str
     | None
 ):
-    """Prometheus metrics in the text exposition format.
+    """Prometheus metrics
 
-     With `RAPTOR_METRICS_ADDR` set they are served on that listener only, and this route
-    answers 404 `not_found` here.
+     The process's metrics in the Prometheus text exposition format (requests, idempotency outcomes,
+    pools, sweeps, schedules). With `RAPTOR_METRICS_ADDR` set they are served on that listener only, and
+    this route answers `404 not_found` here. For the Prometheus scraper, not for apps.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -150,10 +152,11 @@ async def asyncio_detailed(
     | GetMetricsResponse503
     | str
 ]:
-    """Prometheus metrics in the text exposition format.
+    """Prometheus metrics
 
-     With `RAPTOR_METRICS_ADDR` set they are served on that listener only, and this route
-    answers 404 `not_found` here.
+     The process's metrics in the Prometheus text exposition format (requests, idempotency outcomes,
+    pools, sweeps, schedules). With `RAPTOR_METRICS_ADDR` set they are served on that listener only, and
+    this route answers `404 not_found` here. For the Prometheus scraper, not for apps.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -181,10 +184,11 @@ async def asyncio(
     | str
     | None
 ):
-    """Prometheus metrics in the text exposition format.
+    """Prometheus metrics
 
-     With `RAPTOR_METRICS_ADDR` set they are served on that listener only, and this route
-    answers 404 `not_found` here.
+     The process's metrics in the Prometheus text exposition format (requests, idempotency outcomes,
+    pools, sweeps, schedules). With `RAPTOR_METRICS_ADDR` set they are served on that listener only, and
+    this route answers `404 not_found` here. For the Prometheus scraper, not for apps.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

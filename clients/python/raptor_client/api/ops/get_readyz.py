@@ -65,10 +65,12 @@ def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
 ) -> Response[GetReadyzResponse431 | GetReadyzResponse500 | HealthResponse]:
-    """Readiness: 200 when both the database and the idempotency store answer within a second,
-    else 503; `checks` says which one did not. Each is asked on a connection of its own
-    (`ApiState::readiness`), never one of the request pools: a replica whose pools are all busy
-    is still ready.
+    """Readiness probe
+
+     `200` when both the database and the idempotency store answer within a second, else `503`; `checks`
+    says which one did not. Also `503` while the process shuts down. Each is asked on a connection of
+    its own (`ApiState::readiness`), never one of the request pools: a replica whose pools are all busy
+    is still ready. For load balancers and orchestrators, not for apps.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -91,10 +93,12 @@ def sync(
     *,
     client: AuthenticatedClient | Client,
 ) -> GetReadyzResponse431 | GetReadyzResponse500 | HealthResponse | None:
-    """Readiness: 200 when both the database and the idempotency store answer within a second,
-    else 503; `checks` says which one did not. Each is asked on a connection of its own
-    (`ApiState::readiness`), never one of the request pools: a replica whose pools are all busy
-    is still ready.
+    """Readiness probe
+
+     `200` when both the database and the idempotency store answer within a second, else `503`; `checks`
+    says which one did not. Also `503` while the process shuts down. Each is asked on a connection of
+    its own (`ApiState::readiness`), never one of the request pools: a replica whose pools are all busy
+    is still ready. For load balancers and orchestrators, not for apps.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -113,10 +117,12 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
 ) -> Response[GetReadyzResponse431 | GetReadyzResponse500 | HealthResponse]:
-    """Readiness: 200 when both the database and the idempotency store answer within a second,
-    else 503; `checks` says which one did not. Each is asked on a connection of its own
-    (`ApiState::readiness`), never one of the request pools: a replica whose pools are all busy
-    is still ready.
+    """Readiness probe
+
+     `200` when both the database and the idempotency store answer within a second, else `503`; `checks`
+    says which one did not. Also `503` while the process shuts down. Each is asked on a connection of
+    its own (`ApiState::readiness`), never one of the request pools: a replica whose pools are all busy
+    is still ready. For load balancers and orchestrators, not for apps.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -137,10 +143,12 @@ async def asyncio(
     *,
     client: AuthenticatedClient | Client,
 ) -> GetReadyzResponse431 | GetReadyzResponse500 | HealthResponse | None:
-    """Readiness: 200 when both the database and the idempotency store answer within a second,
-    else 503; `checks` says which one did not. Each is asked on a connection of its own
-    (`ApiState::readiness`), never one of the request pools: a replica whose pools are all busy
-    is still ready.
+    """Readiness probe
+
+     `200` when both the database and the idempotency store answer within a second, else `503`; `checks`
+    says which one did not. Also `503` while the process shuts down. Each is asked on a connection of
+    its own (`ApiState::readiness`), never one of the request pools: a replica whose pools are all busy
+    is still ready. For load balancers and orchestrators, not for apps.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

@@ -143,7 +143,11 @@ def sync_detailed(
     | CancelOrderResponse503
     | OrderResponse
 ]:
-    """Cancel an open order. Naturally idempotent: a canceled order is returned unchanged.
+    """Cancel an open order
+
+     Cancels a resting order and releases its reservation. Naturally idempotent: a canceled order is
+    answered unchanged, so no Idempotency-Key is needed. `422 order_not_cancelable` for a filled or
+    expired order; `404 not_found`; `400 invalid_path` when `id` is not a UUID.
 
     Args:
         id (UUID):
@@ -184,7 +188,11 @@ def sync(
     | OrderResponse
     | None
 ):
-    """Cancel an open order. Naturally idempotent: a canceled order is returned unchanged.
+    """Cancel an open order
+
+     Cancels a resting order and releases its reservation. Naturally idempotent: a canceled order is
+    answered unchanged, so no Idempotency-Key is needed. `422 order_not_cancelable` for a filled or
+    expired order; `404 not_found`; `400 invalid_path` when `id` is not a UUID.
 
     Args:
         id (UUID):
@@ -219,7 +227,11 @@ async def asyncio_detailed(
     | CancelOrderResponse503
     | OrderResponse
 ]:
-    """Cancel an open order. Naturally idempotent: a canceled order is returned unchanged.
+    """Cancel an open order
+
+     Cancels a resting order and releases its reservation. Naturally idempotent: a canceled order is
+    answered unchanged, so no Idempotency-Key is needed. `422 order_not_cancelable` for a filled or
+    expired order; `404 not_found`; `400 invalid_path` when `id` is not a UUID.
 
     Args:
         id (UUID):
@@ -258,7 +270,11 @@ async def asyncio(
     | OrderResponse
     | None
 ):
-    """Cancel an open order. Naturally idempotent: a canceled order is returned unchanged.
+    """Cancel an open order
+
+     Cancels a resting order and releases its reservation. Naturally idempotent: a canceled order is
+    answered unchanged, so no Idempotency-Key is needed. `422 order_not_cancelable` for a filled or
+    expired order; `404 not_found`; `400 invalid_path` when `id` is not a UUID.
 
     Args:
         id (UUID):

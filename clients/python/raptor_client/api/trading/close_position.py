@@ -184,7 +184,12 @@ def sync_detailed(
     | ClosePositionResponse503
     | OrderResponse
 ]:
-    """Close a position at market: all of it (`{}`) or `qty`.
+    """Close a position at market
+
+     Closes all of the position (`{}` or no body) or `qty` of it with a market order, buying back a short
+    or selling a long. Tier 1 (fail-closed): send an `Idempotency-Key`; a retry with it replays the
+    first answer. `404 not_found` without a position in `{symbol}`; `422 invalid_order` for a bad `qty`;
+    `422 quote_unavailable` without a usable quote.
 
     Args:
         symbol (str):
@@ -235,7 +240,12 @@ def sync(
     | OrderResponse
     | None
 ):
-    """Close a position at market: all of it (`{}`) or `qty`.
+    """Close a position at market
+
+     Closes all of the position (`{}` or no body) or `qty` of it with a market order, buying back a short
+    or selling a long. Tier 1 (fail-closed): send an `Idempotency-Key`; a retry with it replays the
+    first answer. `404 not_found` without a position in `{symbol}`; `422 invalid_order` for a bad `qty`;
+    `422 quote_unavailable` without a usable quote.
 
     Args:
         symbol (str):
@@ -280,7 +290,12 @@ async def asyncio_detailed(
     | ClosePositionResponse503
     | OrderResponse
 ]:
-    """Close a position at market: all of it (`{}`) or `qty`.
+    """Close a position at market
+
+     Closes all of the position (`{}` or no body) or `qty` of it with a market order, buying back a short
+    or selling a long. Tier 1 (fail-closed): send an `Idempotency-Key`; a retry with it replays the
+    first answer. `404 not_found` without a position in `{symbol}`; `422 invalid_order` for a bad `qty`;
+    `422 quote_unavailable` without a usable quote.
 
     Args:
         symbol (str):
@@ -329,7 +344,12 @@ async def asyncio(
     | OrderResponse
     | None
 ):
-    """Close a position at market: all of it (`{}`) or `qty`.
+    """Close a position at market
+
+     Closes all of the position (`{}` or no body) or `qty` of it with a market order, buying back a short
+    or selling a long. Tier 1 (fail-closed): send an `Idempotency-Key`; a retry with it replays the
+    first answer. `404 not_found` without a position in `{symbol}`; `422 invalid_order` for a bad `qty`;
+    `422 quote_unavailable` without a usable quote.
 
     Args:
         symbol (str):

@@ -178,8 +178,13 @@ def sync_detailed(
     | CreateOrderResponse503
     | OrderResponse
 ]:
-    """Place an order: simple (equity or option) or multi-leg (`order_class: "mleg"`, 2-4 legs, all
-    or none). Marketable orders fill at once at the quote; other limits rest as `new`.
+    """Place an order
+
+     Simple (equity or option) or multi-leg (`order_class: mleg`, 2-4 option legs, all or none).
+    Marketable orders fill at once at the quote; other limits rest as `new`. Tier 1 (fail-closed): send
+    an `Idempotency-Key`; a retry with it replays the first answer. `403 insufficient_buying_power`,
+    `insufficient_qty` or `uncovered_short_option`; `422 invalid_order`, `invalid_symbol`,
+    `quote_unavailable`, `contract_expired` or `duplicate_client_order_id`.
 
     Args:
         idempotency_key (str | Unset):
@@ -226,8 +231,13 @@ def sync(
     | OrderResponse
     | None
 ):
-    """Place an order: simple (equity or option) or multi-leg (`order_class: "mleg"`, 2-4 legs, all
-    or none). Marketable orders fill at once at the quote; other limits rest as `new`.
+    """Place an order
+
+     Simple (equity or option) or multi-leg (`order_class: mleg`, 2-4 option legs, all or none).
+    Marketable orders fill at once at the quote; other limits rest as `new`. Tier 1 (fail-closed): send
+    an `Idempotency-Key`; a retry with it replays the first answer. `403 insufficient_buying_power`,
+    `insufficient_qty` or `uncovered_short_option`; `422 invalid_order`, `invalid_symbol`,
+    `quote_unavailable`, `contract_expired` or `duplicate_client_order_id`.
 
     Args:
         idempotency_key (str | Unset):
@@ -268,8 +278,13 @@ async def asyncio_detailed(
     | CreateOrderResponse503
     | OrderResponse
 ]:
-    """Place an order: simple (equity or option) or multi-leg (`order_class: "mleg"`, 2-4 legs, all
-    or none). Marketable orders fill at once at the quote; other limits rest as `new`.
+    """Place an order
+
+     Simple (equity or option) or multi-leg (`order_class: mleg`, 2-4 option legs, all or none).
+    Marketable orders fill at once at the quote; other limits rest as `new`. Tier 1 (fail-closed): send
+    an `Idempotency-Key`; a retry with it replays the first answer. `403 insufficient_buying_power`,
+    `insufficient_qty` or `uncovered_short_option`; `422 invalid_order`, `invalid_symbol`,
+    `quote_unavailable`, `contract_expired` or `duplicate_client_order_id`.
 
     Args:
         idempotency_key (str | Unset):
@@ -314,8 +329,13 @@ async def asyncio(
     | OrderResponse
     | None
 ):
-    """Place an order: simple (equity or option) or multi-leg (`order_class: "mleg"`, 2-4 legs, all
-    or none). Marketable orders fill at once at the quote; other limits rest as `new`.
+    """Place an order
+
+     Simple (equity or option) or multi-leg (`order_class: mleg`, 2-4 option legs, all or none).
+    Marketable orders fill at once at the quote; other limits rest as `new`. Tier 1 (fail-closed): send
+    an `Idempotency-Key`; a retry with it replays the first answer. `403 insufficient_buying_power`,
+    `insufficient_qty` or `uncovered_short_option`; `422 invalid_order`, `invalid_symbol`,
+    `quote_unavailable`, `contract_expired` or `duplicate_client_order_id`.
 
     Args:
         idempotency_key (str | Unset):

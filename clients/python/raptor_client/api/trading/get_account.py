@@ -109,7 +109,11 @@ def sync_detailed(
     | GetAccountResponse500
     | GetAccountResponse503
 ]:
-    """The paper account: cash, buying power, realized P&L, mode.
+    """Read the paper account
+
+     Cash, buying power, reserved cash, realized and unrealized P&L, market value and equity (marked at
+    the quotes' mid; positions without a quote at their entry price, flagged), and short options left
+    uncovered. Expired orders and options are settled first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -141,7 +145,11 @@ def sync(
     | GetAccountResponse503
     | None
 ):
-    """The paper account: cash, buying power, realized P&L, mode.
+    """Read the paper account
+
+     Cash, buying power, reserved cash, realized and unrealized P&L, market value and equity (marked at
+    the quotes' mid; positions without a quote at their entry price, flagged), and short options left
+    uncovered. Expired orders and options are settled first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -168,7 +176,11 @@ async def asyncio_detailed(
     | GetAccountResponse500
     | GetAccountResponse503
 ]:
-    """The paper account: cash, buying power, realized P&L, mode.
+    """Read the paper account
+
+     Cash, buying power, reserved cash, realized and unrealized P&L, market value and equity (marked at
+    the quotes' mid; positions without a quote at their entry price, flagged), and short options left
+    uncovered. Expired orders and options are settled first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -198,7 +210,11 @@ async def asyncio(
     | GetAccountResponse503
     | None
 ):
-    """The paper account: cash, buying power, realized P&L, mode.
+    """Read the paper account
+
+     Cash, buying power, reserved cash, realized and unrealized P&L, market value and equity (marked at
+    the quotes' mid; positions without a quote at their entry price, flagged), and short options left
+    uncovered. Expired orders and options are settled first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

@@ -125,7 +125,10 @@ def sync_detailed(
     | GetOrderResponse503
     | OrderResponse
 ]:
-    """One order.
+    """Read one order
+
+     One of the account's orders, with its legs; an order past its expiry reads as `expired`. `404
+    not_found` for an order of another account or none; `400 invalid_path` when `id` is not a UUID.
 
     Args:
         id (UUID):
@@ -164,7 +167,10 @@ def sync(
     | OrderResponse
     | None
 ):
-    """One order.
+    """Read one order
+
+     One of the account's orders, with its legs; an order past its expiry reads as `expired`. `404
+    not_found` for an order of another account or none; `400 invalid_path` when `id` is not a UUID.
 
     Args:
         id (UUID):
@@ -197,7 +203,10 @@ async def asyncio_detailed(
     | GetOrderResponse503
     | OrderResponse
 ]:
-    """One order.
+    """Read one order
+
+     One of the account's orders, with its legs; an order past its expiry reads as `expired`. `404
+    not_found` for an order of another account or none; `400 invalid_path` when `id` is not a UUID.
 
     Args:
         id (UUID):
@@ -234,7 +243,10 @@ async def asyncio(
     | OrderResponse
     | None
 ):
-    """One order.
+    """Read one order
+
+     One of the account's orders, with its legs; an order past its expiry reads as `expired`. `404
+    not_found` for an order of another account or none; `400 invalid_path` when `id` is not a UUID.
 
     Args:
         id (UUID):

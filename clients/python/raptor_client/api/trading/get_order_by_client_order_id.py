@@ -127,8 +127,11 @@ def sync_detailed(
     | GetOrderByClientOrderIdResponse503
     | OrderResponse
 ]:
-    """The order with this `client_order_id`: how a client that lost an answer finds out what
-    became of its order.
+    """Find an order by its client order id
+
+     The order with this `client_order_id` (the one sent, or the one derived from the Idempotency-Key):
+    how a client that lost an answer finds out what became of its order. `404 not_found` when the
+    account has no such order.
 
     Args:
         client_order_id (str):
@@ -166,8 +169,11 @@ def sync(
     | OrderResponse
     | None
 ):
-    """The order with this `client_order_id`: how a client that lost an answer finds out what
-    became of its order.
+    """Find an order by its client order id
+
+     The order with this `client_order_id` (the one sent, or the one derived from the Idempotency-Key):
+    how a client that lost an answer finds out what became of its order. `404 not_found` when the
+    account has no such order.
 
     Args:
         client_order_id (str):
@@ -199,8 +205,11 @@ async def asyncio_detailed(
     | GetOrderByClientOrderIdResponse503
     | OrderResponse
 ]:
-    """The order with this `client_order_id`: how a client that lost an answer finds out what
-    became of its order.
+    """Find an order by its client order id
+
+     The order with this `client_order_id` (the one sent, or the one derived from the Idempotency-Key):
+    how a client that lost an answer finds out what became of its order. `404 not_found` when the
+    account has no such order.
 
     Args:
         client_order_id (str):
@@ -236,8 +245,11 @@ async def asyncio(
     | OrderResponse
     | None
 ):
-    """The order with this `client_order_id`: how a client that lost an answer finds out what
-    became of its order.
+    """Find an order by its client order id
+
+     The order with this `client_order_id` (the one sent, or the one derived from the Idempotency-Key):
+    how a client that lost an answer finds out what became of its order. `404 not_found` when the
+    account has no such order.
 
     Args:
         client_order_id (str):

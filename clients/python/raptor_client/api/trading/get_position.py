@@ -115,7 +115,10 @@ def sync_detailed(
     | GetPositionResponse503
     | PositionResponse
 ]:
-    """One open position, or `404 not_found` when the account holds none in `symbol`.
+    """Read one position
+
+     The account's open position in `symbol`. `404 not_found` when the account holds none in it (a flat
+    or never-held symbol).
 
     Args:
         symbol (str):
@@ -153,7 +156,10 @@ def sync(
     | PositionResponse
     | None
 ):
-    """One open position, or `404 not_found` when the account holds none in `symbol`.
+    """Read one position
+
+     The account's open position in `symbol`. `404 not_found` when the account holds none in it (a flat
+    or never-held symbol).
 
     Args:
         symbol (str):
@@ -185,7 +191,10 @@ async def asyncio_detailed(
     | GetPositionResponse503
     | PositionResponse
 ]:
-    """One open position, or `404 not_found` when the account holds none in `symbol`.
+    """Read one position
+
+     The account's open position in `symbol`. `404 not_found` when the account holds none in it (a flat
+    or never-held symbol).
 
     Args:
         symbol (str):
@@ -221,7 +230,10 @@ async def asyncio(
     | PositionResponse
     | None
 ):
-    """One open position, or `404 not_found` when the account holds none in `symbol`.
+    """Read one position
+
+     The account's open position in `symbol`. `404 not_found` when the account holds none in it (a flat
+    or never-held symbol).
 
     Args:
         symbol (str):

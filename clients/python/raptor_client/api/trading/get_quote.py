@@ -124,8 +124,10 @@ def sync_detailed(
     | GetQuoteResponse503
     | MarketQuoteResponse
 ]:
-    """A symbol's current quote (any signed-in caller), or `404 quote_unavailable` when no
-    operator has quoted it.
+    """Read a symbol's quote
+
+     The current bid, ask and update time of `symbol`, for any signed-in caller (an app's display, not an
+    order's price guarantee). `404 quote_unavailable` when no operator has quoted it.
 
     Args:
         symbol (str):
@@ -164,8 +166,10 @@ def sync(
     | MarketQuoteResponse
     | None
 ):
-    """A symbol's current quote (any signed-in caller), or `404 quote_unavailable` when no
-    operator has quoted it.
+    """Read a symbol's quote
+
+     The current bid, ask and update time of `symbol`, for any signed-in caller (an app's display, not an
+    order's price guarantee). `404 quote_unavailable` when no operator has quoted it.
 
     Args:
         symbol (str):
@@ -198,8 +202,10 @@ async def asyncio_detailed(
     | GetQuoteResponse503
     | MarketQuoteResponse
 ]:
-    """A symbol's current quote (any signed-in caller), or `404 quote_unavailable` when no
-    operator has quoted it.
+    """Read a symbol's quote
+
+     The current bid, ask and update time of `symbol`, for any signed-in caller (an app's display, not an
+    order's price guarantee). `404 quote_unavailable` when no operator has quoted it.
 
     Args:
         symbol (str):
@@ -236,8 +242,10 @@ async def asyncio(
     | MarketQuoteResponse
     | None
 ):
-    """A symbol's current quote (any signed-in caller), or `404 quote_unavailable` when no
-    operator has quoted it.
+    """Read a symbol's quote
+
+     The current bid, ask and update time of `symbol`, for any signed-in caller (an app's display, not an
+    order's price guarantee). `404 quote_unavailable` when no operator has quoted it.
 
     Args:
         symbol (str):

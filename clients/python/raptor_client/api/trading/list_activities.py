@@ -133,8 +133,12 @@ def sync_detailed(
     | ListActivitiesResponse500
     | ListActivitiesResponse503
 ]:
-    """The account's activity feed, newest first, paged like the orders: fills, cancels, resets
-    (and, as they come, option expiries and settlements), each with its cash effect.
+    """List the account's activities
+
+     The account's feed, newest first, paged like the orders (`limit`, `cursor`): fills, cancels, order
+    expiries, option expiries and settlements, and resets, each with its order, symbol, quantity, price,
+    cash effect and time. New types may appear: skip unknown ones. `400 invalid_query` for a bad `limit`
+    or `cursor`.
 
     Args:
         limit (int | Unset):
@@ -176,8 +180,12 @@ def sync(
     | ListActivitiesResponse503
     | None
 ):
-    """The account's activity feed, newest first, paged like the orders: fills, cancels, resets
-    (and, as they come, option expiries and settlements), each with its cash effect.
+    """List the account's activities
+
+     The account's feed, newest first, paged like the orders (`limit`, `cursor`): fills, cancels, order
+    expiries, option expiries and settlements, and resets, each with its order, symbol, quantity, price,
+    cash effect and time. New types may appear: skip unknown ones. `400 invalid_query` for a bad `limit`
+    or `cursor`.
 
     Args:
         limit (int | Unset):
@@ -213,8 +221,12 @@ async def asyncio_detailed(
     | ListActivitiesResponse500
     | ListActivitiesResponse503
 ]:
-    """The account's activity feed, newest first, paged like the orders: fills, cancels, resets
-    (and, as they come, option expiries and settlements), each with its cash effect.
+    """List the account's activities
+
+     The account's feed, newest first, paged like the orders (`limit`, `cursor`): fills, cancels, order
+    expiries, option expiries and settlements, and resets, each with its order, symbol, quantity, price,
+    cash effect and time. New types may appear: skip unknown ones. `400 invalid_query` for a bad `limit`
+    or `cursor`.
 
     Args:
         limit (int | Unset):
@@ -254,8 +266,12 @@ async def asyncio(
     | ListActivitiesResponse503
     | None
 ):
-    """The account's activity feed, newest first, paged like the orders: fills, cancels, resets
-    (and, as they come, option expiries and settlements), each with its cash effect.
+    """List the account's activities
+
+     The account's feed, newest first, paged like the orders (`limit`, `cursor`): fills, cancels, order
+    expiries, option expiries and settlements, and resets, each with its order, symbol, quantity, price,
+    cash effect and time. New types may appear: skip unknown ones. `400 invalid_query` for a bad `limit`
+    or `cursor`.
 
     Args:
         limit (int | Unset):

@@ -161,9 +161,12 @@ def sync_detailed(
     | ListOrdersResponse503
     | OrderListResponse
 ]:
-    """The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor`
-    for the next page (keyset on the creation time and id, so orders placed meanwhile neither
-    repeat nor hide older ones).
+    """List the account's orders
+
+     The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor` for the
+    next page (keyset on creation time and id, so orders placed meanwhile neither repeat nor hide older
+    ones). Filters: `status`, `symbol`, `after`, `until`. `400 invalid_query` for a bad parameter or
+    cursor.
 
     Args:
         status (OrderListStatus | Unset): Which orders `GET /api/trading/orders` lists.
@@ -217,9 +220,12 @@ def sync(
     | OrderListResponse
     | None
 ):
-    """The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor`
-    for the next page (keyset on the creation time and id, so orders placed meanwhile neither
-    repeat nor hide older ones).
+    """List the account's orders
+
+     The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor` for the
+    next page (keyset on creation time and id, so orders placed meanwhile neither repeat nor hide older
+    ones). Filters: `status`, `symbol`, `after`, `until`. `400 invalid_query` for a bad parameter or
+    cursor.
 
     Args:
         status (OrderListStatus | Unset): Which orders `GET /api/trading/orders` lists.
@@ -267,9 +273,12 @@ async def asyncio_detailed(
     | ListOrdersResponse503
     | OrderListResponse
 ]:
-    """The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor`
-    for the next page (keyset on the creation time and id, so orders placed meanwhile neither
-    repeat nor hide older ones).
+    """List the account's orders
+
+     The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor` for the
+    next page (keyset on creation time and id, so orders placed meanwhile neither repeat nor hide older
+    ones). Filters: `status`, `symbol`, `after`, `until`. `400 invalid_query` for a bad parameter or
+    cursor.
 
     Args:
         status (OrderListStatus | Unset): Which orders `GET /api/trading/orders` lists.
@@ -321,9 +330,12 @@ async def asyncio(
     | OrderListResponse
     | None
 ):
-    """The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor`
-    for the next page (keyset on the creation time and id, so orders placed meanwhile neither
-    repeat nor hide older ones).
+    """List the account's orders
+
+     The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor` for the
+    next page (keyset on creation time and id, so orders placed meanwhile neither repeat nor hide older
+    ones). Filters: `status`, `symbol`, `after`, `until`. `400 invalid_query` for a bad parameter or
+    cursor.
 
     Args:
         status (OrderListStatus | Unset): Which orders `GET /api/trading/orders` lists.

@@ -114,7 +114,10 @@ def sync_detailed(
     | ListPositionsResponse503
     | list[PositionResponse]
 ]:
-    """Open positions (negative qty when short).
+    """List open positions
+
+     The account's open positions with quantity (negative when short), average entry price and realized
+    P&L. Expired options are settled first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -146,7 +149,10 @@ def sync(
     | list[PositionResponse]
     | None
 ):
-    """Open positions (negative qty when short).
+    """List open positions
+
+     The account's open positions with quantity (negative when short), average entry price and realized
+    P&L. Expired options are settled first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -173,7 +179,10 @@ async def asyncio_detailed(
     | ListPositionsResponse503
     | list[PositionResponse]
 ]:
-    """Open positions (negative qty when short).
+    """List open positions
+
+     The account's open positions with quantity (negative when short), average entry price and realized
+    P&L. Expired options are settled first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -203,7 +212,10 @@ async def asyncio(
     | list[PositionResponse]
     | None
 ):
-    """Open positions (negative qty when short).
+    """List open positions
+
+     The account's open positions with quantity (negative when short), average entry price and realized
+    P&L. Expired options are settled first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

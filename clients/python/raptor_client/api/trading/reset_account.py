@@ -179,7 +179,11 @@ def sync_detailed(
     | ResetAccountResponse500
     | ResetAccountResponse503
 ]:
-    """Reset the paper account: starting cash, no positions, open orders canceled.
+    """Reset the paper account
+
+     Starting cash, no positions, every open order canceled, audited; the feed gets a `reset` entry. Tier
+    1 (fail-closed): send an `Idempotency-Key`, and a retry with it replays the first answer. Body `{}`
+    or none. `403 live_trading_unavailable` on a live account.
 
     Args:
         idempotency_key (str | Unset):
@@ -226,7 +230,11 @@ def sync(
     | ResetAccountResponse503
     | None
 ):
-    """Reset the paper account: starting cash, no positions, open orders canceled.
+    """Reset the paper account
+
+     Starting cash, no positions, every open order canceled, audited; the feed gets a `reset` entry. Tier
+    1 (fail-closed): send an `Idempotency-Key`, and a retry with it replays the first answer. Body `{}`
+    or none. `403 live_trading_unavailable` on a live account.
 
     Args:
         idempotency_key (str | Unset):
@@ -267,7 +275,11 @@ async def asyncio_detailed(
     | ResetAccountResponse500
     | ResetAccountResponse503
 ]:
-    """Reset the paper account: starting cash, no positions, open orders canceled.
+    """Reset the paper account
+
+     Starting cash, no positions, every open order canceled, audited; the feed gets a `reset` entry. Tier
+    1 (fail-closed): send an `Idempotency-Key`, and a retry with it replays the first answer. Body `{}`
+    or none. `403 live_trading_unavailable` on a live account.
 
     Args:
         idempotency_key (str | Unset):
@@ -312,7 +324,11 @@ async def asyncio(
     | ResetAccountResponse503
     | None
 ):
-    """Reset the paper account: starting cash, no positions, open orders canceled.
+    """Reset the paper account
+
+     Starting cash, no positions, every open order canceled, audited; the feed gets a `reset` entry. Tier
+    1 (fail-closed): send an `Idempotency-Key`, and a retry with it replays the first answer. Body `{}`
+    or none. `403 live_trading_unavailable` on a live account.
 
     Args:
         idempotency_key (str | Unset):

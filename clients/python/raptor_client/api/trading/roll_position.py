@@ -183,8 +183,13 @@ def sync_detailed(
     | RollPositionResponse500
     | RollPositionResponse503
 ]:
-    """Roll a short call: buy-to-close `{symbol}` and sell-to-open `to_symbol` as one all-or-none
-    two-leg order.
+    """Roll a short call to another contract
+
+     Buys to close the short call `{symbol}` and sells to open `to_symbol` as one all-or-none two-leg
+    order, at market or at a net `limit_price` (negative for a credit). Tier 1 (fail-closed): send an
+    `Idempotency-Key`; a retry with it replays the first answer. `404 not_found` without that short
+    position; `403 uncovered_short_option` when the new call would not be covered; `422 invalid_order`,
+    `quote_unavailable` or `contract_expired`.
 
     Args:
         symbol (str):
@@ -236,8 +241,13 @@ def sync(
     | RollPositionResponse503
     | None
 ):
-    """Roll a short call: buy-to-close `{symbol}` and sell-to-open `to_symbol` as one all-or-none
-    two-leg order.
+    """Roll a short call to another contract
+
+     Buys to close the short call `{symbol}` and sells to open `to_symbol` as one all-or-none two-leg
+    order, at market or at a net `limit_price` (negative for a credit). Tier 1 (fail-closed): send an
+    `Idempotency-Key`; a retry with it replays the first answer. `404 not_found` without that short
+    position; `403 uncovered_short_option` when the new call would not be covered; `422 invalid_order`,
+    `quote_unavailable` or `contract_expired`.
 
     Args:
         symbol (str):
@@ -283,8 +293,13 @@ async def asyncio_detailed(
     | RollPositionResponse500
     | RollPositionResponse503
 ]:
-    """Roll a short call: buy-to-close `{symbol}` and sell-to-open `to_symbol` as one all-or-none
-    two-leg order.
+    """Roll a short call to another contract
+
+     Buys to close the short call `{symbol}` and sells to open `to_symbol` as one all-or-none two-leg
+    order, at market or at a net `limit_price` (negative for a credit). Tier 1 (fail-closed): send an
+    `Idempotency-Key`; a retry with it replays the first answer. `404 not_found` without that short
+    position; `403 uncovered_short_option` when the new call would not be covered; `422 invalid_order`,
+    `quote_unavailable` or `contract_expired`.
 
     Args:
         symbol (str):
@@ -334,8 +349,13 @@ async def asyncio(
     | RollPositionResponse503
     | None
 ):
-    """Roll a short call: buy-to-close `{symbol}` and sell-to-open `to_symbol` as one all-or-none
-    two-leg order.
+    """Roll a short call to another contract
+
+     Buys to close the short call `{symbol}` and sells to open `to_symbol` as one all-or-none two-leg
+    order, at market or at a net `limit_price` (negative for a credit). Tier 1 (fail-closed): send an
+    `Idempotency-Key`; a retry with it replays the first answer. `404 not_found` without that short
+    position; `403 uncovered_short_option` when the new call would not be covered; `422 invalid_order`,
+    `quote_unavailable` or `contract_expired`.
 
     Args:
         symbol (str):

@@ -129,7 +129,10 @@ def sync_detailed(
     | JoinWaitlistResponse503
     | WaitlistSignupResponse
 ]:
-    """Join the waitlist. A repeat (any letter case) is `202` again and changes nothing.
+    """Join the waitlist
+
+     Adds an email address to the waitlist. A repeat (any letter case) is `202` again and changes
+    nothing, so the answer does not tell whether the address was already there. `422 invalid_email`.
 
     Args:
         body (WaitlistSignupRequest): `POST /api/waitlist/signup`.
@@ -168,7 +171,10 @@ def sync(
     | WaitlistSignupResponse
     | None
 ):
-    """Join the waitlist. A repeat (any letter case) is `202` again and changes nothing.
+    """Join the waitlist
+
+     Adds an email address to the waitlist. A repeat (any letter case) is `202` again and changes
+    nothing, so the answer does not tell whether the address was already there. `422 invalid_email`.
 
     Args:
         body (WaitlistSignupRequest): `POST /api/waitlist/signup`.
@@ -201,7 +207,10 @@ async def asyncio_detailed(
     | JoinWaitlistResponse503
     | WaitlistSignupResponse
 ]:
-    """Join the waitlist. A repeat (any letter case) is `202` again and changes nothing.
+    """Join the waitlist
+
+     Adds an email address to the waitlist. A repeat (any letter case) is `202` again and changes
+    nothing, so the answer does not tell whether the address was already there. `422 invalid_email`.
 
     Args:
         body (WaitlistSignupRequest): `POST /api/waitlist/signup`.
@@ -238,7 +247,10 @@ async def asyncio(
     | WaitlistSignupResponse
     | None
 ):
-    """Join the waitlist. A repeat (any letter case) is `202` again and changes nothing.
+    """Join the waitlist
+
+     Adds an email address to the waitlist. A repeat (any letter case) is `202` again and changes
+    nothing, so the answer does not tell whether the address was already there. `422 invalid_email`.
 
     Args:
         body (WaitlistSignupRequest): `POST /api/waitlist/signup`.

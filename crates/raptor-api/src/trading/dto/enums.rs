@@ -116,6 +116,9 @@ pub enum ActivityTypeDto {
     Fill,
     /// An open order was canceled (by the trader or by a reset).
     Cancel,
+    /// An open order expired unfilled: a `day` order at its session's close, an order on an
+    /// option at the contract's last close.
+    OrderExpiry,
     /// An option position expired worthless.
     Expiry,
     /// An option position settled in cash.

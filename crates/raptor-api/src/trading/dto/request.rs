@@ -42,8 +42,9 @@ pub struct CreateOrderRequest {
     #[serde(default, deserialize_with = "not_null")]
     #[schema(nullable = false)]
     pub order_class: Option<OrderClassDto>,
-    /// Multi-leg orders: 2-4 legs.
-    #[schema(max_items = 4)]
+    /// Multi-leg orders: 2-4 legs (fewer or more is `422 invalid_order`; a simple order sends
+    /// none).
+    #[schema(min_items = 2, max_items = 4)]
     pub legs: Option<Vec<LegRequest>>,
     /// Unique per account; derived from the account and the Idempotency-Key when absent.
     #[schema(min_length = 1, max_length = 128)]
@@ -106,13 +107,13 @@ pub struct ResetAccountRequest {}
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetQuoteRequest {
-    /// Bid.
+    /// Bid (no minus sign, not even on zero).
     #[schema(value_type = String, format = "decimal", example = "1.20")]
-    #[serde(deserialize_with = "decimal")]
+    #[serde(deserialize_with = "unsigned_decimal")]
     pub bid: Decimal,
-    /// Ask.
+    /// Ask (no minus sign, not even on zero).
     #[schema(value_type = String, format = "decimal", example = "1.25")]
-    #[serde(deserialize_with = "decimal")]
+    #[serde(deserialize_with = "unsigned_decimal")]
     pub ask: Decimal,
 }
 
@@ -121,6 +122,20 @@ pub struct SetQuoteRequest {
 /// `"+1"`, `".5"` or `" 1"` is refused like any other wrong type (`422 invalid_body`).
 fn decimal<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Decimal, D::Error> {
     let text = String::deserialize(deserializer)?;
+    parse_decimal(&text).map_err(serde::de::Error::custom)
+}
+
+/// [`decimal`] without a minus sign (`openapi::UNSIGNED_DECIMAL_PATTERN`): `"-0.00"` too is
+/// refused, though its value is zero.
+fn unsigned_decimal<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Decimal, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    if text.starts_with('-') {
+        return Err(serde::de::Error::custom(format!(
+            "{text:?} is negative (no minus sign here)"
+        )));
+    }
     parse_decimal(&text).map_err(serde::de::Error::custom)
 }
 
@@ -236,6 +251,11 @@ mod tests {
         let quote: Result<SetQuoteRequest, _> =
             serde_json::from_str(r#"{"bid": 0, "ask": "1.25"}"#);
         assert!(quote.is_err(), "a JSON number is not a decimal string");
+        for signed in ["-0.00", "-1.20"] {
+            let body = format!(r#"{{"bid": "{signed}", "ask": "1.25"}}"#);
+            let quote: Result<SetQuoteRequest, _> = serde_json::from_str(&body);
+            assert!(quote.is_err(), "{signed} is a quote's price");
+        }
         let close: ClosePositionRequest = serde_json::from_str(r#"{"qty": null}"#).expect("null");
         assert!(close.qty.is_none());
         let order: Result<CreateOrderRequest, _> =

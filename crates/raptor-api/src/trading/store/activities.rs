@@ -1,7 +1,9 @@
 //! The activity feed, read from the rows the book already writes: fills (`paper_fills`),
-//! cancels (`paper_orders.canceled_at`), resets (their `account.reset` audit row) and option
-//! expiries and settlements (their `position.expired` audit row). Each kind is one arm of
-//! [`ACTIVITIES`] with the same columns, so a new kind is one more arm and one more `type`.
+//! cancels (`paper_orders.canceled_at`), order expiries (their `order.expired` audit row),
+//! resets (their `account.reset` audit row) and option expiries and settlements (their
+//! `position.expired` audit row). Each kind is one arm of [`ACTIVITIES`] with the same columns,
+//! so a new kind is one more arm and one more `type`. The arms read from audit rows take their
+//! time from the row's `created_at`, the database's `now()` of the transaction that wrote it.
 
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
@@ -39,6 +41,11 @@ const ACTIVITIES: &str = "
            o.limit_price, 0, o.canceled_at
       from paper_orders o
      where o.user_id = $1 and o.status = 'canceled' and o.canceled_at is not null
+    union all
+    select 'order_expiry:' || a.id, 'order_expiry', o.id, o.symbol, o.side,
+           o.qty - o.filled_qty, o.limit_price, 0, a.created_at
+      from audit_log a join paper_orders o on o.id = (a.context->>'order_id')::uuid
+     where a.user_id = $1 and a.action = 'order.expired' and o.user_id = $1
     union all
     select 'reset:' || a.id, 'reset', null, null, null, null, null,
            coalesce((a.context->>'cash')::numeric - (a.context->>'previous_cash')::numeric, 0),
