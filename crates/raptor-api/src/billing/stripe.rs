@@ -355,7 +355,13 @@ impl StripeClient {
         self.post(&path, idempotency_key, &form).await
     }
 
-    #[tracing::instrument(skip_all, fields(stripe.path = path, http.status_code))]
+    /// One Stripe call, a span of its own (a client span when exported) whose `traceparent`
+    /// the request carries.
+    #[tracing::instrument(
+        name = "stripe.call",
+        skip_all,
+        fields(stripe.path = path, http.status_code, otel.kind = "client")
+    )]
     async fn post<T: DeserializeOwned>(
         &self,
         path: &str,
@@ -367,6 +373,7 @@ impl StripeClient {
             .post(format!("{}{path}", self.api_base))
             .bearer_auth(&*self.secret_key)
             .header("Idempotency-Key", idempotency_key)
+            .headers(crate::trace_context::outgoing_headers())
             .form(form)
             .send()
             .await
