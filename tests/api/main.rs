@@ -29,4 +29,5 @@ mod settings;
 mod sign_up;
 mod store_failures;
 mod tls;
+mod traces;
 mod trading;
