@@ -206,11 +206,16 @@ async fn trader_with_a_quote(pool: &PgPool) -> String {
 
 /// A keyed market order with the caller's `traceparent`.
 async fn keyed_order(port: u16, token: &str) -> reqwest::StatusCode {
+    keyed_order_with(port, token, &traceparent()).await
+}
+
+/// A keyed market order with `traceparent` as it is.
+async fn keyed_order_with(port: u16, token: &str, traceparent: &str) -> reqwest::StatusCode {
     reqwest::Client::new()
         .post(format!("http://127.0.0.1:{port}/api/trading/orders"))
         .bearer_auth(token)
         .header("idempotency-key", uuid::Uuid::new_v4().to_string())
-        .header("traceparent", traceparent())
+        .header("traceparent", traceparent)
         .header("tracestate", "vendor=opaque")
         .json(&json!({"symbol": "AAPL", "qty": "1", "side": "buy", "type": "market"}))
         .send()
@@ -238,7 +243,8 @@ fn as_refs<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)
 /// One keyed order sent with a `traceparent`: its spans carry the caller's trace id, the
 /// request span (a server span named by method and route) is the child of the caller's span,
 /// and the idempotency claim and the business transaction are children of the request span.
-/// They arrive when the server shuts down (the batch's delay is a minute).
+/// They arrive when the server shuts down (the batch's delay is a minute). A malformed
+/// `traceparent` is ignored (the order is served, its request span is a root).
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn a_keyed_orders_spans_are_children_of_the_incoming_traceparent(pool: PgPool) {
     let dir = test_dir("traces");
@@ -249,8 +255,25 @@ async fn a_keyed_orders_spans_are_children_of_the_incoming_traceparent(pool: PgP
     let raptor = start_raptor(&pool, port, &log, &as_refs(&env)).await;
     assert!(runs_an_exporter(&raptor), "{:?}", thread_names(&raptor));
     assert_eq!(keyed_order(port, &token).await, reqwest::StatusCode::CREATED);
+    // A malformed traceparent is ignored: the order is served and starts a trace of its own.
+    assert_eq!(
+        keyed_order_with(port, &token, "00-not-a-trace-01").await,
+        reqwest::StatusCode::CREATED
+    );
     assert!(receiver.spans().is_empty(), "exported before the batch delay");
     terminate(raptor, &log).await;
+    let orders: Vec<Exported> = receiver
+        .spans()
+        .into_iter()
+        .filter(|span| span.name == "POST /api/trading/orders")
+        .collect();
+    assert_eq!(orders.len(), 2, "{orders:#?}");
+    assert!(
+        orders
+            .iter()
+            .any(|span| span.trace_id != TRACE_ID && span.parent_span_id.is_empty()),
+        "the malformed traceparent's request is a root: {orders:#?}"
+    );
 
     let spans = receiver.trace(TRACE_ID);
     let request = one(&spans, "POST /api/trading/orders");
