@@ -22,7 +22,12 @@ pub(crate) fn free_port() -> u16 {
 }
 
 /// `raptor serve` as a process (the tests' copy of the binary), its log in `log`.
-pub(crate) async fn start_raptor(pool: &PgPool, port: u16, log: &Path, env: &[(&str, &str)]) -> Child {
+pub(crate) async fn start_raptor(
+    pool: &PgPool,
+    port: u16,
+    log: &Path,
+    env: &[(&str, &str)],
+) -> Child {
     let log_file = std::fs::File::create(log).expect("log file");
     let mut command = Command::new(env!("CARGO_BIN_EXE_raptor-cli"));
     command

@@ -27,7 +27,7 @@ use crate::smtp_sink::{SinkOptions, SmtpSink};
 
 /// The caller's trace and span, as its `traceparent` names them.
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
-const CALLER_SPAN: &str = "00f067aa0ba902b7";
+const CALLER_SPAN: &str = "00f067aa0c902b71";
 
 fn traceparent() -> String {
     format!("00-{TRACE_ID}-{CALLER_SPAN}-01")
@@ -194,13 +194,25 @@ fn test_dir(name: &str) -> PathBuf {
 async fn trader_with_a_quote(pool: &PgPool) -> String {
     let created = cli(
         pool,
-        &["users", "create", "--email", "trace@example.com", "--role", "operator"],
+        &[
+            "users",
+            "create",
+            "--email",
+            "trace@example.com",
+            "--role",
+            "operator",
+        ],
     )
     .await
     .expect("user");
-    cli(pool, &["quotes", "set", "AAPL", "--bid", "189.90", "--ask", "190.10"])
-        .await
-        .expect("quote");
+    cli(
+        pool,
+        &[
+            "quotes", "set", "AAPL", "--bid", "189.90", "--ask", "190.10",
+        ],
+    )
+    .await
+    .expect("quote");
     created["token"].as_str().expect("token").to_owned()
 }
 
@@ -228,7 +240,10 @@ async fn keyed_order_with(port: u16, token: &str, traceparent: &str) -> reqwest:
 /// a minute between exports, so what arrives before SIGTERM is only what shutdown flushed.
 fn exporting_to(otlp: u16) -> Vec<(&'static str, String)> {
     vec![
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://127.0.0.1:{otlp}")),
+        (
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{otlp}"),
+        ),
         ("OTEL_SERVICE_NAME", "raptor-under-test".to_owned()),
         ("OTEL_BSP_SCHEDULE_DELAY", "60000".to_owned()),
         ("RAPTOR_SHUTDOWN_DRAIN_SECS", "0".to_owned()),
@@ -237,7 +252,9 @@ fn exporting_to(otlp: u16) -> Vec<(&'static str, String)> {
 }
 
 fn as_refs<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
-    env.iter().map(|(name, value)| (*name, value.as_str())).collect()
+    env.iter()
+        .map(|(name, value)| (*name, value.as_str()))
+        .collect()
 }
 
 /// One keyed order sent with a `traceparent`: its spans carry the caller's trace id, the
@@ -254,13 +271,19 @@ async fn a_keyed_orders_spans_are_children_of_the_incoming_traceparent(pool: PgP
     let env = exporting_to(otlp);
     let raptor = start_raptor(&pool, port, &log, &as_refs(&env)).await;
     assert!(runs_an_exporter(&raptor), "{:?}", thread_names(&raptor));
-    assert_eq!(keyed_order(port, &token).await, reqwest::StatusCode::CREATED);
+    assert_eq!(
+        keyed_order(port, &token).await,
+        reqwest::StatusCode::CREATED
+    );
     // A malformed traceparent is ignored: the order is served and starts a trace of its own.
     assert_eq!(
         keyed_order_with(port, &token, "00-not-a-trace-01").await,
         reqwest::StatusCode::CREATED
     );
-    assert!(receiver.spans().is_empty(), "exported before the batch delay");
+    assert!(
+        receiver.spans().is_empty(),
+        "exported before the batch delay"
+    );
     terminate(raptor, &log).await;
     let orders: Vec<Exported> = receiver
         .spans()
@@ -285,7 +308,10 @@ async fn a_keyed_orders_spans_are_children_of_the_incoming_traceparent(pool: PgP
         assert_eq!(span.parent_span_id, request.span_id, "{name}: {spans:#?}");
     }
     for span in spans.iter().filter(|span| span.span_id != request.span_id) {
-        assert!(descends_from(&spans, span, request), "{span:?} in {spans:#?}");
+        assert!(
+            descends_from(&spans, span, request),
+            "{span:?} in {spans:#?}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -308,7 +334,9 @@ async fn stripe_calls_carry_the_traceparent_of_their_span(pool: PgPool) {
     env.push(("STRIPE_SECRET_KEY", SECRET_KEY.to_owned()));
     let raptor = start_raptor(&pool, port, &log, &as_refs(&env)).await;
     let checkout = reqwest::Client::new()
-        .post(format!("http://127.0.0.1:{port}/api/billing/checkout-sessions"))
+        .post(format!(
+            "http://127.0.0.1:{port}/api/billing/checkout-sessions"
+        ))
         .bearer_auth(&token)
         .header("idempotency-key", uuid::Uuid::new_v4().to_string())
         .header("traceparent", traceparent())
@@ -332,7 +360,10 @@ async fn stripe_calls_carry_the_traceparent_of_their_span(pool: PgPool) {
     assert_eq!(recorded.len(), calls.len(), "{recorded:#?}");
     for call in &calls {
         assert_eq!(call.kind, SpanKind::Client as i32, "{call:?}");
-        assert!(descends_from(&spans, call, request), "{call:?} in {spans:#?}");
+        assert!(
+            descends_from(&spans, call, request),
+            "{call:?} in {spans:#?}"
+        );
         let expected = format!("00-{TRACE_ID}-{}-01", call.span_id);
         assert!(
             recorded
@@ -354,7 +385,10 @@ async fn each_sign_in_email_send_is_a_span(pool: PgPool) {
     let (port, log) = (free_port(), dir.join("raptor.log"));
     let mut env = exporting_to(otlp);
     env.push(("RAPTOR_SMTP_URL", sink.url()));
-    env.push(("RAPTOR_MAIL_FROM", "Raptor <no-reply@raptor.test>".to_owned()));
+    env.push((
+        "RAPTOR_MAIL_FROM",
+        "Raptor <no-reply@raptor.test>".to_owned(),
+    ));
     env.push(("RAPTOR_PUBLIC_URL", "https://app.raptor.test".to_owned()));
     env.push(("RAPTOR_MAIL_RELAY_INTERVAL_MS", "50".to_owned()));
     let raptor = start_raptor(&pool, port, &log, &as_refs(&env)).await;
@@ -400,8 +434,15 @@ async fn without_an_endpoint_no_exporter_runs_and_nothing_is_exported(pool: PgPo
         let mut env = env;
         env.push(("RAPTOR_SHUTDOWN_DRAIN_SECS", "0"));
         let raptor = start_raptor(&pool, port, &log, &env).await;
-        assert!(!runs_an_exporter(&raptor), "{env:?}: {:?}", thread_names(&raptor));
-        assert_eq!(keyed_order(port, &token).await, reqwest::StatusCode::CREATED);
+        assert!(
+            !runs_an_exporter(&raptor),
+            "{env:?}: {:?}",
+            thread_names(&raptor)
+        );
+        assert_eq!(
+            keyed_order(port, &token).await,
+            reqwest::StatusCode::CREATED
+        );
         terminate(raptor, &log).await;
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         assert!(!text.contains("traces are exported"), "{env:?}: {text}");

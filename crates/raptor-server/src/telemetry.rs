@@ -134,7 +134,10 @@ fn provider(args: &TraceArgs, endpoint: &str) -> anyhow::Result<SdkTracerProvide
         .build();
     Ok(SdkTracerProvider::builder()
         .with_batch_exporter(exporter)
-        .with_sampler(sampler(args.otel_traces_sampler, args.otel_traces_sampler_arg))
+        .with_sampler(sampler(
+            args.otel_traces_sampler,
+            args.otel_traces_sampler_arg,
+        ))
         .with_resource(resource)
         .build())
 }

@@ -14,8 +14,8 @@ mod idempotency;
 mod mail;
 mod server;
 mod sessions;
-mod trading;
 mod traces;
+mod trading;
 
 use std::fmt;
 use std::str::FromStr;

@@ -91,13 +91,25 @@ pub struct TraceArgs {
     pub otel_exporter_otlp_traces_endpoint: Option<String>,
 
     /// The export's wire format: `http/protobuf` (the only one built in).
-    #[arg(long, env = "OTEL_EXPORTER_OTLP_PROTOCOL", value_name = "OTEL_EXPORTER_OTLP_PROTOCOL",
-          value_enum, default_value = "http/protobuf", global = true)]
+    #[arg(
+        long,
+        env = "OTEL_EXPORTER_OTLP_PROTOCOL",
+        value_name = "OTEL_EXPORTER_OTLP_PROTOCOL",
+        value_enum,
+        default_value = "http/protobuf",
+        global = true
+    )]
     pub otel_exporter_otlp_protocol: OtlpProtocolArg,
 
     /// `otlp`, or `none` to export nothing whatever the endpoint.
-    #[arg(long, env = "OTEL_TRACES_EXPORTER", value_name = "OTEL_TRACES_EXPORTER", value_enum,
-          default_value = "otlp", global = true)]
+    #[arg(
+        long,
+        env = "OTEL_TRACES_EXPORTER",
+        value_name = "OTEL_TRACES_EXPORTER",
+        value_enum,
+        default_value = "otlp",
+        global = true
+    )]
     pub otel_traces_exporter: TracesExporterArg,
 
     /// `true` turns the export off whatever else is set.
@@ -106,15 +118,26 @@ pub struct TraceArgs {
     pub otel_sdk_disabled: bool,
 
     /// The `service.name` of the exported spans.
-    #[arg(long, env = "OTEL_SERVICE_NAME", value_name = "OTEL_SERVICE_NAME",
-          default_value = "raptor", global = true)]
+    #[arg(
+        long,
+        env = "OTEL_SERVICE_NAME",
+        value_name = "OTEL_SERVICE_NAME",
+        default_value = "raptor",
+        global = true
+    )]
     pub otel_service_name: String,
 
     /// Which traces are kept: `parentbased_always_on` (the caller's `traceparent` decides,
     /// else all), `parentbased_traceidratio` (the caller decides, else a share),
     /// `traceidratio`, `always_on`, `always_off`, `parentbased_always_off`.
-    #[arg(long, env = "OTEL_TRACES_SAMPLER", value_name = "OTEL_TRACES_SAMPLER", value_enum,
-          default_value = "parentbased_always_on", global = true)]
+    #[arg(
+        long,
+        env = "OTEL_TRACES_SAMPLER",
+        value_name = "OTEL_TRACES_SAMPLER",
+        value_enum,
+        default_value = "parentbased_always_on",
+        global = true
+    )]
     pub otel_traces_sampler: SamplerArg,
 
     /// The share of traces the ratio samplers keep, from 0 to 1.
@@ -164,7 +187,9 @@ mod tests {
     #[test]
     fn the_base_endpoint_gets_the_traces_path_and_the_signal_endpoint_is_used_as_it_is() {
         assert_eq!(
-            args(Some("http://c:4318/"), None).traces_endpoint().as_deref(),
+            args(Some("http://c:4318/"), None)
+                .traces_endpoint()
+                .as_deref(),
             Some("http://c:4318/v1/traces")
         );
         assert_eq!(
