@@ -16,13 +16,18 @@ use tokio::process::{Child, Command};
 use crate::helpers::{cli, database_url};
 
 /// A port on 127.0.0.1 that was free a moment ago.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     listener.local_addr().expect("addr").port()
 }
 
 /// `raptor serve` as a process (the tests' copy of the binary), its log in `log`.
-async fn start_raptor(pool: &PgPool, port: u16, log: &Path, env: &[(&str, &str)]) -> Child {
+pub(crate) async fn start_raptor(
+    pool: &PgPool,
+    port: u16,
+    log: &Path,
+    env: &[(&str, &str)],
+) -> Child {
     let log_file = std::fs::File::create(log).expect("log file");
     let mut command = Command::new(env!("CARGO_BIN_EXE_raptor-cli"));
     command

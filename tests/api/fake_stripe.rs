@@ -1,6 +1,6 @@
 //! An in-process fake of the four Stripe endpoints the billing module calls, on 127.0.0.1:0.
-//! It records every request (path, form fields, Authorization, Idempotency-Key), checks the
-//! secret key, answers Stripe-shaped JSON, replays the stored answer for a repeated
+//! It records every request (path, form fields, Authorization, Idempotency-Key, traceparent),
+//! checks the secret key, answers Stripe-shaped JSON, replays the stored answer for a repeated
 //! Idempotency-Key (and refuses one reused with other parameters) like Stripe, and can be told
 //! to fail or stall.
 
@@ -27,6 +27,8 @@ pub(crate) struct Recorded {
     pub(crate) form: Vec<(String, String)>,
     pub(crate) authorization: Option<String>,
     pub(crate) idempotency_key: Option<String>,
+    /// The W3C `traceparent` the call carried (when the server exports traces).
+    pub(crate) traceparent: Option<String>,
 }
 
 impl Recorded {
@@ -167,6 +169,7 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
         form: form.clone(),
         authorization: header("authorization"),
         idempotency_key: header("idempotency-key"),
+        traceparent: header("traceparent"),
     };
     inner.requests.lock().expect("lock").push(recorded.clone());
 

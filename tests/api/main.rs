@@ -33,4 +33,5 @@ mod settings;
 mod sign_up;
 mod store_failures;
 mod tls;
+mod traces;
 mod trading;

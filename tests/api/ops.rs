@@ -368,7 +368,8 @@ async fn healthcheck_command_reads_readyz(pool: PgPool) {
     .await;
 }
 
-/// Only the web app's origin gets CORS headers: the preflight allows `Idempotency-Key`, and
+/// Only the web app's origin gets CORS headers: the preflight allows `Idempotency-Key` and W3C
+/// trace context (`traceparent`, `tracestate`), and
 /// answers expose the headers a client reads (`Idempotent-Replayed`, `Retry-After`,
 /// `X-Request-Id`).
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
@@ -389,7 +390,7 @@ async fn cors_for_the_web_app(pool: PgPool) {
                     .header("access-control-request-method", "POST")
                     .header(
                         "access-control-request-headers",
-                        "idempotency-key,authorization,content-type",
+                        "idempotency-key,authorization,content-type,traceparent,tracestate",
                     ),
             )
             .await;
@@ -401,7 +402,9 @@ async fn cors_for_the_web_app(pool: PgPool) {
             .header("access-control-allow-headers")
             .unwrap_or_default()
             .to_owned();
-        assert!(allowed.contains("idempotency-key"), "{allowed}");
+        for header in ["idempotency-key", "traceparent", "tracestate"] {
+            assert!(allowed.contains(header), "{allowed}");
+        }
 
         let (_, token) = app.user("cors@example.com").await;
         let simple = app

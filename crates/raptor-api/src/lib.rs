@@ -19,6 +19,7 @@ pub mod problem;
 pub mod retention;
 pub mod sessions;
 pub mod state;
+pub mod trace_context;
 pub mod trading;
 pub mod waitlist;
 

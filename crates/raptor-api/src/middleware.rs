@@ -106,13 +106,28 @@ fn make_span(request: &Request<Body>) -> tracing::Span {
         .extensions()
         .get::<ServerRequestId>()
         .map_or("", |id| id.0.as_str());
-    tracing::info_span!(
+    let span = tracing::info_span!(
         "http.request",
         http.method = %request.method(),
         http.route = route,
         request_id,
         server_request_id,
-    )
+        http.response.status_code = tracing::field::Empty,
+        otel.name = tracing::field::Empty,
+        otel.kind = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    if crate::trace_context::exporting() {
+        // The exported span's name and kind (OpenTelemetry's HTTP conventions), and its parent:
+        // the caller's span named by `traceparent`.
+        span.record(
+            "otel.name",
+            tracing::field::display(format_args!("{} {route}", request.method())),
+        );
+        span.record("otel.kind", "server");
+        crate::trace_context::adopt_parent(&span, request.headers());
+    }
+    span
 }
 
 fn cors(origins: &[String]) -> CorsLayer {
@@ -134,6 +149,9 @@ fn cors(origins: &[String]) -> CorsLayer {
             header::CONTENT_TYPE,
             HeaderName::from_static("idempotency-key"),
             REQUEST_ID_HEADER,
+            // W3C trace context: a browser's span becomes the request span's parent.
+            HeaderName::from_static("traceparent"),
+            HeaderName::from_static("tracestate"),
         ])
         .expose_headers([
             HeaderName::from_static("idempotent-replayed"),
@@ -184,6 +202,11 @@ async fn access_log(mut request: Request, next: Next) -> Response {
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     let client_addr = client.map(tracing::field::display);
     let user_id = seen.0.get().copied();
+    let span = tracing::Span::current();
+    span.record("http.response.status_code", status);
+    if response.status().is_server_error() {
+        span.record("otel.status_code", "error");
+    }
     let bytes = HttpBody::size_hint(response.body()).exact().or_else(|| {
         response
             .headers()

@@ -174,9 +174,20 @@ pub async fn main() -> std::process::ExitCode {
     // Development convenience only: a missing .env is fine.
     let _ = dotenvy::dotenv();
     let cli = Cli::parse();
-    telemetry::init(cli.config.server.log_format);
+    // Only `serve` exports traces; the one-shot commands log.
+    let traces = matches!(cli.command, Command::Serve).then_some(&cli.config.traces);
+    let telemetry = match telemetry::init(cli.config.server.log_format, traces) {
+        Ok(telemetry) => telemetry,
+        Err(err) => {
+            eprintln!("raptor: {err:#}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     let mut stdout = std::io::stdout();
-    match run(cli, &mut stdout).await {
+    let result = run(cli, &mut stdout).await;
+    // The end of the graceful shutdown: the spans still queued are exported.
+    telemetry.shutdown().await;
+    match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("raptor: {err:#}");

@@ -369,7 +369,13 @@ impl StripeClient {
         .await
     }
 
-    #[tracing::instrument(skip_all, fields(stripe.path = path, http.status_code))]
+    /// One Stripe call, a span of its own (a client span when exported) whose `traceparent`
+    /// the request carries.
+    #[tracing::instrument(
+        name = "stripe.call",
+        skip_all,
+        fields(stripe.path = path, http.status_code, otel.kind = "client")
+    )]
     async fn post<T: DeserializeOwned>(
         &self,
         path: &str,
@@ -381,6 +387,7 @@ impl StripeClient {
             .post(format!("{}{path}", self.api_base))
             .bearer_auth(&*self.secret_key)
             .header("Idempotency-Key", idempotency_key)
+            .headers(crate::trace_context::outgoing_headers())
             .form(form)
             .send()
             .await

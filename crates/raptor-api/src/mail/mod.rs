@@ -28,6 +28,7 @@ use lettre::transport::smtp::Error as SmtpError;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use serde::Serialize;
 use sqlx::PgPool;
+use tracing::Instrument;
 
 /// How failures are retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,7 +236,6 @@ impl Relay {
         Ok(())
     }
 
-    #[tracing::instrument(name = "mail.relay", skip_all, fields(outbox.id))]
     async fn relay_one(
         &self,
         pool: &PgPool,
@@ -246,7 +246,17 @@ impl Relay {
             tx.commit().await?;
             return Ok(None);
         };
-        tracing::Span::current().record("outbox.id", due.id);
+        // A span per message, not per poll: an idle relay records (and exports) none.
+        let span = tracing::info_span!("mail.relay", outbox.id = due.id);
+        self.relay_due(tx, due).instrument(span).await.map(Some)
+    }
+
+    /// Sends `due`, locked by `tx`, and records the outcome in `tx`.
+    async fn relay_due(
+        &self,
+        mut tx: sqlx::Transaction<'static, sqlx::Postgres>,
+        due: store::Due,
+    ) -> Result<(i64, Outcome), sqlx::Error> {
         let outcome = match self.deliver(&due).await {
             Ok(()) => {
                 store::mark_sent(&mut tx, due.id).await?;
@@ -284,7 +294,7 @@ impl Relay {
             return Err(err);
         }
         metrics::counter!("raptor_mail_messages_total", "outcome" => outcome.label()).increment(1);
-        Ok(Some((due.id, outcome)))
+        Ok((due.id, outcome))
     }
 
     async fn deliver(&self, due: &store::Due) -> Result<(), Failure> {
@@ -307,8 +317,11 @@ impl Relay {
             Delivery::Smtp(transport) => {
                 let message = self.message(due, body)?;
                 let started = std::time::Instant::now();
+                // One SMTP conversation, a client span when exported.
+                let span = tracing::info_span!("smtp.send", otel.kind = "client");
                 let sent = transport
                     .send(message)
+                    .instrument(span)
                     .await
                     .map(|_| ())
                     .map_err(|err| Failure::smtp(&err));

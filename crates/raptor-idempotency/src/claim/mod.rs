@@ -13,6 +13,7 @@ pub use round::ClaimRequest;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use sqlx::{PgConnection, Postgres, Transaction};
+use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::key::IdempotencyKey;
@@ -74,12 +75,20 @@ impl Claim {
     /// result: the shape of every instrumented handler,
     /// `claim.run(async |tx| book::place(tx, …).await.map(created)).await`. `work` gets the
     /// transaction and nothing else, so it cannot reach a pool and write outside it.
+    ///
+    /// `work` runs in a span of its own, `business.transaction` (a child of the claim's
+    /// request span, like the claim and the finish).
     pub async fn run<E, F>(mut self, work: F) -> Response
     where
         E: ErrorReply,
         F: AsyncFnOnce(&mut PgConnection) -> Result<Reply, E>,
     {
-        let result = work(self.conn()).await;
+        let span = tracing::info_span!(
+            "business.transaction",
+            endpoint = %self.endpoint,
+            tracked = self.is_tracked()
+        );
+        let result = work(self.conn()).instrument(span).await;
         self.finish(result).await
     }
 
@@ -97,7 +106,10 @@ impl Claim {
     ///
     /// Every answer carries `Idempotent-Replayed: false`. If the attempt was fenced off as
     /// stale meanwhile, the completion matches no row and nothing commits.
-    #[tracing::instrument(skip_all, fields(endpoint = %self.endpoint, tracked = self.is_tracked()))]
+    #[tracing::instrument(
+        skip_all,
+        fields(endpoint = %self.endpoint, tracked = self.is_tracked(), otel.name = "idempotency.finish")
+    )]
     pub async fn finish<E: ErrorReply>(self, result: Result<Reply, E>) -> Response {
         let Claim {
             tx,

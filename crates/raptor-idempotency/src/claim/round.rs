@@ -146,7 +146,10 @@ impl Idempotency {
     /// Timing cannot undo that: the store pool's acquire timeout, plus the store sessions'
     /// lock and statement timeouts, plus a reachability probe, all end well inside the claim's
     /// deadline ([`StoreBudget`]), and the deadline itself never fails open.
-    #[tracing::instrument(skip_all, fields(endpoint = %request.endpoint, idempotency.key = %request.key))]
+    #[tracing::instrument(
+        skip_all,
+        fields(endpoint = %request.endpoint, idempotency.key = %request.key, otel.name = "idempotency.claim")
+    )]
     pub async fn claim(
         &self,
         request: ClaimRequest,

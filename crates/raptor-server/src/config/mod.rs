@@ -4,8 +4,9 @@
 //!
 //! Each group is a file: `server` (HTTP), `database` (pools and their session settings),
 //! `idempotency`, `trading` (the paper book), `sessions` (sign-up and sign-in), `billing`
-//! (Stripe) and `mail` (sign-in email). This module holds what spans groups: the checks
-//! between settings and the typed settings the API and the pools are built from.
+//! (Stripe), `mail` (sign-in email) and `traces` (OpenTelemetry's `OTEL_*`). This module holds
+//! what spans groups: the checks between settings and the typed settings the API and the pools
+//! are built from.
 
 mod billing;
 mod database;
@@ -13,6 +14,7 @@ mod idempotency;
 mod mail;
 mod server;
 mod sessions;
+mod traces;
 mod trading;
 
 use std::fmt;
@@ -33,6 +35,7 @@ pub use idempotency::{IdempotencyArgs, RequireKeyLevel};
 pub use mail::MailArgs;
 pub use server::{ForwardedHeaderArg, LogFormat, ServerArgs};
 pub use sessions::SessionArgs;
+pub use traces::{OtlpProtocolArg, SamplerArg, TraceArgs, TracesExporterArg};
 pub use trading::TradingArgs;
 
 /// A secret string: usable, never printed by `Debug`.
@@ -99,6 +102,9 @@ pub struct Config {
     /// Sign-in email.
     #[command(flatten, next_help_heading = "Mail")]
     pub mail: MailArgs,
+    /// Traces (OpenTelemetry).
+    #[command(flatten, next_help_heading = "Traces")]
+    pub traces: TraceArgs,
 }
 
 impl Config {
