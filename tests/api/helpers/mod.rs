@@ -16,8 +16,8 @@ mod bodies;
 mod calls;
 mod cli;
 mod db;
-pub(crate) mod test_ca;
 mod scrape;
+pub(crate) mod test_ca;
 pub(crate) mod tls_pg;
 
 use std::net::SocketAddr;
