@@ -24,6 +24,19 @@ fn still_waiting<T>(pending: &Pending<T>, what: &str) {
     assert!(!pending.is_finished(), "{what} answered already");
 }
 
+/// Another keyed request of the same user is served (needs a connection of the pool).
+async fn served_meanwhile(app: &TestApp, token: &str) {
+    let other = app
+        .send(
+            Call::new(Method::POST, "/probe/items")
+                .token(token)
+                .key(Uuid::new_v4())
+                .json(&label("meanwhile")),
+        )
+        .await;
+    assert_eq!(other.status, StatusCode::CREATED, "{}", other.text);
+}
+
 /// A keyed request whose client sent the headers and then stalls in the middle of the body
 /// holds no connection: on a one-connection pool another request is served meanwhile, and the
 /// stalled one completes once its body arrives.
@@ -58,15 +71,7 @@ async fn a_request_whose_body_is_still_arriving_holds_no_connection(pool: sqlx::
             .expect("first half");
         tokio::time::sleep(Duration::from_millis(200)).await;
 
-        let other = app
-            .send(
-                Call::new(Method::POST, "/probe/items")
-                    .token(&token)
-                    .key(Uuid::new_v4())
-                    .json(&label("meanwhile")),
-            )
-            .await;
-        assert_eq!(other.status, StatusCode::CREATED, "{}", other.text);
+        served_meanwhile(app, &token).await;
         still_waiting(&slow, "the request with half a body");
 
         parts
@@ -105,15 +110,7 @@ async fn a_claim_that_waits_holds_no_connection(pool: sqlx::PgPool) {
         let holder = app.lock_key_row(key).await;
         let retry = tokio::spawn(send(app.router.clone(), call()));
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let other = app
-            .send(
-                Call::new(Method::POST, "/probe/items")
-                    .token(&token)
-                    .key(Uuid::new_v4())
-                    .json(&label("meanwhile")),
-            )
-            .await;
-        assert_eq!(other.status, StatusCode::CREATED, "{}", other.text);
+        served_meanwhile(app, &token).await;
         still_waiting(&retry, "the retry of the locked key");
 
         let retry = retry.await.expect("task");

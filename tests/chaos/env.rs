@@ -26,7 +26,9 @@ pub(crate) const STARTING_CASH: rust_decimal::Decimal =
     rust_decimal::Decimal::from_parts(100_000_000, 0, 0, false, 0);
 const RESPONSE_KEYS: &str = "chaos:Q2hhb3NLZXlDaGFvc0tleUNoYW9zS2V5Q2hhb3NLZXk=";
 
-pub(crate) use raptor_integration_tests::pg::{chown_postgres, is_root, pg_bindir, pg_tool};
+pub(crate) use raptor_integration_tests::pg::{
+    chown_postgres, initdb, is_root, pg_bindir, pg_tool,
+};
 
 /// (uid, gid) of the `postgres` user (when running as root).
 pub(crate) fn postgres_ids() -> anyhow::Result<(u32, u32)> {
@@ -58,23 +60,7 @@ impl Cluster {
         std::fs::create_dir_all(root.join("sock"))?;
         chown_postgres(dir)?;
         let data = root.join("data");
-        let data_s = data.to_string_lossy().into_owned();
-        let out = pg_tool(
-            &bindir,
-            "initdb",
-            &[
-                "-D",
-                &data_s,
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "-E",
-                "UTF8",
-            ],
-        )?;
-        if !out.status.success() {
-            bail!("initdb failed: {}", String::from_utf8_lossy(&out.stderr));
-        }
+        initdb(&bindir, &data)?;
         let port = free_port()?;
         let cluster = Self {
             bindir,

@@ -60,3 +60,17 @@ pub fn pg_bindir() -> anyhow::Result<PathBuf> {
         .map(|e| e.path().join("bin"))
         .context("no PostgreSQL binaries under /usr/lib/postgresql/*/bin")
 }
+
+/// `initdb` of a throwaway cluster in `data`: superuser `postgres`, trust authentication, UTF8.
+pub fn initdb(bindir: &Path, data: &Path) -> anyhow::Result<()> {
+    let data = data.to_string_lossy();
+    let out = pg_tool(
+        bindir,
+        "initdb",
+        &["-D", &data, "-U", "postgres", "--auth=trust", "-E", "UTF8"],
+    )?;
+    if !out.status.success() {
+        bail!("initdb failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(())
+}

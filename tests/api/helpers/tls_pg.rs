@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use raptor_integration_tests::pg::{chown_postgres, pg_bindir, pg_tool};
+use raptor_integration_tests::pg::{chown_postgres, initdb, pg_bindir, pg_tool};
 
 use super::test_ca::Ca;
 
@@ -76,22 +76,7 @@ impl TlsPg {
         private(&this.client_key)?;
         chown_postgres(&this.dir)?;
         let data_s = data.to_string_lossy().into_owned();
-        let out = pg_tool(
-            &this.bindir,
-            "initdb",
-            &[
-                "-D",
-                &data_s,
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "-E",
-                "UTF8",
-            ],
-        )?;
-        if !out.status.success() {
-            bail!("initdb failed: {}", String::from_utf8_lossy(&out.stderr));
-        }
+        initdb(&this.bindir, &data)?;
         // The server's files live in the data directory, owned by its user (0600 key).
         for (name, text) in [("server.crt", &server_cert), ("server.key", &server_key)] {
             let path = data.join(name);

@@ -12,11 +12,7 @@ use super::Secret;
 
 fn parse_public_url(text: &str) -> Result<String, String> {
     let url = text.trim().trim_end_matches('/');
-    let well_formed = (url.starts_with("https://") || url.starts_with("http://"))
-        && url.len() > "https://".len()
-        && !url.contains(['?', '#'])
-        && url.chars().all(|c| c.is_ascii_graphic());
-    if well_formed {
+    if super::is_http_url(url) && !url.contains(['?', '#']) {
         Ok(url.to_owned())
     } else {
         Err(format!(

@@ -63,6 +63,14 @@ impl FromStr for Secret {
     }
 }
 
+/// Whether `url` is an absolute http(s) URL with a host part, printable ASCII only: the check
+/// shared by the URL settings (each adds its own rules).
+fn is_http_url(url: &str) -> bool {
+    (url.starts_with("https://") || url.starts_with("http://"))
+        && url.len() > "https://".len()
+        && url.chars().all(|c| c.is_ascii_graphic())
+}
+
 /// A boolean flag as the environment writes it: `1`/`0`, `true`/`false`, `on`/`off`.
 fn parse_flag(text: &str) -> Result<bool, String> {
     match text.trim().to_ascii_lowercase().as_str() {

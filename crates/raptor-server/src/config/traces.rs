@@ -57,10 +57,7 @@ fn parse_ratio(text: &str) -> Result<f64, String> {
 
 fn parse_endpoint(text: &str) -> Result<String, String> {
     let url = text.trim();
-    let well_formed = (url.starts_with("https://") || url.starts_with("http://"))
-        && url.len() > "https://".len()
-        && url.chars().all(|c| c.is_ascii_graphic());
-    if well_formed {
+    if super::is_http_url(url) {
         Ok(url.to_owned())
     } else {
         Err(format!(
