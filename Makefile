@@ -6,7 +6,7 @@ STRIPE := eval "$$(scripts/stripe.sh)"
 export CARGO_TERM_COLOR ?= never
 
 .PHONY: run test lint fmt openapi bench build db-up db-down ci docs-assets openapi-lint fuzz-api \
-        client-generate client-e2e docs-check quickstart-check chaos chaos-quick model
+        client-generate client-e2e docs-check quickstart-check chaos chaos-quick model profile
 
 # A development RAPTOR_RESPONSE_KEYS and RAPTOR_SESSION_KEY (random keys written to .env once)
 # unless they are set.
@@ -55,6 +55,13 @@ openapi:
 bench:
 	@$(DB) && cargo build --locked --release -p raptor-server --bin raptor \
 	  && cargo run --locked --release -p raptor-integration-tests --bin raptor-bench
+
+## profile: instructions the server executes per keyed, unkeyed and replayed order (valgrind's
+## callgrind, user space; a count that a busy machine does not move), on the release build with
+## symbols (Cargo profile `profiling`); the files stay in target/profile/
+profile:
+	@$(DB) && cargo build --locked --profile profiling -p raptor-server --bin raptor \
+	  && for kind in keyed unkeyed replay; do scripts/profile-server.sh $$kind 1000 || exit 1; done
 
 ## openapi-lint: Redocly CLI (recommended ruleset, redocly.yaml), then Spectral (spectral:oas,
 ## .spectral.yaml) on openapi/openapi.json; an error of either fails

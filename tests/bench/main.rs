@@ -26,7 +26,14 @@
 //!
 //! The ceiling: `pgbench -f tests/bench/ceiling.sql` on the same database at 1 and 32 clients
 //! (the claim, then one transaction that locks quote and account, inserts order, leg and fill,
-//! upserts the position, updates cash, writes one audit row and completes the key).
+//! upserts the position, updates cash, writes one audit row and completes the key), after
+//! scenario 8 and before scenario 9 grows `idempotency_keys`, so that it writes to the tables
+//! scenarios 1-3 wrote to.
+//!
+//! The soak (`RAPTOR_BENCH_SOAK_SECS`, default 300; `RAPTOR_BENCH_ONLY=soak` runs only scenario
+//! 9's key rows and the soak): fresh keys at 16 clients, reported per window of 30 s with
+//! Postgres' and the server's CPU per order, WAL and full-page images per order, shared-buffer
+//! reads, checkpoints and the tables an autovacuum worker was on.
 //!
 //! Output: a table, `target/bench/results.json`, and the targets with PASS/FAIL; the process
 //! exits 1 when a target is missed (2 when the benchmark could not run). `BENCHMARKS.md`
@@ -143,6 +150,11 @@ async fn run() -> anyhow::Result<bool> {
         secs: Duration::from_secs(env_number("RAPTOR_BENCH_SECS", 5)?),
         key_rows: env_number("RAPTOR_BENCH_KEY_ROWS", 5_000_000)?,
         soak: Duration::from_secs(env_number("RAPTOR_BENCH_SOAK_SECS", 300)?),
+        only_soak: match std::env::var("RAPTOR_BENCH_ONLY").as_deref() {
+            Err(_) | Ok("") => false,
+            Ok("soak") => true,
+            Ok(other) => bail!("RAPTOR_BENCH_ONLY={other}: the one value is `soak`"),
+        },
         options: admin_options.clone().database(&name),
         database: name.clone(),
     };
@@ -175,6 +187,8 @@ struct Settings {
     secs: Duration,
     key_rows: u64,
     soak: Duration,
+    /// `RAPTOR_BENCH_ONLY=soak`: the key rows of scenario 9, then the soak, nothing else.
+    only_soak: bool,
     options: PgConnectOptions,
     database: String,
 }
@@ -279,6 +293,36 @@ async fn bench(
         b.quote(symbol, bid, ask).await?;
     }
 
+    if settings.only_soak {
+        let secs = settings.soak.max(Duration::from_secs(5));
+        println!("{} rows in idempotency_keys ...", settings.key_rows);
+        fill_keys(&b.pool, settings.key_rows).await?;
+        println!("soak: fresh keys at {SOAK_CLIENTS} clients for {} s ...", secs.as_secs());
+        let soak = b.soak(secs, pid).await?;
+        let rss = rss_mib(pid)?;
+        let mut report = Report {
+            date: chrono::Utc::now().to_rfc3339(),
+            machine: Machine {
+                cpus: std::thread::available_parallelism().map_or(0, usize::from),
+                postgres,
+            },
+            seconds_per_run: settings.secs.as_secs(),
+            runs: Vec::new(),
+            duplicates: Vec::new(),
+            fills: Vec::new(),
+            ceiling: Vec::new(),
+            flush,
+            soak: Some(soak),
+            round_trips: BTreeMap::new(),
+            server_peak_rss_mib: rss.0,
+            server_rss_mib: rss.1,
+            checks: Vec::new(),
+        };
+        report.checks = report.evaluate_soak();
+        b.pool.close().await;
+        return Ok(report);
+    }
+
     println!("statements per order, through the counting proxy ...");
     let mut round_trips = BTreeMap::new();
     let (statements, pings) = b.count_statements(|user| b.order(user, None)).await?;
@@ -368,20 +412,7 @@ async fn bench(
         );
     }
 
-    println!(
-        "(9) fresh key with {} rows in idempotency_keys ...",
-        settings.key_rows
-    );
-    fill_keys(&b.pool, settings.key_rows).await?;
-    for &clients in &LEVELS {
-        let run = b
-            .closed("9 fresh key, big key table", clients, |user, _| {
-                b.order(user, Some(new_key()))
-            })
-            .await?;
-        runs.push(run);
-    }
-
+    // The ceilings on the tables scenarios 1-3 ran on, before scenario 9 grows them.
     println!("ceiling: pgbench tests/bench/ceiling.sql ...");
     let (umin, umax) = (b.users[0].id, b.users[USERS - 1].id);
     let mut ceiling = Vec::new();
@@ -407,6 +438,20 @@ async fn bench(
             umin,
             umax,
         )?);
+    }
+
+    println!(
+        "(9) fresh key with {} rows in idempotency_keys ...",
+        settings.key_rows
+    );
+    fill_keys(&b.pool, settings.key_rows).await?;
+    for &clients in &LEVELS {
+        let run = b
+            .closed("9 fresh key, big key table", clients, |user, _| {
+                b.order(user, Some(new_key()))
+            })
+            .await?;
+        runs.push(run);
     }
 
     let soak = if settings.soak.is_zero() {
@@ -498,6 +543,11 @@ impl Bench {
         for (duration, measured) in [(Duration::from_secs(1), false), (self.secs, true)] {
             let deadline = Instant::now() + duration;
             let started = Instant::now();
+            let blocks_before = if measured {
+                Some(self.pg_counters().await?)
+            } else {
+                None
+            };
             let before = self.meter.sample();
             let mut tasks = Vec::new();
             for (client, counter) in counters.iter().enumerate() {
@@ -521,6 +571,14 @@ impl Bench {
                 let after = self.meter.sample();
                 let mut run = Run::new(name, clients, started.elapsed(), answers);
                 run.cpu = Some(before.per_request(&after, run.requests));
+                if let Some(a) = blocks_before {
+                    let b = self.pg_counters().await?;
+                    let n = run.requests.max(1) as f64;
+                    run.buffers = Some(Buffers {
+                        hit_per_request: (b.blks_hit - a.blks_hit) as f64 / n,
+                        read_per_request: (b.blks_read - a.blks_read) as f64 / n,
+                    });
+                }
                 return Ok(run);
             }
         }
@@ -731,7 +789,67 @@ impl Bench {
                 }
             }
         });
-        futures_util::future::join_all(tasks).await;
+        // What Postgres did in each window: read at each window's edge, and which tables an
+        // autovacuum worker was on, looked at once a second.
+        let sampler = async {
+            let mut edges = vec![(self.pg_counters().await?, self.meter.sample())];
+            let mut vacuumed: Vec<std::collections::BTreeSet<String>> = vec![Default::default(); windows];
+            let mut tick = 1u32;
+            while Instant::now() < deadline {
+                tokio::time::sleep_until((started + Duration::from_secs(tick.into())).into()).await;
+                tick += 1;
+                let at = (started.elapsed().as_secs_f64() / window.as_secs_f64()) as usize;
+                let tables: Vec<String> = sqlx::query_scalar(
+                    "select p.relid::regclass::text from pg_stat_progress_vacuum p
+                      join pg_database d on d.oid = p.datid where d.datname = current_database()",
+                )
+                .fetch_all(&self.pool)
+                .await
+                .context("autovacuum progress")?;
+                if let Some(set) = vacuumed.get_mut(at.min(windows - 1)) {
+                    set.extend(tables);
+                }
+                if started.elapsed() >= window.mul_f64(edges.len() as f64) {
+                    edges.push((self.pg_counters().await?, self.meter.sample()));
+                }
+            }
+            if edges.len() <= windows {
+                edges.push((self.pg_counters().await?, self.meter.sample()));
+            }
+            anyhow::Ok((edges, vacuumed))
+        };
+        let ((), sampled) = tokio::join!(
+            async {
+                futures_util::future::join_all(tasks).await;
+            },
+            sampler
+        );
+        let (edges, vacuumed) = sampled?;
+        let postgres: Vec<SoakWindow> = edges
+            .windows(2)
+            .zip(vacuumed)
+            .zip(&done)
+            .map(|((pair, vacuumed), orders)| {
+                let count = orders.load(std::sync::atomic::Ordering::Relaxed);
+                let orders = count.max(1) as f64;
+                let ((a, cpu_a), (b, cpu_b)) = (&pair[0], &pair[1]);
+                let cpu = cpu_a.per_request(cpu_b, usize::try_from(count).unwrap_or(usize::MAX));
+                let blocks = (b.blks_hit + b.blks_read - a.blks_hit - a.blks_read).max(1) as f64;
+                SoakWindow {
+                    postgres_cpu_ms: cpu.postgres_ms,
+                    server_cpu_ms: cpu.server_ms,
+                    wal_kib_per_order: (b.wal_bytes - a.wal_bytes) as f64 / 1024.0 / orders,
+                    full_page_images_per_order: (b.wal_fpi - a.wal_fpi) as f64 / orders,
+                    blocks_read_per_order: (b.blks_read - a.blks_read) as f64 / orders,
+                    buffer_hit_ratio: (b.blks_hit - a.blks_hit) as f64 / blocks,
+                    checkpoints: b.checkpoints - a.checkpoints,
+                    buffers_written_by_backends_per_order: (b.buffers_backend
+                        - a.buffers_backend) as f64
+                        / orders,
+                    autovacuum: vacuumed.into_iter().collect(),
+                }
+            })
+            .collect();
         let end = self.probe(pid).await?;
         let per_second: Vec<f64> = done
             .iter()
@@ -752,8 +870,38 @@ impl Bench {
             orders_per_second: per_second,
             errors: errors.load(std::sync::atomic::Ordering::Relaxed),
             last_vs_best: if best > 0.0 { last / best } else { 0.0 },
+            postgres,
             start,
             end,
+        })
+    }
+
+    /// Postgres' cumulative counters the soak reads at each window's edge.
+    async fn pg_counters(&self) -> anyhow::Result<PgCounters> {
+        let (wal_bytes, wal_fpi, checkpoints, buffers_backend, blks_read, blks_hit): (
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+        ) = sqlx::query_as(
+            "select w.wal_bytes::bigint, w.wal_fpi,
+                    b.checkpoints_timed + b.checkpoints_req, b.buffers_backend,
+                    d.blks_read, d.blks_hit
+               from pg_stat_wal w, pg_stat_bgwriter b, pg_stat_database d
+              where d.datname = current_database()",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .context("Postgres' counters")?;
+        Ok(PgCounters {
+            wal_bytes,
+            wal_fpi,
+            checkpoints,
+            buffers_backend,
+            blks_read,
+            blks_hit,
         })
     }
 
@@ -1300,6 +1448,18 @@ struct Run {
     statuses: BTreeMap<u16, usize>,
     /// CPU per request (closed-loop runs).
     cpu: Option<cpu::PerRequest>,
+    /// Shared-buffer blocks per request (closed-loop runs).
+    buffers: Option<Buffers>,
+}
+
+/// Blocks of the bench's database found in Postgres' shared buffers (`hit`) and read from the
+/// kernel (`read`: the OS page cache or the disk), per request, from `pg_stat_database`. A
+/// backend reports its counts at the end of a transaction at most once a second, so a run's
+/// figures are within about a second's worth.
+#[derive(Debug, Clone, Serialize)]
+struct Buffers {
+    hit_per_request: f64,
+    read_per_request: f64,
 }
 
 impl Run {
@@ -1339,6 +1499,7 @@ impl Run {
             max_ms: latencies.last().copied().unwrap_or(0.0),
             statuses,
             cpu: None,
+            buffers: None,
         }
     }
 
@@ -1370,8 +1531,35 @@ struct Soak {
     errors: u64,
     /// The last full window's throughput over the best window's.
     last_vs_best: f64,
+    /// What Postgres did in each window.
+    postgres: Vec<SoakWindow>,
     start: Probe,
     end: Probe,
+}
+
+/// Postgres' work in one soak window, per keyed order answered in it.
+#[derive(Debug, Clone, Serialize)]
+struct SoakWindow {
+    postgres_cpu_ms: f64,
+    server_cpu_ms: f64,
+    wal_kib_per_order: f64,
+    full_page_images_per_order: f64,
+    blocks_read_per_order: f64,
+    buffer_hit_ratio: f64,
+    checkpoints: i64,
+    buffers_written_by_backends_per_order: f64,
+    /// The tables an autovacuum worker was seen on during the window.
+    autovacuum: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+struct PgCounters {
+    wal_bytes: i64,
+    wal_fpi: i64,
+    checkpoints: i64,
+    buffers_backend: i64,
+    blks_read: i64,
+    blks_hit: i64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -1470,6 +1658,25 @@ struct Report {
 }
 
 impl Report {
+    /// The checks of `RAPTOR_BENCH_ONLY=soak`.
+    fn evaluate_soak(&self) -> Vec<Check> {
+        let soak = self.soak.as_ref().map_or(0.0, |s| s.last_vs_best);
+        vec![
+            Check::at_least(
+                "soak: last window / best window",
+                soak,
+                TARGET_SOAK_LAST_VS_BEST,
+                "x",
+            ),
+            Check::at_most(
+                "server peak RSS",
+                self.server_peak_rss_mib,
+                TARGET_RSS_MIB,
+                "MiB",
+            ),
+        ]
+    }
+
     fn evaluate(&self) -> anyhow::Result<Vec<Check>> {
         let run = |name, clients| find(&self.runs, name, clients);
         let ceiling = |clients: usize| {
@@ -1734,6 +1941,20 @@ impl Report {
         for c in &self.ceiling {
             cpu_row(format!("ceiling {:?} @{}", c.schema, c.clients), &c.cpu);
         }
+        println!(
+            "\nshared buffers per request: {:<34} {:>8} {:>8}",
+            "run", "hit", "read"
+        );
+        for r in &self.runs {
+            if let Some(b) = &r.buffers {
+                println!(
+                    "                            {:<34} {:>8.1} {:>8.2}",
+                    format!("{} @{}", r.name, r.clients),
+                    b.hit_per_request,
+                    b.read_per_request
+                );
+            }
+        }
         if let Some(soak) = &self.soak {
             println!(
                 "\nsoak: {} clients, {} s, windows of {} s: {} orders/s; last/best {:.2}; {} errors",
@@ -1748,6 +1969,24 @@ impl Report {
                 soak.last_vs_best,
                 soak.errors
             );
+            println!(
+                "  window  CPU ms/order: Postgres  server  WAL KiB/order  FPI/order  blocks read/order  hit ratio  checkpoints  backend writes/order  autovacuum"
+            );
+            for (i, w) in soak.postgres.iter().enumerate() {
+                println!(
+                    "  {:>6}  {:>22.3}  {:>6.3}  {:>13.2}  {:>9.2}  {:>17.2}  {:>9.4}  {:>11}  {:>20.3}  {}",
+                    i + 1,
+                    w.postgres_cpu_ms,
+                    w.server_cpu_ms,
+                    w.wal_kib_per_order,
+                    w.full_page_images_per_order,
+                    w.blocks_read_per_order,
+                    w.buffer_hit_ratio,
+                    w.checkpoints,
+                    w.buffers_written_by_backends_per_order,
+                    w.autovacuum.join(" ")
+                );
+            }
             for (when, p) in [("start", &soak.start), ("end", &soak.end)] {
                 println!(
                     "  {when}: RSS {:.1} MiB, {} files, {} connections, tables (MiB) {:?}",

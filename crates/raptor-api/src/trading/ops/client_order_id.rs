@@ -44,7 +44,7 @@ impl ClientOrderId {
         }
         let Some(key) = key else {
             return Ok(Self {
-                first: Uuid::new_v4().to_string(),
+                first: Uuid::now_v7().to_string(),
                 lifetime: None,
                 requested: false,
             });
