@@ -47,8 +47,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# As the bench runs it: JSON logs at WARN, no background jobs (their work would be counted).
-export DATABASE_URL=${admin%/*}/$db RUST_LOG=warn RAPTOR_LOG_FORMAT=json
+# As the bench runs it: no TLS to Postgres, JSON logs at WARN, no background jobs (their work
+# would be counted).
+export DATABASE_URL=${admin%/*}/$db?sslmode=disable RUST_LOG=warn RAPTOR_LOG_FORMAT=json
 export RAPTOR_ORDER_EXPIRY_INTERVAL_SECS=0 RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS=0
 export RAPTOR_QUOTE_SWEEP_INTERVAL_MS=0 RAPTOR_MAIL_RELAY_INTERVAL_MS=0
 export RAPTOR_PAPER_STARTING_CASH=100000000.00

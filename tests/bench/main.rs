@@ -843,6 +843,8 @@ impl Bench {
                     blocks_read_per_order: (b.blks_read - a.blks_read) as f64 / orders,
                     buffer_hit_ratio: (b.blks_hit - a.blks_hit) as f64 / blocks,
                     checkpoints: b.checkpoints - a.checkpoints,
+                    oldest_xmin_age: b.oldest_xmin_age,
+                    accounts_positions_quotes_kib: b.hot_kib,
                     buffers_written_by_backends_per_order: (b.buffers_backend
                         - a.buffers_backend) as f64
                         / orders,
@@ -878,17 +880,23 @@ impl Bench {
 
     /// Postgres' cumulative counters the soak reads at each window's edge.
     async fn pg_counters(&self) -> anyhow::Result<PgCounters> {
-        let (wal_bytes, wal_fpi, checkpoints, buffers_backend, blks_read, blks_hit): (
-            i64,
-            i64,
-            i64,
-            i64,
-            i64,
-            i64,
-        ) = sqlx::query_as(
+        #[expect(clippy::type_complexity, reason = "one row of counters")]
+        let (
+            wal_bytes,
+            wal_fpi,
+            checkpoints,
+            buffers_backend,
+            blks_read,
+            blks_hit,
+            oldest_xmin_age,
+            hot_kib,
+        ): (i64, i64, i64, i64, i64, i64, i32, i64) = sqlx::query_as(
             "select w.wal_bytes::bigint, w.wal_fpi,
                     b.checkpoints_timed + b.checkpoints_req, b.buffers_backend,
-                    d.blks_read, d.blks_hit
+                    d.blks_read, d.blks_hit,
+                    (select coalesce(max(age(backend_xmin)), 0) from pg_stat_activity),
+                    (pg_relation_size('paper_accounts') + pg_relation_size('paper_positions')
+                     + pg_relation_size('quotes')) / 1024
                from pg_stat_wal w, pg_stat_bgwriter b, pg_stat_database d
               where d.datname = current_database()",
         )
@@ -902,6 +910,8 @@ impl Bench {
             buffers_backend,
             blks_read,
             blks_hit,
+            oldest_xmin_age,
+            hot_kib,
         })
     }
 
@@ -1548,6 +1558,10 @@ struct SoakWindow {
     buffer_hit_ratio: f64,
     checkpoints: i64,
     buffers_written_by_backends_per_order: f64,
+    /// At the window's end: the oldest snapshot's age (transactions).
+    oldest_xmin_age: i32,
+    /// At the window's end: the size of `paper_accounts`, `paper_positions` and `quotes`.
+    accounts_positions_quotes_kib: i64,
     /// The tables an autovacuum worker was seen on during the window.
     autovacuum: Vec<String>,
 }
@@ -1560,6 +1574,11 @@ struct PgCounters {
     buffers_backend: i64,
     blks_read: i64,
     blks_hit: i64,
+    /// The oldest snapshot's age in transactions (what keeps VACUUM and HOT pruning from
+    /// removing dead row versions).
+    oldest_xmin_age: i32,
+    /// The rows every order updates or locks: the accounts, positions and quotes tables.
+    hot_kib: i64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -1970,11 +1989,11 @@ impl Report {
                 soak.errors
             );
             println!(
-                "  window  CPU ms/order: Postgres  server  WAL KiB/order  FPI/order  blocks read/order  hit ratio  checkpoints  backend writes/order  autovacuum"
+                "  window  CPU ms/order: Postgres  server  WAL KiB/order  FPI/order  blocks read/order  hit ratio  checkpoints  backend writes/order  xmin age  hot KiB  autovacuum"
             );
             for (i, w) in soak.postgres.iter().enumerate() {
                 println!(
-                    "  {:>6}  {:>22.3}  {:>6.3}  {:>13.2}  {:>9.2}  {:>17.2}  {:>9.4}  {:>11}  {:>20.3}  {}",
+                    "  {:>6}  {:>22.3}  {:>6.3}  {:>13.2}  {:>9.2}  {:>17.2}  {:>9.4}  {:>11}  {:>20.3}  {:>8}  {:>7}  {}",
                     i + 1,
                     w.postgres_cpu_ms,
                     w.server_cpu_ms,
@@ -1984,6 +2003,8 @@ impl Report {
                     w.buffer_hit_ratio,
                     w.checkpoints,
                     w.buffers_written_by_backends_per_order,
+                    w.oldest_xmin_age,
+                    w.accounts_positions_quotes_kib,
                     w.autovacuum.join(" ")
                 );
             }

@@ -2,7 +2,9 @@
 //! connection (transaction) as the change it describes.
 
 use raptor_idempotency::{AuditFuture, ReplayAudit, ReplayEvent};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
+use sqlx::types::Json;
 use sqlx::{PgConnection, PgPool};
 
 tokio::task_local! {
@@ -100,14 +102,14 @@ pub const MAX_CONTEXT_BYTES: usize = 16 * 1024;
 /// Appends one row. Takes `&mut PgConnection` so it can only join the caller's transaction.
 pub async fn record(conn: &mut PgConnection, event: AuditEvent) -> Result<i64, sqlx::Error> {
     let request_id = REQUEST_ID.try_with(Clone::clone).ok();
-    let event = capped(event);
+    let context = capped(&event);
     raptor_db::query_scalar(
         "insert into audit_log (user_id, action, context, request_id)
          values ($1, $2, $3, $4) returning id",
     )
     .bind(event.user_id)
     .bind(event.action)
-    .bind(event.context)
+    .bind(context)
     .bind(request_id)
     .fetch_one(conn)
     .await
@@ -144,9 +146,13 @@ pub async fn record_many(
 pub(crate) struct Rows {
     pub(crate) users: Vec<Option<i32>>,
     pub(crate) actions: Vec<&'static str>,
-    pub(crate) contexts: Vec<Value>,
+    pub(crate) contexts: Vec<Context>,
     pub(crate) request_id: Option<String>,
 }
+
+/// A `context` as it is stored: serialised once, when its size is checked ([`capped`]), and
+/// sent as those bytes.
+pub(crate) type Context = Json<Box<RawValue>>;
 
 impl Rows {
     pub(crate) fn new(events: Vec<AuditEvent>) -> Self {
@@ -157,22 +163,28 @@ impl Rows {
             request_id: REQUEST_ID.try_with(Clone::clone).ok(),
         };
         for event in events {
-            let event = capped(event);
+            rows.contexts.push(capped(&event));
             rows.users.push(event.user_id);
             rows.actions.push(event.action);
-            rows.contexts.push(event.context);
         }
         rows
     }
 }
 
-fn capped(mut event: AuditEvent) -> AuditEvent {
-    let size = event.context.to_string().len();
-    if size > MAX_CONTEXT_BYTES {
-        tracing::warn!(action = event.action, size, "audit context truncated");
-        event.context = json!({ "truncated": true, "context_bytes": size });
+/// `event`'s context serialised, or a note of its size when it is larger than
+/// [`MAX_CONTEXT_BYTES`].
+fn capped(event: &AuditEvent) -> Context {
+    // A `Value` always serialises (its keys are strings); `null` stands in all the same.
+    let raw = |value: &Value| {
+        serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned())
+    };
+    let context = raw(&event.context);
+    let size = context.get().len();
+    if size <= MAX_CONTEXT_BYTES {
+        return Json(context);
     }
-    event
+    tracing::warn!(action = event.action, size, "audit context truncated");
+    Json(raw(&json!({ "truncated": true, "context_bytes": size })))
 }
 
 /// Writes the `idempotency_replay` row for each replay (docs/idempotency.md: a replay is not a new state

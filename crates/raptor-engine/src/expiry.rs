@@ -128,14 +128,27 @@ pub fn expired_through(now: DateTime<Utc>) -> NaiveDate {
     let today = now.date_naive();
     // A date more than two weeks out always has a session after `now` before it; a date two
     // weeks back always closed before `now`.
-    let mut date = today + chrono::Duration::days(16);
+    let ceiling = today + chrono::Duration::days(16);
     let floor = today - chrono::Duration::days(16);
+    let closed = |date: NaiveDate| {
+        crate::calendar::last_trading_close(date).map_or(date < today, |c| c <= now)
+    };
+    // `closed` holds up to the answer and not after it (the last close is non-decreasing in
+    // the date), and the answer is within a few days of today: walk from today, up while the
+    // next date has closed, or down until one has (every order placed asks this, so it looks
+    // at two or three dates instead of the whole month).
+    let mut date = today;
+    if closed(date) {
+        while date < ceiling && closed(date + chrono::Duration::days(1)) {
+            date += chrono::Duration::days(1);
+        }
+        return date;
+    }
     while date > floor {
-        let closed = crate::calendar::last_trading_close(date).map_or(date < today, |c| c <= now);
-        if closed {
+        date -= chrono::Duration::days(1);
+        if closed(date) {
             return date;
         }
-        date -= chrono::Duration::days(1);
     }
     floor
 }
@@ -232,6 +245,43 @@ pub fn uncovered_short_options<'a>(
 mod tests {
     use super::*;
     use chrono::TimeZone;
+    use proptest::prelude::*;
+
+    /// `expired_through` as a scan of the whole window, from its top down.
+    fn expired_through_by_scan(now: DateTime<Utc>) -> NaiveDate {
+        let today = now.date_naive();
+        let floor = today - chrono::Duration::days(16);
+        let mut date = today + chrono::Duration::days(16);
+        while date > floor {
+            let closed =
+                crate::calendar::last_trading_close(date).map_or(date < today, |c| c <= now);
+            if closed {
+                return date;
+            }
+            date -= chrono::Duration::days(1);
+        }
+        floor
+    }
+
+    proptest! {
+        /// The walk from today finds what the scan of the whole window finds, at any minute
+        /// of any day from 2024 to 2030 (weekends, holidays, early closes, both sides of
+        /// each close).
+        #[test]
+        fn expired_through_agrees_with_the_scan(minutes in 0i64..(7 * 366 * 24 * 60)) {
+            let now = utc(2024, 1, 1, 0, 0) + chrono::Duration::minutes(minutes);
+            prop_assert_eq!(expired_through(now), expired_through_by_scan(now));
+        }
+    }
+
+    #[test]
+    fn expired_through_agrees_with_the_scan_around_every_close_of_2026() {
+        let mut now = utc(2026, 1, 1, 0, 0);
+        while now < utc(2027, 1, 1, 0, 0) {
+            assert_eq!(expired_through(now), expired_through_by_scan(now), "at {now}");
+            now += chrono::Duration::minutes(30);
+        }
+    }
 
     fn d(s: &str) -> Decimal {
         s.parse().unwrap()

@@ -51,6 +51,14 @@ impl OpenError {
     }
 }
 
+/// [`Envelope`] borrowed, to seal: serialised from the values themselves (a `json!` object
+/// would first copy the whole body).
+#[derive(serde::Serialize)]
+struct EnvelopeRef<'a> {
+    body: Option<&'a Value>,
+    headers: &'a Value,
+}
+
 /// Sealing failed: no randomness for the nonce, or a body too large for the cipher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("could not encrypt the stored response")]
@@ -162,8 +170,8 @@ impl ResponseKeys {
         if self.is_empty() {
             return Ok(None);
         }
-        let envelope = serde_json::json!({ "body": body, "headers": headers });
-        let plaintext = serde_json::to_vec(&envelope).map_err(|_| SealError)?;
+        let plaintext =
+            serde_json::to_vec(&EnvelopeRef { body, headers }).map_err(|_| SealError)?;
         self.seal(row, &plaintext)
     }
 
