@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Instructions the server executes per request, counted by valgrind's callgrind: a count, not a
-# time, so it is the same for the same binary and requests whatever else the machine is doing
-# (a noisy machine moves throughput by 20 % between runs; this moves by well under 1 %). It
-# counts user space only: the kernel's share (socket calls, scheduling) is not in it.
+# time, so it barely moves with whatever else the machine is doing (a noisy machine moves
+# throughput by 20 % between runs; this moves by about 1.5 %, as timing changes how often the
+# runtime's workers wake). It counts user space only: the kernel's share (socket calls,
+# scheduling) is not in it.
 #
 #   scripts/profile-server.sh [keyed|unkeyed|replay] [requests]   (make profile)
 #
