@@ -297,7 +297,10 @@ async fn bench(
         let secs = settings.soak.max(Duration::from_secs(5));
         println!("{} rows in idempotency_keys ...", settings.key_rows);
         fill_keys(&b.pool, settings.key_rows).await?;
-        println!("soak: fresh keys at {SOAK_CLIENTS} clients for {} s ...", secs.as_secs());
+        println!(
+            "soak: fresh keys at {SOAK_CLIENTS} clients for {} s ...",
+            secs.as_secs()
+        );
         let soak = b.soak(secs, pid).await?;
         let rss = rss_mib(pid)?;
         let mut report = Report {
@@ -793,7 +796,8 @@ impl Bench {
         // autovacuum worker was on, looked at once a second.
         let sampler = async {
             let mut edges = vec![(self.pg_counters().await?, self.meter.sample())];
-            let mut vacuumed: Vec<std::collections::BTreeSet<String>> = vec![Default::default(); windows];
+            let mut vacuumed: Vec<std::collections::BTreeSet<String>> =
+                vec![Default::default(); windows];
             let mut tick = 1u32;
             while Instant::now() < deadline {
                 tokio::time::sleep_until((started + Duration::from_secs(tick.into())).into()).await;
@@ -845,8 +849,8 @@ impl Bench {
                     checkpoints: b.checkpoints - a.checkpoints,
                     oldest_xmin_age: b.oldest_xmin_age,
                     accounts_positions_quotes_kib: b.hot_kib,
-                    buffers_written_by_backends_per_order: (b.buffers_backend
-                        - a.buffers_backend) as f64
+                    buffers_written_by_backends_per_order: (b.buffers_backend - a.buffers_backend)
+                        as f64
                         / orders,
                     autovacuum: vacuumed.into_iter().collect(),
                 }
@@ -880,7 +884,6 @@ impl Bench {
 
     /// Postgres' cumulative counters the soak reads at each window's edge.
     async fn pg_counters(&self) -> anyhow::Result<PgCounters> {
-        #[expect(clippy::type_complexity, reason = "one row of counters")]
         let (
             wal_bytes,
             wal_fpi,

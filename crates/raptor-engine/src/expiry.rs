@@ -278,7 +278,11 @@ mod tests {
     fn expired_through_agrees_with_the_scan_around_every_close_of_2026() {
         let mut now = utc(2026, 1, 1, 0, 0);
         while now < utc(2027, 1, 1, 0, 0) {
-            assert_eq!(expired_through(now), expired_through_by_scan(now), "at {now}");
+            assert_eq!(
+                expired_through(now),
+                expired_through_by_scan(now),
+                "at {now}"
+            );
             now += chrono::Duration::minutes(30);
         }
     }
