@@ -302,25 +302,8 @@ async fn bench(
             secs.as_secs()
         );
         let soak = b.soak(secs, pid).await?;
-        let rss = rss_mib(pid)?;
-        let mut report = Report {
-            date: chrono::Utc::now().to_rfc3339(),
-            machine: Machine {
-                cpus: std::thread::available_parallelism().map_or(0, usize::from),
-                postgres,
-            },
-            seconds_per_run: settings.secs.as_secs(),
-            runs: Vec::new(),
-            duplicates: Vec::new(),
-            fills: Vec::new(),
-            ceiling: Vec::new(),
-            flush,
-            soak: Some(soak),
-            round_trips: BTreeMap::new(),
-            server_peak_rss_mib: rss.0,
-            server_rss_mib: rss.1,
-            checks: Vec::new(),
-        };
+        let mut report = Report::at_end(postgres, flush, settings, pid)?;
+        report.soak = Some(soak);
         report.checks = report.evaluate_soak();
         b.pool.close().await;
         return Ok(report);
@@ -467,24 +450,14 @@ async fn bench(
         Some(b.soak(settings.soak, pid).await?)
     };
 
-    let rss = rss_mib(pid)?;
     let mut report = Report {
-        date: chrono::Utc::now().to_rfc3339(),
-        machine: Machine {
-            cpus: std::thread::available_parallelism().map_or(0, usize::from),
-            postgres,
-        },
-        seconds_per_run: settings.secs.as_secs(),
         runs,
         duplicates,
         fills,
         ceiling,
-        flush,
         soak,
         round_trips,
-        server_peak_rss_mib: rss.0,
-        server_rss_mib: rss.1,
-        checks: Vec::new(),
+        ..Report::at_end(postgres, flush, settings, pid)?
     };
     report.checks = report.evaluate()?;
     b.pool.close().await;
@@ -1680,6 +1653,34 @@ struct Report {
 }
 
 impl Report {
+    /// A report of no scenario yet: the machine, the flush and the server's memory now.
+    fn at_end(
+        postgres: PostgresInfo,
+        flush: cpu::Flush,
+        settings: &Settings,
+        pid: u32,
+    ) -> anyhow::Result<Self> {
+        let rss = rss_mib(pid)?;
+        Ok(Self {
+            date: chrono::Utc::now().to_rfc3339(),
+            machine: Machine {
+                cpus: std::thread::available_parallelism().map_or(0, usize::from),
+                postgres,
+            },
+            seconds_per_run: settings.secs.as_secs(),
+            runs: Vec::new(),
+            duplicates: Vec::new(),
+            fills: Vec::new(),
+            ceiling: Vec::new(),
+            flush,
+            soak: None,
+            round_trips: BTreeMap::new(),
+            server_peak_rss_mib: rss.0,
+            server_rss_mib: rss.1,
+            checks: Vec::new(),
+        })
+    }
+
     /// The checks of `RAPTOR_BENCH_ONLY=soak`.
     fn evaluate_soak(&self) -> Vec<Check> {
         let soak = self.soak.as_ref().map_or(0.0, |s| s.last_vs_best);
