@@ -122,8 +122,9 @@ pub(crate) fn postmaster_of(backend_pid: u32) -> anyhow::Result<u32> {
         .ok_or_else(|| anyhow::anyhow!("no parent in /proc/{backend_pid}/stat"))
 }
 
-/// The non-idle CPU seconds of the machine since boot.
-fn machine_busy() -> f64 {
+/// The machine's CPU seconds since boot in the `/proc/stat` fields `fields` (0 user, 1 nice,
+/// 2 system, 3 idle, 4 iowait, 5 irq, 6 softirq, 7 steal; guest time is already in user).
+fn machine_seconds(fields: &[usize]) -> f64 {
     let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let Some(line) = text.lines().find(|l| l.starts_with("cpu ")) else {
         return 0.0;
@@ -133,12 +134,19 @@ fn machine_busy() -> f64 {
         .skip(1)
         .filter_map(|n| n.parse().ok())
         .collect();
-    // user nice system idle iowait irq softirq steal (guest time is already in user).
-    let busy: f64 = [0, 1, 2, 5, 6, 7]
-        .iter()
-        .filter_map(|&i| ticks.get(i))
-        .sum();
-    busy / TICKS_PER_SEC
+    let sum: f64 = fields.iter().filter_map(|&i| ticks.get(i)).sum();
+    sum / TICKS_PER_SEC
+}
+
+/// The non-idle CPU seconds of the machine since boot.
+fn machine_busy() -> f64 {
+    machine_seconds(&[0, 1, 2, 5, 6, 7])
+}
+
+/// The CPU seconds the hypervisor gave to others while this machine wanted to run (steal),
+/// since boot: a noisy neighbour shows here.
+pub(crate) fn machine_steal() -> f64 {
+    machine_seconds(&[7])
 }
 
 #[derive(Debug, Clone, Copy, Default)]

@@ -32,8 +32,8 @@
 //!
 //! The soak (`RAPTOR_BENCH_SOAK_SECS`, default 300; `RAPTOR_BENCH_ONLY=soak` runs only scenario
 //! 9's key rows and the soak): fresh keys at 16 clients, reported per window of 30 s with
-//! Postgres' and the server's CPU per order, WAL and full-page images per order, shared-buffer
-//! reads, checkpoints and the tables an autovacuum worker was on.
+//! the machine's steal time, Postgres' and the server's CPU per order, WAL and full-page images
+//! per order, shared-buffer reads, checkpoints and the tables an autovacuum worker was on.
 //!
 //! Output: a table, `target/bench/results.json`, and the targets with PASS/FAIL; the process
 //! exits 1 when a target is missed (2 when the benchmark could not run). `BENCHMARKS.md`
@@ -768,7 +768,11 @@ impl Bench {
         // What Postgres did in each window: read at each window's edge, and which tables an
         // autovacuum worker was on, looked at once a second.
         let sampler = async {
-            let mut edges = vec![(self.pg_counters().await?, self.meter.sample())];
+            let mut edges = vec![(
+                self.pg_counters().await?,
+                self.meter.sample(),
+                cpu::machine_steal(),
+            )];
             let mut vacuumed: Vec<std::collections::BTreeSet<String>> =
                 vec![Default::default(); windows];
             let mut tick = 1u32;
@@ -787,11 +791,19 @@ impl Bench {
                     set.extend(tables);
                 }
                 if started.elapsed() >= window.mul_f64(edges.len() as f64) {
-                    edges.push((self.pg_counters().await?, self.meter.sample()));
+                    edges.push((
+                        self.pg_counters().await?,
+                        self.meter.sample(),
+                        cpu::machine_steal(),
+                    ));
                 }
             }
             if edges.len() <= windows {
-                edges.push((self.pg_counters().await?, self.meter.sample()));
+                edges.push((
+                    self.pg_counters().await?,
+                    self.meter.sample(),
+                    cpu::machine_steal(),
+                ));
             }
             anyhow::Ok((edges, vacuumed))
         };
@@ -809,10 +821,12 @@ impl Bench {
             .map(|((pair, vacuumed), orders)| {
                 let count = orders.load(std::sync::atomic::Ordering::Relaxed);
                 let orders = count.max(1) as f64;
-                let ((a, cpu_a), (b, cpu_b)) = (&pair[0], &pair[1]);
+                let ((a, cpu_a, steal_a), (b, cpu_b, steal_b)) = (&pair[0], &pair[1]);
+                let cpus = std::thread::available_parallelism().map_or(1, usize::from) as f64;
                 let cpu = cpu_a.per_request(cpu_b, usize::try_from(count).unwrap_or(usize::MAX));
                 let blocks = (b.blks_hit + b.blks_read - a.blks_hit - a.blks_read).max(1) as f64;
                 SoakWindow {
+                    steal_percent: (steal_b - steal_a) / (window.as_secs_f64() * cpus) * 100.0,
                     postgres_cpu_ms: cpu.postgres_ms,
                     server_cpu_ms: cpu.server_ms,
                     wal_kib_per_order: (b.wal_bytes - a.wal_bytes) as f64 / 1024.0 / orders,
@@ -1526,6 +1540,8 @@ struct Soak {
 /// Postgres' work in one soak window, per keyed order answered in it.
 #[derive(Debug, Clone, Serialize)]
 struct SoakWindow {
+    /// The share of the machine's CPU time the hypervisor gave to others (steal).
+    steal_percent: f64,
     postgres_cpu_ms: f64,
     server_cpu_ms: f64,
     wal_kib_per_order: f64,
@@ -1993,12 +2009,13 @@ impl Report {
                 soak.errors
             );
             println!(
-                "  window  CPU ms/order: Postgres  server  WAL KiB/order  FPI/order  blocks read/order  hit ratio  checkpoints  backend writes/order  xmin age  hot KiB  autovacuum"
+                "  window  steal %  CPU ms/order: Postgres  server  WAL KiB/order  FPI/order  blocks read/order  hit ratio  checkpoints  backend writes/order  xmin age  hot KiB  autovacuum"
             );
             for (i, w) in soak.postgres.iter().enumerate() {
                 println!(
-                    "  {:>6}  {:>22.3}  {:>6.3}  {:>13.2}  {:>9.2}  {:>17.2}  {:>9.4}  {:>11}  {:>20.3}  {:>8}  {:>7}  {}",
+                    "  {:>6}  {:>7.1}  {:>22.3}  {:>6.3}  {:>13.2}  {:>9.2}  {:>17.2}  {:>9.4}  {:>11}  {:>20.3}  {:>8}  {:>7}  {}",
                     i + 1,
+                    w.steal_percent,
                     w.postgres_cpu_ms,
                     w.server_cpu_ms,
                     w.wal_kib_per_order,
