@@ -871,38 +871,20 @@ impl Bench {
 
     /// Postgres' cumulative counters the soak reads at each window's edge.
     async fn pg_counters(&self) -> anyhow::Result<PgCounters> {
-        let (
-            wal_bytes,
-            wal_fpi,
-            checkpoints,
-            buffers_backend,
-            blks_read,
-            blks_hit,
-            oldest_xmin_age,
-            hot_kib,
-        ): (i64, i64, i64, i64, i64, i64, i32, i64) = sqlx::query_as(
-            "select w.wal_bytes::bigint, w.wal_fpi,
-                    b.checkpoints_timed + b.checkpoints_req, b.buffers_backend,
+        sqlx::query_as(
+            "select w.wal_bytes::bigint as wal_bytes, w.wal_fpi,
+                    b.checkpoints_timed + b.checkpoints_req as checkpoints, b.buffers_backend,
                     d.blks_read, d.blks_hit,
-                    (select coalesce(max(age(backend_xmin)), 0) from pg_stat_activity),
+                    (select coalesce(max(age(backend_xmin)), 0) from pg_stat_activity)
+                        as oldest_xmin_age,
                     (pg_relation_size('paper_accounts') + pg_relation_size('paper_positions')
-                     + pg_relation_size('quotes')) / 1024
+                     + pg_relation_size('quotes')) / 1024 as hot_kib
                from pg_stat_wal w, pg_stat_bgwriter b, pg_stat_database d
               where d.datname = current_database()",
         )
         .fetch_one(&self.pool)
         .await
-        .context("Postgres' counters")?;
-        Ok(PgCounters {
-            wal_bytes,
-            wal_fpi,
-            checkpoints,
-            buffers_backend,
-            blks_read,
-            blks_hit,
-            oldest_xmin_age,
-            hot_kib,
-        })
+        .context("Postgres' counters")
     }
 
     /// The server's resident memory, open files and database connections, and the sizes of the
@@ -1558,7 +1540,7 @@ struct SoakWindow {
     autovacuum: Vec<String>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 struct PgCounters {
     wal_bytes: i64,
     wal_fpi: i64,
