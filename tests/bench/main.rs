@@ -768,11 +768,14 @@ impl Bench {
         // What Postgres did in each window: read at each window's edge, and which tables an
         // autovacuum worker was on, looked at once a second.
         let sampler = async {
-            let mut edges = vec![(
-                self.pg_counters().await?,
-                self.meter.sample(),
-                cpu::machine_steal(),
-            )];
+            let edge = || async {
+                anyhow::Ok((
+                    self.pg_counters().await?,
+                    self.meter.sample(),
+                    cpu::machine_steal(),
+                ))
+            };
+            let mut edges = vec![edge().await?];
             let mut vacuumed: Vec<std::collections::BTreeSet<String>> =
                 vec![Default::default(); windows];
             let mut tick = 1u32;
@@ -791,19 +794,11 @@ impl Bench {
                     set.extend(tables);
                 }
                 if started.elapsed() >= window.mul_f64(edges.len() as f64) {
-                    edges.push((
-                        self.pg_counters().await?,
-                        self.meter.sample(),
-                        cpu::machine_steal(),
-                    ));
+                    edges.push(edge().await?);
                 }
             }
             if edges.len() <= windows {
-                edges.push((
-                    self.pg_counters().await?,
-                    self.meter.sample(),
-                    cpu::machine_steal(),
-                ));
+                edges.push(edge().await?);
             }
             anyhow::Ok((edges, vacuumed))
         };
@@ -814,6 +809,7 @@ impl Bench {
             sampler
         );
         let (edges, vacuumed) = sampled?;
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from) as f64;
         let postgres: Vec<SoakWindow> = edges
             .windows(2)
             .zip(vacuumed)
@@ -822,7 +818,6 @@ impl Bench {
                 let count = orders.load(std::sync::atomic::Ordering::Relaxed);
                 let orders = count.max(1) as f64;
                 let ((a, cpu_a, steal_a), (b, cpu_b, steal_b)) = (&pair[0], &pair[1]);
-                let cpus = std::thread::available_parallelism().map_or(1, usize::from) as f64;
                 let cpu = cpu_a.per_request(cpu_b, usize::try_from(count).unwrap_or(usize::MAX));
                 let blocks = (b.blks_hit + b.blks_read - a.blks_hit - a.blks_read).max(1) as f64;
                 SoakWindow {
@@ -1519,7 +1514,9 @@ struct Soak {
     end: Probe,
 }
 
-/// Postgres' work in one soak window, per keyed order answered in it.
+/// One soak window: the machine's steal, and the work of Postgres and the server per keyed
+/// order answered in it (the counters are read at the first once-a-second look past the
+/// window's edge).
 #[derive(Debug, Clone, Serialize)]
 struct SoakWindow {
     /// The share of the machine's CPU time the hypervisor gave to others (steal).

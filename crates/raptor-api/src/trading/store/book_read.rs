@@ -25,10 +25,11 @@ pub(crate) struct Scope<'a> {
 }
 
 /// The ids of the open orders on the underlyings `$2`: simple orders by the
-/// `(user_id, underlying)` index, multi-leg orders by their legs.
+/// `(user_id, underlying)` index (`{SIMPLE}`: how `underlying` is matched, [`book_sql`]),
+/// multi-leg orders by their legs.
 const SCOPED_IDS: &str = "
     select id from paper_orders
-     where user_id = $1 and status = 'new' and underlying = any($2)
+     where user_id = $1 and status = 'new' and {SIMPLE}
     union all
     select m.id from paper_orders m
      where m.user_id = $1 and m.status = 'new' and m.order_class = 'mleg'
@@ -76,8 +77,13 @@ const BOOK_TEMPLATE: &str = "select
 /// blocks per order, `BENCHMARKS.md`).
 fn book_sql(scope: Option<Scope<'_>>) -> &'static str {
     static SQL: std::sync::LazyLock<[String; 3]> = std::sync::LazyLock::new(|| {
-        let one = SCOPED_IDS.replacen("underlying = any($2)", "underlying = $2[1]", 1);
-        [one.as_str(), SCOPED_IDS, ALL_IDS].map(|ids| BOOK_TEMPLATE.replace("{OPEN_IDS}", ids))
+        let scoped = |simple| SCOPED_IDS.replace("{SIMPLE}", simple);
+        [
+            scoped("underlying = $2[1]"),
+            scoped("underlying = any($2)"),
+            ALL_IDS.to_owned(),
+        ]
+        .map(|ids| BOOK_TEMPLATE.replace("{OPEN_IDS}", &ids))
     });
     match scope {
         Some(s) if s.underlyings.len() == 1 => &SQL[0],
