@@ -225,50 +225,66 @@ async fn replay_returns_the_stored_response(pool: PgPool) {
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn stale_attempt_is_fenced_off(pool: PgPool) {
     TestApp::run(&pool, fast_stale(), async |app| {
-        let (_, token) = app.user("slow@example.com").await;
-        let key = Uuid::new_v4();
-        let body = label("fenced");
-        let router = app.router.clone();
-        let call = Call::new(Method::POST, "/probe/items")
-            .token(&token)
-            .key(key)
-            .header(SLEEP_HEADER, "1800")
-            .json(&body);
-        let first = tokio::spawn(send(router, call));
-
-        // Past the 1 s threshold the duplicate releases the abandoned (still running) attempt...
-        tokio::time::sleep(Duration::from_millis(1300)).await;
-        let releaser = app.post("/probe/items", &token, key, &body).await;
-        assert_problem(
-            &releaser,
-            StatusCode::CONFLICT,
-            ErrorCode::IdempotencyInFlight,
-        );
-        assert_eq!(releaser.body["retry_after_ms"], 0);
-        assert_eq!(releaser.header("retry-after"), Some("0"));
-
-        // ...and the next retry claims it and executes while the first still sleeps.
-        let third = app.post("/probe/items", &token, key, &body).await;
-        let first = first.await.expect("join");
-        assert_eq!(
-            first.status,
-            StatusCode::CONFLICT,
-            "fenced attempt: {}",
-            first.text
-        );
-        assert_eq!(third.status, StatusCode::CREATED, "{}", third.text);
-        assert_eq!(third.header("idempotent-replayed"), Some("false"));
-        assert_eq!(
-            app.probe_items("fenced").await,
-            1,
-            "exactly one execution committed"
-        );
+        assert_fenced_off(app, "/probe/items", "fenced").await;
         assert_eq!(app.audit_count("probe.created").await, 1);
-        let replay = app.post("/probe/items", &token, key, &body).await;
-        assert_eq!(replay.header("idempotent-replayed"), Some("true"));
-        assert_eq!(replay.body_without_marker(), third.body);
     })
     .await;
+}
+
+/// The same when the handler's own statement writes the completion: the stale attempt's
+/// statement completes nothing, and the whole transaction rolls back.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn stale_attempt_completing_in_its_own_statement_is_fenced_off(pool: PgPool) {
+    TestApp::run(&pool, fast_stale(), async |app| {
+        assert_fenced_off(app, "/probe/inline", "fenced-inline").await;
+    })
+    .await;
+}
+
+/// An attempt on `path` sleeps past the 1 s stale threshold; a duplicate releases it, a retry
+/// executes, the first is answered 409 with nothing committed, and the retry replays.
+async fn assert_fenced_off(app: &TestApp, path: &str, name: &str) {
+    let (_, token) = app.user(&format!("{name}@example.com")).await;
+    let key = Uuid::new_v4();
+    let body = label(name);
+    let router = app.router.clone();
+    let call = Call::new(Method::POST, path)
+        .token(&token)
+        .key(key)
+        .header(SLEEP_HEADER, "1800")
+        .json(&body);
+    let first = tokio::spawn(send(router, call));
+
+    // Past the 1 s threshold the duplicate releases the abandoned (still running) attempt...
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let releaser = app.post(path, &token, key, &body).await;
+    assert_problem(
+        &releaser,
+        StatusCode::CONFLICT,
+        ErrorCode::IdempotencyInFlight,
+    );
+    assert_eq!(releaser.body["retry_after_ms"], 0);
+    assert_eq!(releaser.header("retry-after"), Some("0"));
+
+    // ...and the next retry claims it and executes while the first still sleeps.
+    let third = app.post(path, &token, key, &body).await;
+    let first = first.await.expect("join");
+    assert_eq!(
+        first.status,
+        StatusCode::CONFLICT,
+        "fenced attempt: {}",
+        first.text
+    );
+    assert_eq!(third.status, StatusCode::CREATED, "{}", third.text);
+    assert_eq!(third.header("idempotent-replayed"), Some("false"));
+    assert_eq!(
+        app.probe_items(name).await,
+        1,
+        "exactly one execution committed"
+    );
+    let replay = app.post(path, &token, key, &body).await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.body_without_marker(), third.body);
 }
 
 /// A 500 rolls back and marks the key failed, so a retry is refused; a panic too.
@@ -1190,53 +1206,88 @@ async fn an_empty_body_and_an_empty_object_are_one_request(pool: PgPool) {
 /// nothing: the key is released (503), not failed, and the client's retry runs once.
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn a_completion_blocked_on_the_key_row_releases_the_key(pool: PgPool) {
-    let options = Options {
+    TestApp::run(&pool, short_lock_timeout(), async |app| {
+        assert_blocked_completion_releases(app, "/probe/items", "blocked-completion").await;
+    })
+    .await;
+}
+
+/// The same when the completion is part of the handler's own statement.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_completing_statement_blocked_on_the_key_row_releases_the_key(pool: PgPool) {
+    TestApp::run(&pool, short_lock_timeout(), async |app| {
+        assert_blocked_completion_releases(app, "/probe/inline", "blocked-inline").await;
+    })
+    .await;
+}
+
+/// Lock and statement timeouts of 300 ms and 5 s.
+fn short_lock_timeout() -> Options {
+    Options {
         db_timeouts: Some((Duration::from_millis(300), Duration::from_secs(5))),
         ..Options::default()
-    };
-    TestApp::run(&pool, options, async |app| {
-        let (_, token) = app.user("completion@example.com").await;
+    }
+}
+
+/// While an attempt on `path` sleeps (its claim committed), the key row is held past the
+/// completion's lock timeout: 503, nothing committed, the key released, and the retry runs once.
+async fn assert_blocked_completion_releases(app: &TestApp, path: &str, name: &str) {
+    let (_, token) = app.user(&format!("{name}@example.com")).await;
+    let key = Uuid::new_v4();
+    let body = label(name);
+    let call = Call::new(Method::POST, path)
+        .token(&token)
+        .key(key)
+        .json(&body)
+        .header(SLEEP_HEADER, "400");
+    let router = app.router.clone();
+    let first = tokio::spawn(async move { send(router, call).await });
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while app.key_status(key).await.is_none() {
+        assert!(Instant::now() < deadline, "claim never appeared");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let holder = app.lock_key_row(key).await;
+    // Held past the completion's 300 ms lock timeout, then let go (as a duplicate would), so
+    // the release that follows can take the row.
+    let unlock = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        holder.rollback().await.expect("unlock");
+    });
+    let answered = first.await.expect("join");
+    unlock.await.expect("join");
+    assert_eq!(
+        answered.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        answered.text
+    );
+    assert!(answered.header("retry-after").is_some());
+    assert_eq!(app.probe_items(name).await, 0, "rolled back");
+    assert_eq!(app.key_status(key).await.as_deref(), Some("released"));
+    let retry = app.post(path, &token, key, &body).await;
+    assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.text);
+    assert_eq!(app.probe_items(name).await, 1);
+}
+
+/// An answer completed by the handler's own statement replays like one the claim completed:
+/// status, body and `Location`, with the one execution committed.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_completing_statement_stores_the_answer_it_sends(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (_, token) = app.user("inline@example.com").await;
         let key = Uuid::new_v4();
-        let body = label("blocked-completion");
-        let call = Call::new(Method::POST, "/probe/items")
-            .token(&token)
-            .key(key)
-            .json(&body)
-            .header(SLEEP_HEADER, "400");
-        let router = app.router.clone();
-        let first = tokio::spawn(async move { send(router, call).await });
-        // While the handler sleeps (its claim committed), hold the key row past the completion's
-        // lock timeout.
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while app.key_status(key).await.is_none() {
-            assert!(Instant::now() < deadline, "claim never appeared");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        let holder = app.lock_key_row(key).await;
-        // Held past the completion's 300 ms lock timeout, then let go (as a duplicate would), so
-        // the release that follows can take the row.
-        let unlock = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(900)).await;
-            holder.rollback().await.expect("unlock");
-        });
-        let answered = first.await.expect("join");
-        unlock.await.expect("join");
-        assert_eq!(
-            answered.status,
-            StatusCode::SERVICE_UNAVAILABLE,
-            "{}",
-            answered.text
-        );
-        assert!(answered.header("retry-after").is_some());
-        assert_eq!(
-            app.probe_items("blocked-completion").await,
-            0,
-            "rolled back"
-        );
-        assert_eq!(app.key_status(key).await.as_deref(), Some("released"));
-        let retry = app.post("/probe/items", &token, key, &body).await;
-        assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.text);
-        assert_eq!(app.probe_items("blocked-completion").await, 1);
+        let body = label("inline");
+        let original = app.post("/probe/inline", &token, key, &body).await;
+        assert_eq!(original.status, StatusCode::CREATED, "{}", original.text);
+        assert_eq!(original.header("idempotent-replayed"), Some("false"));
+        assert_eq!(app.key_status(key).await.as_deref(), Some("completed"));
+        let replay = app.post("/probe/inline", &token, key, &body).await;
+        assert_eq!(replay.status, StatusCode::CREATED);
+        assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+        assert_eq!(replay.header("location"), original.header("location"));
+        assert_eq!(replay.body_without_marker(), original.body);
+        assert_eq!(app.probe_items("inline").await, 1);
     })
     .await;
 }

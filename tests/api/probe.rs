@@ -12,7 +12,7 @@ use raptor_api::audit::{self, AuditEvent};
 use raptor_api::auth::Principal;
 use raptor_api::{ApiError, ApiState};
 use raptor_engine::OrderRejection;
-use raptor_idempotency::{Idempotent, Policy, Reply, Tier1, Tier2};
+use raptor_idempotency::{Idempotent, PendingCompletion, Policy, Reply, Tier1, Tier2};
 use rust_decimal::Decimal;
 use serde::Deserialize;
 use serde_json::json;
@@ -74,6 +74,7 @@ pub(crate) fn routes() -> Router<ApiState> {
         .route("/probe/other", post(create_item::<Tier1>))
         .route("/probe/open", post(create_item::<Tier2>))
         .route("/probe/strict", post(create_item::<Strict>))
+        .route("/probe/inline", post(create_item_inline))
 }
 
 /// A policy with the optional switches on: the key is required and the response body (which
@@ -137,6 +138,54 @@ async fn create_item_in_slot(
     let lineage = claim.lineage();
     let result = work(claim.conn(), principal.user_id(), &body, 0, lineage).await;
     claim.finish(result).await
+}
+
+/// The probe with the key's completion in its own insert statement
+/// ([`Claim::run_completing`](raptor_idempotency::Claim::run_completing)), as the order routes
+/// do: it sleeps (`SLEEP_HEADER`) before that statement, so a stale attempt reaches it fenced.
+async fn create_item_inline(
+    State(_state): State<ApiState>,
+    headers: axum::http::HeaderMap,
+    Idempotent {
+        claim,
+        body,
+        auth: principal,
+        ..
+    }: Idempotent<ProbeBody, Tier1, Principal>,
+) -> Response {
+    let lineage = claim.lineage();
+    let user_id = principal.user_id();
+    let sleep = sleep_ms(&headers);
+    claim
+        .run_completing(async |tx, completer| {
+            let id: i32 = sqlx::query_scalar("select nextval('probe_items_id_seq')::integer")
+                .fetch_one(&mut *tx)
+                .await?;
+            if sleep > 0 {
+                tokio::time::sleep(Duration::from_millis(sleep)).await;
+            }
+            let pending = completer.prepare(
+                Reply::json(
+                    StatusCode::CREATED,
+                    &json!({ "id": id, "label": body.label, "lineage": lineage }),
+                )
+                .with_location(format!("/probe/items/{id}")),
+            );
+            let sql = format!(
+                "with ins as (insert into probe_items (id, label, user_id) values ($1, $2, $3)
+                              returning id),
+                      {}
+                 select {}",
+                PendingCompletion::cte(4, "exists (select 1 from ins)"),
+                PendingCompletion::COMPLETED_COLUMN,
+            );
+            let row = pending
+                .bind(sqlx::query(&sql).bind(id).bind(&body.label).bind(user_id))
+                .fetch_one(&mut *tx)
+                .await?;
+            Ok::<_, ApiError>(pending.written(&row)?.into())
+        })
+        .await
 }
 
 async fn work(

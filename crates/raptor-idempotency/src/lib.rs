@@ -16,7 +16,7 @@ mod reply;
 pub mod seal;
 mod service;
 
-pub use claim::{Claim, ClaimRequest};
+pub use claim::{Answer, Claim, ClaimRequest, Completed, Completer, PendingCompletion};
 pub use config::IdempotencyConfig;
 pub use extract::{Authenticated, Idempotent, IdempotentRejection, Scope};
 pub use flag::{FLAG_IDEMPOTENCY_MIDDLEWARE, REFRESH as FLAG_REFRESH};

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Json;
-use raptor_idempotency::{Claim, Idempotent, Reply, Tier1};
+use raptor_idempotency::{Answer, Claim, Idempotent, Reply, Tier1};
 use uuid::Uuid;
 
 use super::account_writes::AccountWrite;
@@ -26,14 +26,10 @@ use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::openapi::IdempotencyKeyHeader;
 use crate::state::ApiState;
 
-fn created(order: OrderResponse) -> Reply {
-    let location = format!("/api/trading/orders/{}", order.id);
-    Reply::json(StatusCode::CREATED, &order).with_location(location)
-}
-
 /// The three order-placing routes: parse the request into an intent (a malformed one keeps
-/// nothing), place it on the claim's transaction, and answer `201` with `Location`, or the
-/// engine's refusal (committed with its audit row, and replayed). `purpose` (`order`, `roll`,
+/// nothing), place it on the claim's transaction, and answer `201` with `Location` (stored on
+/// the key by the order's own statement), or the engine's refusal (committed with its audit
+/// row, and replayed). `purpose` (`order`, `roll`,
 /// `close`) labels the metrics ([`count_placement`]).
 async fn place(
     desk: &Desk,
@@ -45,21 +41,20 @@ async fn place(
     let (key, lineage) = (claim.key(), claim.lineage());
     let mut placement = None;
     let response = claim
-        .run(async |tx| {
+        .run_completing(async |tx, completer| {
+            let user_id = trader.user_id;
             let placed =
-                async { ops::place(tx, desk, trader.user_id, intent?, key, lineage).await }
+                async { ops::place(tx, desk, user_id, intent?, &completer, key, lineage).await }
                     .await
                     .inspect_err(|err| placement = Some(Placement::Refused(err.code())))?;
             Ok::<_, ApiError>(match placed {
-                Placed::Order(order) => {
-                    placement = Some(Placement::Placed {
-                        filled: order.filled_at.is_some(),
-                    });
-                    created(*order)
+                Placed::Order { filled, answer } => {
+                    placement = Some(Placement::Placed { filled });
+                    Answer::Completed(answer)
                 }
                 Placed::Rejected(rejection) => {
                     placement = Some(Placement::Refused(rejection.code()));
-                    Reply::rejected(&rejection)
+                    Answer::Reply(Reply::rejected(&rejection))
                 }
             })
         })

@@ -3,9 +3,13 @@
 //! commits; every other exit rolls back and releases (or fails) the key. Getting a claim is
 //! [`round`] (the claim round) and [`judge`] (the answer for a key someone else holds).
 
+mod completion;
 mod guard;
 mod judge;
 mod round;
+
+pub use completion::{Answer, Completed, Completer, PendingCompletion};
+use completion::{Completion, Written};
 
 pub(crate) use guard::{settle, KeyGuard, Settle, Tracked};
 pub use round::ClaimRequest;
@@ -17,8 +21,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::key::IdempotencyKey;
-use crate::reply::{self, error_body, error_response, ErrorReply, Refusal, Reply, REPLAYED_HEADER};
-use crate::seal::RowIdentity;
+use crate::reply::{error_body, error_response, ErrorReply, Refusal, Reply, REPLAYED_HEADER};
 
 /// Owns the winner's transaction. There is no way to commit it except [`Claim::finish`], and
 /// dropping it rolls back: at-most-once execution is a property of the type.
@@ -92,6 +95,36 @@ impl Claim {
         self.finish(result).await
     }
 
+    /// [`Claim::run`] for work whose last statement also completes the key: `work` gets a
+    /// [`Completer`] with the transaction, prepares the completion of the answer it will
+    /// return, binds it into that statement, and returns the [`Completed`] answer
+    /// ([`PendingCompletion`] says how). An answer returned as a plain [`Reply`] (a refusal, a
+    /// statement that wrote nothing) is completed by the claim as in [`Claim::run`].
+    pub async fn run_completing<E, F>(mut self, work: F) -> Response
+    where
+        E: ErrorReply,
+        F: AsyncFnOnce(&mut PgConnection, Completer<'_>) -> Result<Answer, E>,
+    {
+        let span = tracing::info_span!(
+            "business.transaction",
+            endpoint = %self.endpoint,
+            tracked = self.is_tracked()
+        );
+        let Claim {
+            tx,
+            guard,
+            endpoint,
+            ..
+        } = &mut self;
+        let completer = Completer {
+            tracked: guard.tracked,
+            endpoint,
+            keys: guard.keys(),
+        };
+        let result = work(tx, completer).instrument(span).await;
+        self.end(result).await
+    }
+
     /// Ends the request.
     ///
     /// - `Ok(reply)` below 500 is committed with the handler's writes, and stored on the key
@@ -111,6 +144,11 @@ impl Claim {
         fields(endpoint = %self.endpoint, tracked = self.is_tracked(), otel.name = "idempotency.finish")
     )]
     pub async fn finish<E: ErrorReply>(self, result: Result<Reply, E>) -> Response {
+        self.end(result.map(Answer::Reply)).await
+    }
+
+    /// [`Claim::finish`] for either kind of [`Answer`].
+    async fn end<E: ErrorReply>(self, result: Result<Answer, E>) -> Response {
         let Claim {
             tx,
             mut guard,
@@ -119,109 +157,29 @@ impl Claim {
             ..
         } = self;
         let replayed = instrumented.then_some(false);
-        let (reply, keep_writes) = match result {
-            Ok(reply) => (reply, true),
+        let (answer, keep_writes) = match result {
+            Ok(answer) => (answer, true),
             Err(err) if err.status().is_server_error() => {
                 rollback(tx).await;
                 guard.settle_error(err.releases_key()).await;
                 return mark(err.into_response(), replayed);
             }
-            Err(err) => (Reply::rejected(&err), false),
+            Err(err) => (Answer::Reply(Reply::rejected(&err)), false),
         };
-        if reply.status.is_server_error() {
+        let status = answer.reply().status;
+        if status.is_server_error() {
             rollback(tx).await;
             guard
-                .settle_error(reply.status == StatusCode::SERVICE_UNAVAILABLE)
+                .settle_error(status == StatusCode::SERVICE_UNAVAILABLE)
                 .await;
-            return reply.into_response_with(replayed);
+            return answer.into_reply().into_response_with(replayed);
         }
         if keep_writes {
-            commit(tx, guard, &endpoint, reply, replayed).await
+            commit(tx, guard, &endpoint, answer, replayed).await
         } else {
             rollback(tx).await;
-            complete_alone(guard, &endpoint, reply, replayed).await
+            complete_alone(guard, &endpoint, answer.into_reply(), replayed).await
         }
-    }
-}
-
-/// The completion of a key: what its row keeps of `reply`.
-struct Completion {
-    id: i64,
-    attempt: uuid::Uuid,
-    code: i16,
-    plain_body: Option<serde_json::Value>,
-    plain_headers: Option<serde_json::Value>,
-    sealed: Option<crate::seal::Sealed>,
-}
-
-impl Completion {
-    /// What `tracked`'s row keeps of `reply` under its policy: with keys configured the
-    /// response (body and headers) is stored sealed, bound to this row, this lifetime of the
-    /// key and this attempt (`response_body` and `response_headers` stay NULL); without, as
-    /// plain JSON. A policy that keeps nothing keeps no headers either.
-    fn new(
-        tracked: &Tracked,
-        endpoint: &str,
-        reply: &Reply,
-        keys: &crate::seal::ResponseKeys,
-    ) -> Result<Self, crate::seal::SealError> {
-        let headers = reply::stored_headers(reply.location.as_deref());
-        let code = i16::try_from(reply.status.as_u16()).unwrap_or(i16::MAX);
-        let body = tracked
-            .replay
-            .stores_body(reply.status)
-            .then_some(&reply.body);
-        let identity = RowIdentity {
-            id: tracked.id,
-            scope_user_id: tracked.scope_user_id,
-            endpoint,
-            response_code: Some(code),
-            lineage: tracked.lineage,
-            attempt: tracked.attempt,
-        };
-        let keeps_headers = tracked.replay != crate::policy::Replay::ReExecute;
-        let sealed = if keeps_headers {
-            keys.seal_response(identity, body, &headers)?
-        } else {
-            None
-        };
-        let (plain_body, plain_headers) = match (&sealed, keeps_headers) {
-            (None, true) => (body.cloned(), Some(headers)),
-            _ => (None, None),
-        };
-        Ok(Self {
-            id: tracked.id,
-            attempt: tracked.attempt,
-            code,
-            plain_body,
-            plain_headers,
-            sealed,
-        })
-    }
-
-    /// The fenced completion update: one row while the attempt still holds the key, none once
-    /// it was declared stale and released or re-claimed.
-    async fn write(&self, conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
-        let sealed = self.sealed.as_ref();
-        Ok(raptor_db::query(
-            "update idempotency_keys
-                set status = 'completed', response_code = $3, response_body = $4,
-                    response_kid = $5, response_nonce = $6, response_ciphertext = $7,
-                    response_headers = $8, response_seal = $9, completed_at = now()
-              where id = $1 and attempt = $2 and status = 'in_flight'",
-        )
-        .bind(self.id)
-        .bind(self.attempt)
-        .bind(self.code)
-        .bind(self.plain_body.as_ref())
-        .bind(sealed.map(|s| s.kid.as_str()))
-        .bind(sealed.map(|s| s.nonce.as_slice()))
-        .bind(sealed.map(|s| s.ciphertext.as_slice()))
-        .bind(self.plain_headers.as_ref())
-        .bind(sealed.map(|_| crate::seal::SEAL_V2))
-        .execute(conn)
-        .await?
-        .rows_affected())
     }
 }
 
@@ -239,46 +197,40 @@ fn fenced(endpoint: &str, id: i64, replayed: Option<bool>) -> Response {
     )
 }
 
-/// Completes the key in the business transaction `tx` and commits the two together.
+/// Completes the key in the business transaction `tx` (unless the work's statement did) and
+/// commits the two together.
 async fn commit(
     mut tx: Transaction<'static, Postgres>,
     mut guard: KeyGuard,
     endpoint: &str,
-    reply: Reply,
+    answer: Answer,
     replayed: Option<bool>,
 ) -> Response {
+    let (reply, written) = match answer {
+        Answer::Completed(Completed { reply, written }) => (reply, Some(written)),
+        Answer::Reply(reply) => (reply, None),
+    };
     if let Some(tracked) = guard.tracked {
-        let completion = match Completion::new(&tracked, endpoint, &reply, guard.keys()) {
-            Ok(completion) => completion,
-            Err(err) => {
-                tracing::error!(error = %err, %endpoint, "could not seal the idempotent response; rolling back");
-                rollback(tx).await;
-                guard.fail().await;
-                return mark(internal(), replayed);
+        let rows = match written {
+            Some(Written::Rows(rows)) => rows,
+            Some(Written::SealFailed(_)) => return unsealed(tx, guard, endpoint, replayed).await,
+            // Nothing written although the claim guards a row (not a completer's answer): the
+            // claim's own statement.
+            Some(Written::Nothing) | None => {
+                let Ok(completion) = Completion::new(&tracked, endpoint, &reply, guard.keys())
+                else {
+                    return unsealed(tx, guard, endpoint, replayed).await;
+                };
+                match completion.write(&mut tx).await {
+                    Ok(rows) => i64::try_from(rows).unwrap_or(i64::MAX),
+                    Err(err) => return failed_completion(tx, guard, endpoint, err, replayed).await,
+                }
             }
         };
-        match completion.write(&mut tx).await {
-            Ok(1) => {}
-            Ok(_) => {
-                rollback(tx).await;
-                guard.disarm();
-                return fenced(endpoint, tracked.id, replayed);
-            }
-            Err(err) if raptor_db::classify(&err) != raptor_db::Failure::Other => {
-                // Duplicates briefly lock the key row: a completion that timed out waiting for
-                // it committed nothing; nor did one rolled back by a deadlock, or one whose
-                // connection was lost. Release the key so the client's retry runs.
-                tracing::warn!(error = %err, %endpoint, "storing the idempotent response timed out on a lock or lost its connection; rolling back");
-                rollback(tx).await;
-                guard.settle_error(true).await;
-                return mark(Refusal::StoreUnavailable.into_response(), replayed);
-            }
-            Err(err) => {
-                tracing::error!(error = %err, %endpoint, "could not store the idempotent response; rolling back");
-                rollback(tx).await;
-                guard.fail().await;
-                return mark(internal(), replayed);
-            }
+        if rows != 1 {
+            rollback(tx).await;
+            guard.disarm();
+            return fenced(endpoint, tracked.id, replayed);
         }
     }
     match tx.commit().await {
@@ -309,6 +261,41 @@ async fn commit(
             mark(internal(), replayed)
         }
     }
+}
+
+/// The answer could not be sealed: nothing commits, the key fails.
+async fn unsealed(
+    tx: Transaction<'static, Postgres>,
+    mut guard: KeyGuard,
+    endpoint: &str,
+    replayed: Option<bool>,
+) -> Response {
+    tracing::error!(%endpoint, "could not seal the idempotent response; rolling back");
+    rollback(tx).await;
+    guard.fail().await;
+    mark(internal(), replayed)
+}
+
+/// The claim's own completion statement failed: nothing commits.
+async fn failed_completion(
+    tx: Transaction<'static, Postgres>,
+    mut guard: KeyGuard,
+    endpoint: &str,
+    err: sqlx::Error,
+    replayed: Option<bool>,
+) -> Response {
+    rollback(tx).await;
+    if raptor_db::classify(&err) != raptor_db::Failure::Other {
+        // Duplicates briefly lock the key row: a completion that timed out waiting for it
+        // committed nothing; nor did one rolled back by a deadlock, or one whose connection
+        // was lost. Release the key so the client's retry runs.
+        tracing::warn!(error = %err, %endpoint, "storing the idempotent response timed out on a lock or lost its connection; rolling back");
+        guard.settle_error(true).await;
+        return mark(Refusal::StoreUnavailable.into_response(), replayed);
+    }
+    tracing::error!(error = %err, %endpoint, "could not store the idempotent response; rolling back");
+    guard.fail().await;
+    mark(internal(), replayed)
 }
 
 /// Completes the key with a refusal whose writes were rolled back, in a statement of its own on

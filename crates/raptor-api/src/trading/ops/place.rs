@@ -1,11 +1,12 @@
 //! Placing an order, a roll or a close: the intent settled against the locked positions, the
 //! engine's decision, the order row, its fills and its audit rows.
 
+use axum::http::StatusCode;
 use raptor_engine::{
     Decision, LegSpec, OrderClass, OrderSpec, OrderStatus, OrderType, Position, PositionIntent,
     Side, TimeInForce,
 };
-use raptor_idempotency::IdempotencyKey;
+use raptor_idempotency::{Completed, Completer, IdempotencyKey, Reply};
 use rust_decimal::Decimal;
 use serde_json::json;
 use sqlx::PgConnection;
@@ -146,24 +147,31 @@ fn spec_context(spec: &OrderSpec) -> serde_json::Value {
 }
 
 /// What placing made of an intent.
-#[derive(Debug)]
 pub(crate) enum Placed {
-    /// The order (filled or resting).
-    Order(Box<OrderResponse>),
+    /// The order (filled or resting, `filled` says which): `201` with `Location`, stored on the
+    /// key by the order's own statement.
+    Order { filled: bool, answer: Completed },
     /// The engine refused it: a business answer, audited, so committed and replayed
     /// (`Reply::rejected`).
     Rejected(ApiError),
 }
 
-/// Places an order, roll or close for `user_id`. `Err` is a refusal that keeps nothing (a
-/// malformed intent, a taken client order id, the open-order limit) or an infrastructure
-/// failure.
+/// The answer to a placed order: `201` with `Location`.
+fn created(order: &OrderResponse) -> Reply {
+    let location = format!("/api/trading/orders/{}", order.id);
+    Reply::json(StatusCode::CREATED, order).with_location(location)
+}
+
+/// Places an order, roll or close for `user_id`; the order's statement also completes the
+/// claim's key (`completer`). `Err` is a refusal that keeps nothing (a malformed intent, a
+/// taken client order id, the open-order limit) or an infrastructure failure.
 #[tracing::instrument(skip_all, fields(user.id = user_id, order.purpose = intent.purpose()))]
 pub(crate) async fn place(
     conn: &mut PgConnection,
     desk: &Desk,
     user_id: i32,
     intent: Intent,
+    completer: &Completer<'_>,
     key: Option<IdempotencyKey>,
     lineage: Option<Uuid>,
 ) -> ApiResult<Placed> {
@@ -257,14 +265,23 @@ pub(crate) async fn place(
         }
         audit::Rows::new(events)
     };
+    // The answer is built from what is written, not read back, and stored on the key by the
+    // same statement.
+    let filled = execution.is_some();
+    let pending = completer.prepare(created(&dto::order_response(&order)));
     // The unique index decides whether the id is taken (no pre-check); a taken derived id
     // may belong to an expired key's order, then this lifetime's id is used.
-    if !store::insert_order(conn, &order, events(&order)).await? {
-        order.client_order_id = ids.reuse(conn, user_id, now).await?;
-        if !store::insert_order(conn, &order, events(&order)).await? {
-            return Err(ClientOrderId::duplicate(&order.client_order_id));
-        }
+    if let Some(row) = store::insert_order(conn, &order, events(&order), &pending).await? {
+        let answer = pending.written(&row).context("complete key")?;
+        return Ok(Placed::Order { filled, answer });
     }
-    // The answer is built from what was written, not read back.
-    Ok(Placed::Order(Box::new(dto::order_response(&order))))
+    order.client_order_id = ids.reuse(conn, user_id, now).await?;
+    let pending = completer.prepare(created(&dto::order_response(&order)));
+    match store::insert_order(conn, &order, events(&order), &pending).await? {
+        Some(row) => {
+            let answer = pending.written(&row).context("complete key")?;
+            Ok(Placed::Order { filled, answer })
+        }
+        None => Err(ClientOrderId::duplicate(&order.client_order_id)),
+    }
 }

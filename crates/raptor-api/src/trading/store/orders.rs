@@ -3,7 +3,9 @@
 
 use chrono::{DateTime, Utc};
 use raptor_engine::{Execution, OrderClass, OrderSpec, OrderStatus};
+use raptor_idempotency::PendingCompletion;
 use rust_decimal::Decimal;
+use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
@@ -71,22 +73,30 @@ fn insert_order_sql() -> &'static str {
             select a.user_id, a.action, a.context, $47
               from unnest($44::integer[], $45::text[], $46::jsonb[]) as a(user_id, action, context)
              where exists (select 1 from o)),
-        {EFFECTS_SQL}
-        select count(*) from o"
+        {EFFECTS_SQL},
+        {COMPLETION}
+        select (select count(*) from o) as written, {COMPLETED}"
             .replace("{EFFECTS_SQL}", EFFECTS_SQL)
+            .replace(
+                "{COMPLETION}",
+                &PendingCompletion::cte(48, "exists (select 1 from o)"),
+            )
+            .replace("{COMPLETED}", PendingCompletion::COMPLETED_COLUMN)
     });
     &SQL
 }
 
-/// Writes a new order with its legs, its audit rows and, when it filled, its fills, positions
-/// and cash, in one statement. `false` when the account already has an order with this
-/// `client_order_id` (the unique index decides; nothing is written, the audit rows neither, and
-/// the transaction stays usable).
+/// Writes a new order with its legs, its audit rows, when it filled its fills, positions and
+/// cash, and the idempotency key's completion (`completion`, the answer placing gives), in one
+/// statement: the statement's row, for [`PendingCompletion::written`]. `None` when the account
+/// already has an order with this `client_order_id` (the unique index decides; nothing is
+/// written, the audit rows and the completion neither, and the transaction stays usable).
 pub(crate) async fn insert_order(
     conn: &mut PgConnection,
     order: &NewOrder<'_>,
     audit: crate::audit::Rows,
-) -> ApiResult<bool> {
+    completion: &PendingCompletion,
+) -> ApiResult<Option<PgRow>> {
     let spec = order.spec;
     let simple_leg = (spec.class == OrderClass::Simple)
         .then(|| spec.legs.first())
@@ -117,7 +127,7 @@ pub(crate) async fn insert_order(
         .bind(spec.order_type.as_str())
         .bind(spec.time_in_force.as_str());
     let arrays = ExecutionArrays::new(order.execution);
-    let written = arrays
+    let query = arrays
         .bind(query)
         .bind(simple_leg.map(|l| l.instrument.symbol().to_owned()))
         .bind(simple_leg.map(|l| l.side.as_str()))
@@ -176,11 +186,14 @@ pub(crate) async fn insert_order(
         .bind(audit.users)
         .bind(audit.actions)
         .bind(audit.contexts)
-        .bind(audit.request_id)
+        .bind(audit.request_id);
+    let row = completion
+        .bind(query)
         .fetch_one(conn)
         .await
         .context("insert order")?;
-    Ok(written.try_get::<i64, _>(0).context("insert order")? == 1)
+    let inserted = row.try_get::<i64, _>("written").context("insert order")? == 1;
+    Ok(inserted.then_some(row))
 }
 
 /// Records the verdict of a resting order's last evaluation (`None`: not marketable). True when

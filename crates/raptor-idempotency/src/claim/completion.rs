@@ -1,0 +1,261 @@
+//! Completing a key: what its row keeps of the answer ([`Completion`]), written by the claim
+//! in a statement of its own, or by the handler's own last write statement
+//! ([`Completer`]), which saves the request a round trip and a statement.
+//!
+//! The second way keeps the claim's guarantee. The handler cannot make up a completion: it gets
+//! a [`PendingCompletion`] for the answer it will return, binds it into its statement with
+//! [`PendingCompletion::bind`], and hands the statement's row to [`PendingCompletion::written`],
+//! which reads how many key rows the statement completed. Only that gives the [`Completed`]
+//! the claim commits; it holds the answer that was stored, so the answer sent and the answer
+//! replayed are one. A statement that completed nothing (the attempt was fenced off as stale)
+//! is rolled back by [`Claim::finish`](super::Claim), as with the claim's own completion.
+
+use std::sync::LazyLock;
+
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::Query;
+use sqlx::{PgConnection, Postgres, Row};
+
+use super::Tracked;
+use crate::reply::{self, Reply};
+use crate::seal::{ResponseKeys, RowIdentity, SealError, Sealed, SEAL_V2};
+
+/// The fenced completion update, its parameters numbered from `first` (the id, the attempt,
+/// then the seven response columns in [`Completion::bind`]'s order): one row while the attempt
+/// still holds the key, none once it was declared stale and released or re-claimed.
+fn update_sql(first: usize) -> String {
+    let p = |offset: usize| format!("${}", first + offset);
+    format!(
+        "update idempotency_keys
+            set status = 'completed', response_code = {code}::smallint,
+                response_body = {body}::jsonb, response_kid = {kid}::text,
+                response_nonce = {nonce}::bytea, response_ciphertext = {ciphertext}::bytea,
+                response_headers = {headers}::jsonb, response_seal = {seal}::smallint,
+                completed_at = now()
+          where id = {id}::bigint and attempt = {attempt}::uuid and status = 'in_flight'",
+        id = p(0),
+        attempt = p(1),
+        code = p(2),
+        body = p(3),
+        kid = p(4),
+        nonce = p(5),
+        ciphertext = p(6),
+        headers = p(7),
+        seal = p(8),
+    )
+}
+
+/// The claim's own completion statement.
+fn alone_sql() -> &'static str {
+    static SQL: LazyLock<String> = LazyLock::new(|| update_sql(1));
+    &SQL
+}
+
+/// The completion of a key: what its row keeps of `reply`.
+pub(super) struct Completion {
+    id: i64,
+    attempt: uuid::Uuid,
+    code: i16,
+    plain_body: Option<serde_json::Value>,
+    plain_headers: Option<serde_json::Value>,
+    sealed: Option<Sealed>,
+}
+
+impl Completion {
+    /// What `tracked`'s row keeps of `reply` under its policy: with keys configured the
+    /// response (body and headers) is stored sealed, bound to this row, this lifetime of the
+    /// key and this attempt (`response_body` and `response_headers` stay NULL); without, as
+    /// plain JSON. A policy that keeps nothing keeps no headers either.
+    pub(super) fn new(
+        tracked: &Tracked,
+        endpoint: &str,
+        reply: &Reply,
+        keys: &ResponseKeys,
+    ) -> Result<Self, SealError> {
+        let headers = reply::stored_headers(reply.location.as_deref());
+        let code = i16::try_from(reply.status.as_u16()).unwrap_or(i16::MAX);
+        let body = tracked
+            .replay
+            .stores_body(reply.status)
+            .then_some(&reply.body);
+        let identity = RowIdentity {
+            id: tracked.id,
+            scope_user_id: tracked.scope_user_id,
+            endpoint,
+            response_code: Some(code),
+            lineage: tracked.lineage,
+            attempt: tracked.attempt,
+        };
+        let keeps_headers = tracked.replay != crate::policy::Replay::ReExecute;
+        let sealed = if keeps_headers {
+            keys.seal_response(identity, body, &headers)?
+        } else {
+            None
+        };
+        let (plain_body, plain_headers) = match (&sealed, keeps_headers) {
+            (None, true) => (body.cloned(), Some(headers)),
+            _ => (None, None),
+        };
+        Ok(Self {
+            id: tracked.id,
+            attempt: tracked.attempt,
+            code,
+            plain_body,
+            plain_headers,
+            sealed,
+        })
+    }
+
+    /// Binds the update's nine parameters, in [`update_sql`]'s order; `None` binds NULLs of
+    /// the same types (an update that matches no row).
+    fn bind<'q>(
+        completion: Option<&'q Self>,
+        query: Query<'q, Postgres, PgArguments>,
+    ) -> Query<'q, Postgres, PgArguments> {
+        let sealed = completion.and_then(|c| c.sealed.as_ref());
+        query
+            .bind(completion.map(|c| c.id))
+            .bind(completion.map(|c| c.attempt))
+            .bind(completion.map(|c| c.code))
+            .bind(completion.and_then(|c| c.plain_body.as_ref()))
+            .bind(sealed.map(|s| s.kid.as_str()))
+            .bind(sealed.map(|s| s.nonce.as_slice()))
+            .bind(sealed.map(|s| s.ciphertext.as_slice()))
+            .bind(completion.and_then(|c| c.plain_headers.as_ref()))
+            .bind(sealed.map(|_| SEAL_V2))
+    }
+
+    /// The completion in a statement of its own: how many rows it completed (0: fenced off).
+    pub(super) async fn write(&self, conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
+        Ok(Self::bind(Some(self), raptor_db::query(alone_sql()))
+            .execute(conn)
+            .await?
+            .rows_affected())
+    }
+}
+
+/// Lent to the work of [`Claim::run_completing`](super::Claim::run_completing): prepares the
+/// key's completion for the answer the work will return, to be written by the work's own last
+/// statement.
+pub struct Completer<'a> {
+    pub(super) tracked: Option<Tracked>,
+    pub(super) endpoint: &'a str,
+    pub(super) keys: &'a ResponseKeys,
+}
+
+impl Completer<'_> {
+    /// The completion of `reply`, to be bound into the statement that writes it. Prepare again
+    /// for another answer (e.g. a retry of the statement with other values); only the one
+    /// whose statement ran is [`PendingCompletion::written`].
+    pub fn prepare(&self, reply: Reply) -> PendingCompletion {
+        let completion = match &self.tracked {
+            None => Ok(None),
+            Some(tracked) => Completion::new(tracked, self.endpoint, &reply, self.keys).map(Some),
+        };
+        PendingCompletion { reply, completion }
+    }
+}
+
+/// A completion prepared for one answer, not written yet.
+pub struct PendingCompletion {
+    reply: Reply,
+    /// `Ok(None)`: the claim guards no key row (untracked, kill switch off), nothing to write.
+    completion: Result<Option<Completion>, SealError>,
+}
+
+impl PendingCompletion {
+    /// The column [`PendingCompletion::written`] reads: the handler's statement selects it.
+    pub const COMPLETED_COLUMN: &'static str =
+        "(select count(*) from idempotency_completion) as idempotency_completed";
+
+    /// A common table expression `idempotency_completion` for the handler's statement: the
+    /// completion update, its nine parameters numbered from `first` (bound by
+    /// [`PendingCompletion::bind`] after the statement's own), run only where the SQL condition
+    /// `when` holds (e.g. `exists (select 1 from inserted)`, so a statement that wrote nothing
+    /// completes nothing). The statement must select [`PendingCompletion::COMPLETED_COLUMN`].
+    pub fn cte(first: usize, when: &str) -> String {
+        format!(
+            "idempotency_completion as ({} and ({when}) returning 1)",
+            update_sql(first)
+        )
+    }
+
+    /// Binds the completion's nine parameters (NULLs when there is nothing to write, which
+    /// completes no row).
+    pub fn bind<'q>(
+        &'q self,
+        query: Query<'q, Postgres, PgArguments>,
+    ) -> Query<'q, Postgres, PgArguments> {
+        Completion::bind(
+            self.completion.as_ref().ok().and_then(Option::as_ref),
+            query,
+        )
+    }
+
+    /// The completion, once the handler's statement ran with its `when` holding: `row` is the
+    /// statement's row, whose [`PendingCompletion::COMPLETED_COLUMN`] says whether the key row
+    /// was completed. Return the result from the work; the claim commits it, or rolls back
+    /// when nothing was completed (fenced off).
+    pub fn written(self, row: &PgRow) -> Result<Completed, sqlx::Error> {
+        let written = match self.completion {
+            Err(err) => Written::SealFailed(err),
+            Ok(None) => Written::Nothing,
+            Ok(Some(_)) => Written::Rows(row.try_get::<i64, _>("idempotency_completed")?),
+        };
+        Ok(Completed {
+            reply: self.reply,
+            written,
+        })
+    }
+}
+
+/// An answer whose completion the handler's statement wrote (or tried to).
+pub struct Completed {
+    pub(super) reply: Reply,
+    pub(super) written: Written,
+}
+
+/// What the handler's statement did with the key row.
+pub(super) enum Written {
+    /// Nothing to write (no key row).
+    Nothing,
+    /// Key rows completed: 1, or 0 when the attempt was fenced off.
+    Rows(i64),
+    /// The answer could not be sealed: nothing was written, the claim answers 500.
+    SealFailed(SealError),
+}
+
+/// What a claim's work ends with: an answer for the claim to complete the key with, or one
+/// whose completion the work's own statement wrote ([`Completer`]).
+pub enum Answer {
+    /// Completed by [`Claim::finish`](super::Claim::finish) in a statement of its own.
+    Reply(Reply),
+    /// Completed by the work's statement.
+    Completed(Completed),
+}
+
+impl Answer {
+    pub(super) fn reply(&self) -> &Reply {
+        match self {
+            Self::Reply(reply) | Self::Completed(Completed { reply, .. }) => reply,
+        }
+    }
+
+    pub(super) fn into_reply(self) -> Reply {
+        match self {
+            Self::Reply(reply) | Self::Completed(Completed { reply, .. }) => reply,
+        }
+    }
+}
+
+impl From<Reply> for Answer {
+    fn from(reply: Reply) -> Self {
+        Self::Reply(reply)
+    }
+}
+
+impl From<Completed> for Answer {
+    fn from(completed: Completed) -> Self {
+        Self::Completed(completed)
+    }
+}
