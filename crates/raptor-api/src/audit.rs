@@ -5,7 +5,7 @@ use raptor_idempotency::{AuditFuture, ReplayAudit, ReplayEvent};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use sqlx::types::Json;
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 
 tokio::task_local! {
     /// The current request's server id (`middleware::ServerRequestId`, never the client's
@@ -192,11 +192,10 @@ fn capped(event: &AuditEvent) -> Context {
 pub(crate) struct ReplayAuditor;
 
 impl ReplayAudit for ReplayAuditor {
-    fn record<'a>(&'a self, pool: &'a PgPool, event: &'a ReplayEvent) -> AuditFuture<'a> {
+    fn record<'a>(&'a self, conn: &'a mut PgConnection, event: &'a ReplayEvent) -> AuditFuture<'a> {
         Box::pin(async move {
-            let mut conn = raptor_db::conn(pool).await?;
             record(
-                &mut conn,
+                conn,
                 AuditEvent::new(
                     event.scope_user_id,
                     AuditAction::IdempotencyReplay,
@@ -208,8 +207,8 @@ impl ReplayAudit for ReplayAuditor {
                     }),
                 ),
             )
-            .await?;
-            conn.finish().await
+            .await
+            .map(|_| ())
         })
     }
 }

@@ -89,6 +89,17 @@ impl Conn {
         }
     }
 
+    /// [`Conn::finish`], keeping the connection for another statement where that costs
+    /// nothing: in session mode it stays lent (`Some`), so the next statement needs no checkout
+    /// and sqlx's ping on the return; in transaction mode the block is committed and the
+    /// connection goes back (`None`).
+    pub async fn finish_keeping(self) -> Result<Option<Conn>, sqlx::Error> {
+        match self.0 {
+            Inner::Pooled(_) => Ok(Some(self)),
+            Inner::Block(tx) => tx.commit().await.map(|()| None),
+        }
+    }
+
     /// A transaction on this connection: `BEGIN` on a pooled connection; in transaction mode
     /// the connection's transaction block itself, which goes on (what ran on it so far becomes
     /// part of the transaction).

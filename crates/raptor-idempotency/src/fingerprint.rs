@@ -13,10 +13,8 @@ pub fn fingerprint(method: &str, path_and_query: &str, body: &[u8]) -> String {
     hasher.update(b"\n");
     match serde_json::from_slice::<Value>(body) {
         Ok(value) => {
-            let mut canonical = String::with_capacity(body.len());
-            write_canonical(&value, &mut canonical);
             hasher.update(b"json:");
-            hasher.update(canonical.as_bytes());
+            write_canonical(&value, &mut hasher);
         }
         Err(_) => {
             hasher.update(b"raw:");
@@ -26,37 +24,57 @@ pub fn fingerprint(method: &str, path_and_query: &str, body: &[u8]) -> String {
     hex::encode(hasher.finalize())
 }
 
+/// The canonical text goes straight into the hash, without a string of its own.
+struct Hashing<'a>(&'a mut Sha256);
+
+impl std::io::Write for Hashing<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Writes `value` as compact JSON with object keys in byte order at every depth. Done by hand
 /// rather than trusting `serde_json::Map`'s order, which a `preserve_order` feature enabled
-/// anywhere in the dependency graph would silently change.
-fn write_canonical(value: &Value, out: &mut String) {
+/// anywhere in the dependency graph would silently change. Strings and scalars are written by
+/// serde_json, as `Value`'s `Display` writes them.
+fn write_canonical(value: &Value, out: &mut Sha256) {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<_> = map.iter().collect();
             entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
+            out.update(b"{");
             for (i, (key, item)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.update(b",");
                 }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
+                write_scalar(key, out);
+                out.update(b":");
                 write_canonical(item, out);
             }
-            out.push('}');
+            out.update(b"}");
         }
         Value::Array(items) => {
-            out.push('[');
+            out.update(b"[");
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.update(b",");
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.update(b"]");
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => write_scalar(scalar, out),
     }
+}
+
+fn write_scalar(scalar: &(impl serde::Serialize + ?Sized), out: &mut Sha256) {
+    // Writing into a hash cannot fail, and a string or a parsed scalar always serialises.
+    let _ = serde_json::to_writer(Hashing(out), scalar);
 }
 
 #[cfg(test)]
@@ -93,6 +111,19 @@ mod tests {
         assert_ne!(
             base,
             fingerprint("POST", "/p/AAPL/roll", br#"[{"qty":"1"}]"#)
+        );
+    }
+
+    /// Stored keys keep their `request_hash` across releases (a retry after a deploy must still
+    /// match): the value for one body, computed independently (Python's `json.dumps` with sorted
+    /// keys and compact separators, then SHA-256), with escapes, non-ASCII, nesting and numbers.
+    #[test]
+    fn the_fingerprint_of_a_body_does_not_change_between_releases() {
+        let body = r#"{"b": 1, "a": {"d": [1, {"z": true, "y": null}],
+                        "c": "s\"q\n\u00fc\u0001"}, "qty": "1.50", "n": -2.5}"#;
+        assert_eq!(
+            fingerprint("POST", "/api/trading/orders?x=1", body.as_bytes()),
+            "f53dcd6d76421adfc488ac631093cee5c755efa4ffe95d1cf99af3f8d22ac42c"
         );
     }
 

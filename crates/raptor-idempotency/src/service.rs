@@ -41,8 +41,8 @@ pub type AuditFuture<'a> = Pin<Box<dyn Future<Output = Result<(), sqlx::Error>> 
 /// Writes the `idempotency_replay` audit row. Implemented by the API crate so that every audit
 /// row goes through its single writer.
 pub trait ReplayAudit: Send + Sync + 'static {
-    /// Records one replay.
-    fn record<'a>(&'a self, pool: &'a PgPool, event: &'a ReplayEvent) -> AuditFuture<'a>;
+    /// Records one replay on `conn`, a connection of the store pool (committed by the caller).
+    fn record<'a>(&'a self, conn: &'a mut PgConnection, event: &'a ReplayEvent) -> AuditFuture<'a>;
 }
 
 /// The idempotency service: cheap to clone, one per process.

@@ -22,6 +22,9 @@ pub(super) struct ExistingRow {
     pub(super) stored: StoredColumns,
     pub(super) stale: bool,
     pub(super) in_flight_ms: i64,
+    /// The round's connection, when it could stay lent ([`raptor_db::Conn::finish_keeping`]):
+    /// the replay's audit row or the stale release goes out on it.
+    pub(super) conn: Option<raptor_db::Conn>,
 }
 
 /// What to do about a key someone else holds or held.
@@ -32,7 +35,7 @@ pub(super) enum Judgement {
 
 impl Idempotency {
     /// The outcomes table (docs/idempotency.md) for a key someone else holds or held.
-    pub(super) async fn judge(&self, request: &ClaimRequest, row: ExistingRow) -> Judgement {
+    pub(super) async fn judge(&self, request: &ClaimRequest, mut row: ExistingRow) -> Judgement {
         let deadline = self.inner.config.store_timeout;
         // The fingerprint is checked before the status (as the design record orders it).
         if row.request_hash != request.request_hash {
@@ -78,14 +81,14 @@ impl Idempotency {
                     }
                 };
                 let code = row.response_code.unwrap_or(200);
-                self.audit_replay(ReplayEvent {
+                let event = ReplayEvent {
                     scope_user_id: request.scope_user_id,
                     idempotency_key_id: row.id,
                     request_hash: row.request_hash,
                     response_code: code,
                     endpoint: request.endpoint.clone(),
-                })
-                .await;
+                };
+                self.audit_replay(event, row.conn.take()).await;
                 let stored = StoredResponse {
                     code,
                     body: opened.body,
@@ -103,7 +106,7 @@ impl Idempotency {
                 // attempt, still in flight) makes its completion update match nothing, so its
                 // transaction rolls back even if it is still alive. The row keeps its lineage.
                 let release = async {
-                    let mut conn = raptor_db::conn(&self.inner.store).await?;
+                    let mut conn = self.store_conn(row.conn.take()).await?;
                     let released = raptor_db::query(
                         "update idempotency_keys set status = 'released', completed_at = now()
                           where id = $1 and attempt = $2 and status = 'in_flight'",
@@ -150,16 +153,32 @@ impl Idempotency {
         }
     }
 
-    /// Writes the replay's audit row, bounded by its own deadline: the replay is answered
-    /// either way (the original execution's rows are the canonical record).
-    async fn audit_replay(&self, event: ReplayEvent) {
+    /// `kept` (the round's connection), or one of the store pool.
+    async fn store_conn(
+        &self,
+        kept: Option<raptor_db::Conn>,
+    ) -> Result<raptor_db::Conn, sqlx::Error> {
+        match kept {
+            Some(conn) => Ok(conn),
+            None => raptor_db::conn(&self.inner.store).await,
+        }
+    }
+
+    /// Writes the replay's audit row (on `kept`, the round's connection, when it has one),
+    /// bounded by its own deadline: the replay is answered either way (the original execution's
+    /// rows are the canonical record).
+    async fn audit_replay(&self, event: ReplayEvent, kept: Option<raptor_db::Conn>) {
         let Some(audit) = &self.inner.audit else {
             return;
         };
         // On the store pool: its sessions commit without waiting for the WAL flush. A replay is no
         // state change (the original's rows are the record); a crash may lose its note, never a
         // business row, and the replay does not wait for the disk.
-        let write = audit.record(&self.inner.store, &event);
+        let write = async {
+            let mut conn = self.store_conn(kept).await?;
+            audit.record(&mut conn, &event).await?;
+            conn.finish().await
+        };
         match tokio::time::timeout(self.inner.config.store_timeout, write).await {
             Ok(Ok(())) => {}
             Ok(Err(err)) => {

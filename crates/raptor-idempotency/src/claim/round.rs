@@ -449,7 +449,9 @@ impl Idempotency {
         .fetch_optional(&mut *conn)
         .await
         .map_err(RoundError::Statement)?;
-        conn.finish().await.map_err(RoundError::Statement)?;
+        // Kept (session mode) for what the judge may write next: a replay's audit row, a stale
+        // release.
+        let conn = conn.finish_keeping().await.map_err(RoundError::Statement)?;
         Ok(match row {
             None => Found::Vanished,
             Some(row) if row.won => Found::Won {
@@ -466,6 +468,7 @@ impl Idempotency {
                 stored: row.stored,
                 stale: row.stale,
                 in_flight_ms: row.in_flight_ms,
+                conn,
             })),
         })
     }
