@@ -4,6 +4,7 @@
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::key::{KeyError, KEY_INVALID};
@@ -12,10 +13,12 @@ use crate::key::{KeyError, KEY_INVALID};
 pub const REPLAYED_HEADER: HeaderName = HeaderName::from_static("idempotent-replayed");
 
 /// A handler's successful (or business-rejected) answer: status, JSON body, optional `Location`.
+/// The body is serialised once, when the reply is made: that text is what the client gets and
+/// what the key stores (plain or sealed).
 #[derive(Debug, Clone)]
 pub struct Reply {
     pub(crate) status: StatusCode,
-    pub(crate) body: Value,
+    pub(crate) body: Box<RawValue>,
     pub(crate) location: Option<String>,
 }
 
@@ -23,22 +26,15 @@ impl Reply {
     /// A JSON reply. A body that cannot be serialised becomes a 500 error body (and so is rolled
     /// back by [`Claim::finish`](crate::Claim::finish)).
     pub fn json(status: StatusCode, body: &impl Serialize) -> Self {
-        match serde_json::to_value(body) {
-            Ok(mut body) => {
-                strip_nul(&mut body);
-                Self {
-                    status,
-                    body,
-                    location: None,
-                }
-            }
+        match serialise(body) {
+            Ok(body) => Self {
+                status,
+                body,
+                location: None,
+            },
             Err(err) => {
                 tracing::error!(error = %err, "response body failed to serialise");
-                Self {
-                    status: StatusCode::INTERNAL_SERVER_ERROR,
-                    body: error_body("internal", "internal server error"),
-                    location: None,
-                }
+                Self::internal()
             }
         }
     }
@@ -49,9 +45,22 @@ impl Reply {
     pub fn rejected(err: &impl ErrorReply) -> Self {
         let mut body = err.body();
         strip_nul(&mut body);
+        match serde_json::value::to_raw_value(&body) {
+            Ok(body) => Self {
+                status: err.status(),
+                body,
+                location: None,
+            },
+            Err(_) => Self::internal(),
+        }
+    }
+
+    fn internal() -> Self {
+        let body = error_body("internal", "internal server error");
         Self {
-            status: err.status(),
-            body,
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            body: serde_json::value::to_raw_value(&body)
+                .unwrap_or_else(|_| RawValue::NULL.to_owned()),
             location: None,
         }
     }
@@ -67,13 +76,17 @@ impl Reply {
         self.status
     }
 
-    /// The JSON body.
-    pub fn body(&self) -> &Value {
+    /// The JSON body, as sent.
+    pub fn body(&self) -> &RawValue {
         &self.body
     }
 
     pub(crate) fn into_response_with(self, replayed: Option<bool>) -> Response {
         let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         if let Some(location) = self.location.and_then(|l| HeaderValue::from_str(&l).ok()) {
             headers.insert(header::LOCATION, location);
         }
@@ -83,8 +96,22 @@ impl Reply {
                 HeaderValue::from_static(bool_str(replayed)),
             );
         }
-        (self.status, headers, axum::Json(self.body)).into_response()
+        let body: Box<str> = self.body.into();
+        (self.status, headers, String::from(body)).into_response()
     }
+}
+
+/// `body` as JSON text, with every U+0000 replaced ([`strip_nul`]). A string holding U+0000
+/// serialises with the escape `\u0000`; only a text containing that sequence (rare: also an
+/// escaped backslash before `u0000`) goes through a `Value` to be cleaned.
+fn serialise(body: &impl Serialize) -> Result<Box<RawValue>, serde_json::Error> {
+    let text = serde_json::to_string(body)?;
+    if !text.contains("\\u0000") {
+        return RawValue::from_string(text);
+    }
+    let mut value: Value = serde_json::from_str(&text)?;
+    strip_nul(&mut value);
+    serde_json::value::to_raw_value(&value)
 }
 
 /// Postgres `jsonb` cannot hold U+0000, so a response echoing one could be sent but not stored,
@@ -371,5 +398,46 @@ impl IntoResponse for Refusal {
                 message,
             } => error_response(status, error_body(code, &message)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_is_serialised_once_as_its_own_text() {
+        #[derive(Serialize)]
+        struct Order {
+            symbol: &'static str,
+            qty: u32,
+        }
+        let reply = Reply::json(
+            StatusCode::CREATED,
+            &Order {
+                symbol: "AAPL",
+                qty: 3,
+            },
+        );
+        assert_eq!(reply.body().get(), r#"{"symbol":"AAPL","qty":3}"#);
+    }
+
+    /// Postgres `jsonb` cannot hold U+0000: a reply echoing one carries U+FFFD instead, in
+    /// strings and in keys, so what is sent is what can be stored; the text `\u0000` itself
+    /// (an escaped backslash) is left alone.
+    #[test]
+    fn nul_characters_are_replaced_and_only_they() {
+        let reply = Reply::json(
+            StatusCode::OK,
+            &json!({ "a\u{0}b": ["x\u{0}y"], "literal": "\\u0000" }),
+        );
+        let text = reply.body().get();
+        let sent: Value = serde_json::from_str(text).expect("json");
+        assert_eq!(
+            sent,
+            json!({ "a\u{fffd}b": ["x\u{fffd}y"], "literal": "\\u0000" })
+        );
+        let literal = Reply::json(StatusCode::OK, &json!({ "literal": "\\u0000" }));
+        assert_eq!(literal.body().get(), r#"{"literal":"\\u0000"}"#);
     }
 }

@@ -12,8 +12,10 @@
 
 use std::sync::LazyLock;
 
+use serde_json::value::RawValue;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
+use sqlx::types::Json;
 use sqlx::{PgConnection, Postgres, Row};
 
 use super::Tracked;
@@ -56,7 +58,7 @@ pub(super) struct Completion {
     id: i64,
     attempt: uuid::Uuid,
     code: i16,
-    plain_body: Option<serde_json::Value>,
+    plain_body: Option<Box<RawValue>>,
     plain_headers: Option<serde_json::Value>,
     sealed: Option<Sealed>,
 }
@@ -77,7 +79,7 @@ impl Completion {
         let body = tracked
             .replay
             .stores_body(reply.status)
-            .then_some(&reply.body);
+            .then_some(&*reply.body);
         let identity = RowIdentity {
             id: tracked.id,
             scope_user_id: tracked.scope_user_id,
@@ -93,7 +95,7 @@ impl Completion {
             None
         };
         let (plain_body, plain_headers) = match (&sealed, keeps_headers) {
-            (None, true) => (body.cloned(), Some(headers)),
+            (None, true) => (body.map(ToOwned::to_owned), Some(headers)),
             _ => (None, None),
         };
         Ok(Self {
@@ -117,7 +119,7 @@ impl Completion {
             .bind(completion.map(|c| c.id))
             .bind(completion.map(|c| c.attempt))
             .bind(completion.map(|c| c.code))
-            .bind(completion.and_then(|c| c.plain_body.as_ref()))
+            .bind(completion.and_then(|c| c.plain_body.as_deref()).map(Json))
             .bind(sealed.map(|s| s.kid.as_str()))
             .bind(sealed.map(|s| s.nonce.as_slice()))
             .bind(sealed.map(|s| s.ciphertext.as_slice()))

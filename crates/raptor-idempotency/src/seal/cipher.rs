@@ -54,8 +54,8 @@ impl OpenError {
 /// [`Envelope`] borrowed, to seal: serialised from the values themselves (a `json!` object
 /// would first copy the whole body).
 #[derive(serde::Serialize)]
-struct EnvelopeRef<'a> {
-    body: Option<&'a Value>,
+struct EnvelopeRef<'a, B: ?Sized> {
+    body: Option<&'a B>,
     headers: &'a Value,
 }
 
@@ -161,10 +161,10 @@ impl ResponseKeys {
 
     /// Seals a response (its body, if kept, and its replayed headers) for `row`; `Ok(None)`
     /// without a key.
-    pub(crate) fn seal_response(
+    pub(crate) fn seal_response<B: serde::Serialize + ?Sized>(
         &self,
         row: RowIdentity<'_>,
-        body: Option<&Value>,
+        body: Option<&B>,
         headers: &Value,
     ) -> Result<Option<Sealed>, SealError> {
         if self.is_empty() {
@@ -357,7 +357,7 @@ mod tests {
 
         // A policy that keeps no body still seals the headers.
         let headers_only = keys
-            .seal_response(row(1), None, &headers)
+            .seal_response(row(1), None::<&Value>, &headers)
             .expect("seal")
             .expect("keys");
         let opened = keys
