@@ -105,11 +105,12 @@ impl Reply {
 /// serialises with the escape `\u0000`; only a text containing that sequence (rare: also an
 /// escaped backslash before `u0000`) goes through a `Value` to be cleaned.
 fn serialise(body: &impl Serialize) -> Result<Box<RawValue>, serde_json::Error> {
-    let text = serde_json::to_string(body)?;
-    if !text.contains("\\u0000") {
-        return RawValue::from_string(text);
+    // Not `RawValue::from_string`: that parses the text again to check it.
+    let raw = serde_json::value::to_raw_value(body)?;
+    if !raw.get().contains("\\u0000") {
+        return Ok(raw);
     }
-    let mut value: Value = serde_json::from_str(&text)?;
+    let mut value: Value = serde_json::from_str(raw.get())?;
     strip_nul(&mut value);
     serde_json::value::to_raw_value(&value)
 }
