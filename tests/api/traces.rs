@@ -1,10 +1,10 @@
 //! Traces: a real `raptor serve` process exports its spans over OTLP/HTTP (protobuf) to a
 //! receiver this file runs on a local port (it decodes each export with OpenTelemetry's own
 //! message types). An incoming W3C `traceparent` is the request span's parent; the claim, the
-//! business transaction and each Stripe call are its descendants; a Stripe call carries its
-//! span's `traceparent`; each sign-in email's SMTP send is a span. Spans still queued at
-//! SIGTERM are exported on the way out. Without an endpoint (or with the SDK disabled) no
-//! exporter runs and nothing is sent.
+//! business transaction, the finish and each Stripe call are its descendants; a Stripe call
+//! carries its span's `traceparent`; each sign-in email's SMTP send is a span. Spans still
+//! queued at SIGTERM are exported on the way out. Without an endpoint (or with the SDK disabled)
+//! no exporter runs and nothing is sent.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -303,7 +303,11 @@ async fn a_keyed_orders_spans_are_children_of_the_incoming_traceparent(pool: PgP
     assert_eq!(request.parent_span_id, CALLER_SPAN, "{request:?}");
     assert_eq!(request.kind, SpanKind::Server as i32, "{request:?}");
     assert_eq!(request.service, "raptor-under-test");
-    for name in ["idempotency.claim", "business.transaction"] {
+    for name in [
+        "idempotency.claim",
+        "business.transaction",
+        "idempotency.finish",
+    ] {
         let span = one(&spans, name);
         assert_eq!(span.parent_span_id, request.span_id, "{name}: {spans:#?}");
     }

@@ -139,15 +139,15 @@ impl Claim {
     ///
     /// Every answer carries `Idempotent-Replayed: false`. If the attempt was fenced off as
     /// stale meanwhile, the completion matches no row and nothing commits.
-    #[tracing::instrument(
-        skip_all,
-        fields(endpoint = %self.endpoint, tracked = self.is_tracked(), otel.name = "idempotency.finish")
-    )]
     pub async fn finish<E: ErrorReply>(self, result: Result<Reply, E>) -> Response {
         self.end(result.map(Answer::Reply)).await
     }
 
     /// [`Claim::finish`] for either kind of [`Answer`].
+    #[tracing::instrument(
+        skip_all,
+        fields(endpoint = %self.endpoint, tracked = self.is_tracked(), otel.name = "idempotency.finish")
+    )]
     async fn end<E: ErrorReply>(self, result: Result<Answer, E>) -> Response {
         let Claim {
             tx,
