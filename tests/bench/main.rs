@@ -748,17 +748,24 @@ impl Bench {
             .map(|_| std::sync::atomic::AtomicU64::new(0))
             .collect();
         let errors = std::sync::atomic::AtomicU64::new(0);
+        let error_kinds = std::sync::Mutex::new(BTreeMap::<String, u64>::new());
         let start = self.probe(pid).await?;
         let started = Instant::now();
         let deadline = started + secs;
         let tasks = (0..SOAK_CLIENTS).map(|client| {
-            let (done, errors) = (&done, &errors);
+            let (done, errors, error_kinds) = (&done, &errors, &error_kinds);
             async move {
                 while Instant::now() < deadline {
                     let answer = self.http.send(self.order(client, Some(new_key()))).await;
                     let ok = answer.as_ref().is_ok_and(|a| a.status == 201);
                     if !ok {
                         errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let kind = error_kind(&answer);
+                        *error_kinds
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .entry(kind)
+                            .or_default() += 1;
                     }
                     let at = started.elapsed().as_secs_f64() / window.as_secs_f64();
                     if let Some(slot) = done.get(at as usize) {
@@ -859,6 +866,9 @@ impl Bench {
             window_seconds: window.as_secs(),
             orders_per_second: per_second,
             errors: errors.load(std::sync::atomic::Ordering::Relaxed),
+            error_kinds: error_kinds
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
             last_vs_best: if best > 0.0 { last / best } else { 0.0 },
             postgres,
             start,
@@ -1308,6 +1318,21 @@ struct Answer {
     elapsed: Duration,
 }
 
+/// What a failed request was: its status and error code (`503 database_busy`), or the
+/// transport error.
+fn error_kind(answer: &anyhow::Result<Answer>) -> String {
+    match answer {
+        Ok(answer) => {
+            let code = serde_json::from_str::<serde_json::Value>(&answer.body)
+                .ok()
+                .and_then(|body| body["code"].as_str().map(str::to_owned))
+                .unwrap_or_default();
+            format!("{} {code}", answer.status)
+        }
+        Err(err) => format!("transport: {err}"),
+    }
+}
+
 impl Http {
     fn new(base: String) -> anyhow::Result<Self> {
         let client = reqwest::Client::builder()
@@ -1403,6 +1428,9 @@ async fn postgres_info(pool: &PgPool) -> anyhow::Result<PostgresInfo> {
         version: show("server_version").await?,
         fsync: show("fsync").await?,
         synchronous_commit: show("synchronous_commit").await?,
+        autovacuum: show("autovacuum").await?,
+        shared_buffers: show("shared_buffers").await?,
+        max_wal_size: show("max_wal_size").await?,
         // Superusers only; where it is readable, the flush is measured on the WAL's disk.
         data_directory: show("data_directory").await.ok(),
     })
@@ -1508,6 +1536,8 @@ struct Soak {
     /// Keyed orders answered 201 per second, window by window.
     orders_per_second: Vec<f64>,
     errors: u64,
+    /// The errors by kind: status and error code, or the transport error.
+    error_kinds: BTreeMap<String, u64>,
     /// The last full window's throughput over the best window's.
     last_vs_best: f64,
     /// What Postgres did in each window.
@@ -1593,6 +1623,10 @@ struct PostgresInfo {
     version: String,
     fsync: String,
     synchronous_commit: String,
+    /// A server without autovacuum keeps every dead row version: the soak's tables only grow.
+    autovacuum: String,
+    shared_buffers: String,
+    max_wal_size: String,
     data_directory: Option<String>,
 }
 
@@ -1892,8 +1926,16 @@ impl Report {
     fn print(&self) {
         let m = &self.machine;
         println!(
-            "\nraptor-bench {}: {} CPUs, Postgres {} (fsync {}, synchronous_commit {}), {} s per run\n",
-            self.date, m.cpus, m.postgres.version, m.postgres.fsync, m.postgres.synchronous_commit,
+            "\nraptor-bench {}: {} CPUs, Postgres {} (fsync {}, synchronous_commit {}, autovacuum {}, \
+             shared_buffers {}, max_wal_size {}), {} s per run\n",
+            self.date,
+            m.cpus,
+            m.postgres.version,
+            m.postgres.fsync,
+            m.postgres.synchronous_commit,
+            m.postgres.autovacuum,
+            m.postgres.shared_buffers,
+            m.postgres.max_wal_size,
             self.seconds_per_run
         );
         println!(
@@ -1977,7 +2019,7 @@ impl Report {
         }
         if let Some(soak) = &self.soak {
             println!(
-                "\nsoak: {} clients, {} s, windows of {} s: {} orders/s; last/best {:.2}; {} errors",
+                "\nsoak: {} clients, {} s, windows of {} s: {} orders/s; last/best {:.2}; {} errors {:?}",
                 soak.clients,
                 soak.seconds,
                 soak.window_seconds,
@@ -1987,7 +2029,8 @@ impl Report {
                     .collect::<Vec<_>>()
                     .join(" "),
                 soak.last_vs_best,
-                soak.errors
+                soak.errors,
+                soak.error_kinds
             );
             println!(
                 "  window  steal %  CPU ms/order: Postgres  server  WAL KiB/order  FPI/order  blocks read/order  hit ratio  checkpoints  backend writes/order  xmin age  hot KiB  autovacuum"

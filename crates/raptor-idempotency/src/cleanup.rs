@@ -12,8 +12,8 @@ use crate::seal::{ResponseKeys, RowIdentity, StoredColumns};
 pub async fn delete_expired(pool: &PgPool, batch_size: i64) -> Result<u64, sqlx::Error> {
     let batch_size = batch_size.max(1);
     let mut total = 0;
-    // Completed, failed and released rows use the partial index idx_idem_keys_expires;
-    // in-flight rows only expire when abandoned for a whole TTL, which is rare.
+    // Both passes find their rows by idx_idem_keys_expires (every row's `expires_at`); in-flight
+    // rows only expire when abandoned for a whole TTL, which is rare, so they go last.
     for statuses in [&["completed", "failed", "released"][..], &["in_flight"][..]] {
         loop {
             let mut conn = raptor_db::conn(pool).await?;
