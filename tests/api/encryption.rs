@@ -94,6 +94,28 @@ type SealedColumns = (
     Vec<u8>,
 );
 
+/// A sealed order replays as the text it was sent as: the same members in the same order, the
+/// replay marker added as the last one.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_sealed_answer_replays_as_the_text_it_was_sent_as(pool: PgPool) {
+    TestApp::run(&pool, keyed(&format!("k1:{KEY_A}")), async |app| {
+        let (_, token) = app.user("text@example.com").await;
+        quote(app).await;
+        let key = Uuid::new_v4();
+        let body = resting_limit().json();
+        let original = app.create_order(&token, key, &body).await;
+        assert_eq!(original.status, StatusCode::CREATED, "{}", original.text);
+        let replay = app.create_order(&token, key, &body).await;
+        assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+        let sent = original.text.strip_suffix('}').expect("an object");
+        assert_eq!(
+            replay.text,
+            format!("{sent},\"idempotency_replayed\":true}}")
+        );
+    })
+    .await;
+}
+
 /// No plaintext of a known field in any column of the key row; the replay is identical.
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn stored_bodies_are_not_readable_in_the_table(pool: PgPool) {

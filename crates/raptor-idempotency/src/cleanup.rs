@@ -104,7 +104,13 @@ fn document(row: ExportRow, user_id: i32, keys: &ResponseKeys) -> Value {
     if let Value::Object(map) = &mut document {
         match opened {
             Ok(opened) => {
-                map.insert("response_body".into(), opened.body.unwrap_or(Value::Null));
+                map.insert(
+                    "response_body".into(),
+                    opened
+                        .body
+                        .and_then(|body| serde_json::from_str(body.get()).ok())
+                        .unwrap_or(Value::Null),
+                );
                 map.insert(
                     "response_headers".into(),
                     opened.headers.unwrap_or(Value::Null),

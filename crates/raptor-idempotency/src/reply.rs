@@ -223,7 +223,9 @@ fn store_unreadable() -> Response {
 #[derive(Debug, Clone)]
 pub struct StoredResponse {
     pub(crate) code: i16,
-    pub(crate) body: Option<Value>,
+    /// The stored body's text: a sealed body as the original sent it, a plain one as `jsonb`
+    /// gave it back.
+    pub(crate) body: Option<Box<RawValue>>,
     pub(crate) headers: Option<Value>,
 }
 
@@ -240,11 +242,19 @@ impl StoredResponse {
             .ok()
             .and_then(|c| StatusCode::from_u16(c).ok())
             .unwrap_or(StatusCode::OK);
-        let mut body = self.body.unwrap_or_else(|| json!({ "body_stored": false }));
-        if let Value::Object(map) = &mut body {
-            map.insert("idempotency_replayed".into(), Value::Bool(true));
-        }
-        let mut response = (status, axum::Json(body)).into_response();
+        let body = match &self.body {
+            Some(body) => with_marker(body.get()),
+            None => r#"{"body_stored":false,"idempotency_replayed":true}"#.to_owned(),
+        };
+        let mut response = (
+            status,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response();
         let headers = response.headers_mut();
         if let Some(Value::Object(stored)) = self.headers {
             for (name, value) in stored {
@@ -270,6 +280,19 @@ pub(crate) fn stored_headers(location: Option<&str>) -> Value {
         map.insert("location".into(), Value::from(location));
     }
     Value::Object(map)
+}
+
+/// `body` (JSON text) with `"idempotency_replayed": true` as its object's last member; a body
+/// that is not an object is replayed as it is. The stored text is not parsed again, so a
+/// replay keeps the original's members in the original's order.
+fn with_marker(body: &str) -> String {
+    const MARKER: &str = r#""idempotency_replayed":true}"#;
+    let body = body.trim();
+    match body.strip_prefix('{').and_then(|b| b.strip_suffix('}')) {
+        Some(members) if members.trim().is_empty() => format!("{{{MARKER}"),
+        Some(_) => format!("{},{MARKER}", &body[..body.len() - 1]),
+        None => body.to_owned(),
+    }
 }
 
 /// Why the mechanism answers an instrumented request itself instead of its handler: a replay,
@@ -440,5 +463,15 @@ mod tests {
         );
         let literal = Reply::json(StatusCode::OK, &json!({ "literal": "\\u0000" }));
         assert_eq!(literal.body().get(), r#"{"literal":"\\u0000"}"#);
+    }
+
+    #[test]
+    fn the_replay_marker_is_the_last_member() {
+        assert_eq!(
+            with_marker(r#"{"symbol":"AAPL","id":"o1"}"#),
+            r#"{"symbol":"AAPL","id":"o1","idempotency_replayed":true}"#
+        );
+        assert_eq!(with_marker("{ }"), r#"{"idempotency_replayed":true}"#);
+        assert_eq!(with_marker("[1,2]"), "[1,2]");
     }
 }

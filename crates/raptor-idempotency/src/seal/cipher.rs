@@ -4,6 +4,7 @@
 
 use chacha20poly1305::aead::AeadInOut;
 use chacha20poly1305::Nonce;
+use serde_json::value::RawValue;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -117,16 +118,25 @@ impl StoredColumns {
 
 /// A stored response, opened: the body (none when the policy kept none) and the replayed
 /// headers.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Opened {
-    pub(crate) body: Option<Value>,
+    /// The body's text, as sealed (a plain row's as `jsonb` gave it back).
+    pub(crate) body: Option<Box<RawValue>>,
     pub(crate) headers: Option<Value>,
+}
+
+/// Two opened responses are equal when their bodies are the same text.
+impl PartialEq for Opened {
+    fn eq(&self, other: &Self) -> bool {
+        self.body.as_deref().map(RawValue::get) == other.body.as_deref().map(RawValue::get)
+            && self.headers == other.headers
+    }
 }
 
 /// The sealed envelope of the second layout.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Envelope {
-    body: Option<Value>,
+    body: Option<Box<RawValue>>,
     headers: Option<Value>,
 }
 
@@ -211,8 +221,13 @@ impl ResponseKeys {
         stored: StoredColumns,
     ) -> Result<Opened, OpenError> {
         if !stored.is_sealed() {
+            let body = stored
+                .response_body
+                .map(|body| serde_json::value::to_raw_value(&body))
+                .transpose()
+                .map_err(|_| OpenError::Malformed)?;
             return Ok(Opened {
-                body: stored.response_body,
+                body,
                 headers: stored.response_headers,
             });
         }
@@ -327,6 +342,28 @@ mod tests {
         }
     }
 
+    fn parsed(body: Option<Box<RawValue>>) -> Option<Value> {
+        body.map(|body| serde_json::from_str(body.get()).expect("json"))
+    }
+
+    /// A sealed body opens as the text that was sealed: a replay keeps the original's members
+    /// in the original's order.
+    #[test]
+    fn a_sealed_body_opens_as_its_own_text() {
+        let keys = ResponseKeys::parse(&format!("k1:{KEY_A}")).expect("parse");
+        let body = RawValue::from_string(r#"{"symbol":"AAPL","id":"o1","qty":"3"}"#.to_owned())
+            .expect("json");
+        let headers = serde_json::json!({});
+        let sealed = keys
+            .seal_response(row(1), Some(&*body), &headers)
+            .expect("seal")
+            .expect("keys");
+        let opened = keys
+            .open_response(row(1), sealed_columns(sealed))
+            .expect("open");
+        assert_eq!(opened.body.as_deref().map(RawValue::get), Some(body.get()));
+    }
+
     #[test]
     fn round_trip_and_fresh_nonce() {
         let keys = ResponseKeys::parse(&format!("k1:{KEY_A}")).expect("parse");
@@ -352,7 +389,7 @@ mod tests {
         let opened = keys
             .open_response(row(1), sealed_columns(sealed))
             .expect("open");
-        assert_eq!(opened.body, Some(body.clone()));
+        assert_eq!(parsed(opened.body), Some(body.clone()));
         assert_eq!(opened.headers, Some(headers.clone()));
 
         // A policy that keeps no body still seals the headers.
@@ -363,7 +400,10 @@ mod tests {
         let opened = keys
             .open_response(row(1), sealed_columns(headers_only))
             .expect("open");
-        assert_eq!((opened.body, opened.headers), (None, Some(headers.clone())));
+        assert_eq!(
+            (parsed(opened.body), opened.headers),
+            (None, Some(headers.clone()))
+        );
 
         // A plain row (written before keys were configured) still reads.
         let plain = StoredColumns {
@@ -372,7 +412,10 @@ mod tests {
             ..StoredColumns::default()
         };
         let opened = keys.open_response(row(1), plain).expect("plain");
-        assert_eq!((opened.body, opened.headers), (Some(body), Some(headers)));
+        assert_eq!(
+            (parsed(opened.body), opened.headers),
+            (Some(body), Some(headers))
+        );
     }
     #[test]
     fn a_seal_from_another_lifetime_or_attempt_does_not_open() {
@@ -436,7 +479,7 @@ mod tests {
             "reencrypt moves it to the second layout"
         );
         let opened = keys.open_response(row(1), v1).expect("open");
-        assert_eq!(opened.body, Some(serde_json::json!({ "id": "o1" })));
+        assert_eq!(parsed(opened.body), Some(serde_json::json!({ "id": "o1" })));
         assert_eq!(opened.headers, Some(headers));
     }
     #[test]

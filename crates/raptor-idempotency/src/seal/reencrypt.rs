@@ -115,7 +115,7 @@ pub async fn reencrypt(
             };
             let headers = opened.headers.unwrap_or(Value::Null);
             // The batch's transaction rolls back; batches before it stay done.
-            let Ok(Some(sealed)) = keys.seal_response(identity, opened.body.as_ref(), &headers)
+            let Ok(Some(sealed)) = keys.seal_response(identity, opened.body.as_deref(), &headers)
             else {
                 return Err(ReencryptError::Encrypt);
             };
