@@ -1325,7 +1325,7 @@ fn error_kind(answer: &anyhow::Result<Answer>) -> String {
         Ok(answer) => {
             let code = serde_json::from_str::<serde_json::Value>(&answer.body)
                 .ok()
-                .and_then(|body| body["code"].as_str().map(str::to_owned))
+                .and_then(|body| body["error"].as_str().map(str::to_owned))
                 .unwrap_or_default();
             format!("{} {code}", answer.status)
         }

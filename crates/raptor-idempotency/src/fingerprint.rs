@@ -115,8 +115,9 @@ mod tests {
     }
 
     /// Stored keys keep their `request_hash` across releases (a retry after a deploy must still
-    /// match): the value for one body, computed independently (Python's `json.dumps` with sorted
-    /// keys and compact separators, then SHA-256), with escapes, non-ASCII, nesting and numbers.
+    /// match): the value for one body, computed independently (Python's `json.dumps` with
+    /// `sort_keys=True, separators=(",", ":"), ensure_ascii=False`, then SHA-256), with escapes,
+    /// non-ASCII, nesting and numbers.
     #[test]
     fn the_fingerprint_of_a_body_does_not_change_between_releases() {
         let body = r#"{"b": 1, "a": {"d": [1, {"z": true, "y": null}],

@@ -102,15 +102,15 @@ impl Reply {
 }
 
 /// `body` as JSON text, with every U+0000 replaced ([`strip_nul`]). A string holding U+0000
-/// serialises with the escape `\u0000`; only a text containing that sequence (rare: also an
-/// escaped backslash before `u0000`) goes through a `Value` to be cleaned.
+/// serialises with the escape `\u0000`; only a body whose text contains that sequence (rare:
+/// also an escaped backslash before `u0000`) is serialised again through a cleaned `Value`.
 fn serialise(body: &impl Serialize) -> Result<Box<RawValue>, serde_json::Error> {
     // Not `RawValue::from_string`: that parses the text again to check it.
     let raw = serde_json::value::to_raw_value(body)?;
     if !raw.get().contains("\\u0000") {
         return Ok(raw);
     }
-    let mut value: Value = serde_json::from_str(raw.get())?;
+    let mut value = serde_json::to_value(body)?;
     strip_nul(&mut value);
     serde_json::value::to_raw_value(&value)
 }
@@ -223,8 +223,8 @@ fn store_unreadable() -> Response {
 #[derive(Debug, Clone)]
 pub struct StoredResponse {
     pub(crate) code: i16,
-    /// The stored body's text: a sealed body as the original sent it, a plain one as `jsonb`
-    /// gave it back.
+    /// The stored body's text: a sealed body as the original sent it, a plain one serialised
+    /// again from its `jsonb` (members sorted by name).
     pub(crate) body: Option<Box<RawValue>>,
     pub(crate) headers: Option<Value>,
 }
@@ -288,6 +288,13 @@ pub(crate) fn stored_headers(location: Option<&str>) -> Value {
 fn with_marker(body: &str) -> String {
     const MARKER: &str = r#""idempotency_replayed":true}"#;
     let body = body.trim();
+    if body.contains("\"idempotency_replayed\"") {
+        // Never in an answer of ours; set rather than repeated, as a `Value` would.
+        if let Ok(Value::Object(mut map)) = serde_json::from_str::<Value>(body) {
+            map.insert("idempotency_replayed".into(), Value::Bool(true));
+            return Value::Object(map).to_string();
+        }
+    }
     match body.strip_prefix('{').and_then(|b| b.strip_suffix('}')) {
         Some(members) if members.trim().is_empty() => format!("{{{MARKER}"),
         Some(_) => format!("{},{MARKER}", &body[..body.len() - 1]),
@@ -473,5 +480,9 @@ mod tests {
         );
         assert_eq!(with_marker("{ }"), r#"{"idempotency_replayed":true}"#);
         assert_eq!(with_marker("[1,2]"), "[1,2]");
+        assert_eq!(
+            with_marker(r#"{"idempotency_replayed":false,"id":"o1"}"#),
+            r#"{"id":"o1","idempotency_replayed":true}"#
+        );
     }
 }

@@ -5,9 +5,10 @@
 //! The second way keeps the claim's guarantee. The handler cannot make up a completion: it gets
 //! a [`PendingCompletion`] for the answer it will return, binds it into its statement with
 //! [`PendingCompletion::bind`], and hands the statement's row to [`PendingCompletion::written`],
-//! which reads how many key rows the statement completed. Only that gives the [`Completed`]
-//! the claim commits; it holds the answer that was stored, so the answer sent and the answer
-//! replayed are one. A statement that completed nothing (the attempt was fenced off as stale)
+//! which checks that the row carries the token only this completion's update returns (not
+//! another completion's, not a column the statement made up). Only that gives the
+//! [`Completed`] the claim commits; it holds the answer that was stored, so the answer sent and
+//! the answer replayed are one. A statement that completed nothing (the attempt was fenced off as stale)
 //! is rolled back by [`Claim::finish`](super::Claim), as with the claim's own completion.
 
 use std::sync::LazyLock;
@@ -17,6 +18,7 @@ use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use sqlx::types::Json;
 use sqlx::{PgConnection, Postgres, Row};
+use uuid::Uuid;
 
 use super::Tracked;
 use crate::reply::{self, Reply};
@@ -154,7 +156,11 @@ impl Completer<'_> {
             None => Ok(None),
             Some(tracked) => Completion::new(tracked, self.endpoint, &reply, self.keys).map(Some),
         };
-        PendingCompletion { reply, completion }
+        PendingCompletion {
+            reply,
+            completion,
+            token: Uuid::new_v4(),
+        }
     }
 }
 
@@ -163,26 +169,30 @@ pub struct PendingCompletion {
     reply: Reply,
     /// `Ok(None)`: the claim guards no key row (untracked, kill switch off), nothing to write.
     completion: Result<Option<Completion>, SealError>,
+    /// Returned by the update that wrote this completion, and only by it: a row that does not
+    /// carry it (another completion's statement, a made-up column) is refused.
+    token: Uuid,
 }
 
 impl PendingCompletion {
     /// The column [`PendingCompletion::written`] reads: the handler's statement selects it.
     pub const COMPLETED_COLUMN: &'static str =
-        "(select count(*) from idempotency_completion) as idempotency_completed";
+        "(select token from idempotency_completion) as idempotency_completed";
 
     /// A common table expression `idempotency_completion` for the handler's statement: the
-    /// completion update, its nine parameters numbered from `first` (bound by
+    /// completion update, its ten parameters numbered from `first` (bound by
     /// [`PendingCompletion::bind`] after the statement's own), run only where the SQL condition
     /// `when` holds (e.g. `exists (select 1 from inserted)`, so a statement that wrote nothing
     /// completes nothing). The statement must select [`PendingCompletion::COMPLETED_COLUMN`].
     pub fn cte(first: usize, when: &str) -> String {
         format!(
-            "idempotency_completion as ({} and ({when}) returning 1)",
-            update_sql(first)
+            "idempotency_completion as ({} and ({when}) returning ${}::uuid as token)",
+            update_sql(first),
+            first + 9
         )
     }
 
-    /// Binds the completion's nine parameters (NULLs when there is nothing to write, which
+    /// Binds the completion's ten parameters (NULLs when there is nothing to write, which
     /// completes no row).
     pub fn bind<'q>(
         &'q self,
@@ -192,17 +202,27 @@ impl PendingCompletion {
             self.completion.as_ref().ok().and_then(Option::as_ref),
             query,
         )
+        .bind(self.token)
     }
 
     /// The completion, once the handler's statement ran with its `when` holding: `row` is the
-    /// statement's row, whose [`PendingCompletion::COMPLETED_COLUMN`] says whether the key row
-    /// was completed. Return the result from the work; the claim commits it, or rolls back
-    /// when nothing was completed (fenced off).
+    /// statement's row, whose [`PendingCompletion::COMPLETED_COLUMN`] says whether this
+    /// completion's update wrote the key row. Return the result from the work; the claim commits
+    /// it, or rolls back when nothing was completed (fenced off). A row from a statement that
+    /// did not carry this completion is an error (and so a rollback).
     pub fn written(self, row: &PgRow) -> Result<Completed, sqlx::Error> {
         let written = match self.completion {
             Err(err) => Written::SealFailed(err),
             Ok(None) => Written::Nothing,
-            Ok(Some(_)) => Written::Rows(row.try_get::<i64, _>("idempotency_completed")?),
+            Ok(Some(_)) => match row.try_get::<Option<Uuid>, _>("idempotency_completed")? {
+                None => Written::Rows(0),
+                Some(token) if token == self.token => Written::Rows(1),
+                Some(_) => {
+                    return Err(sqlx::Error::Protocol(
+                        "the statement completed another answer than this one".into(),
+                    ))
+                }
+            },
         };
         Ok(Completed {
             reply: self.reply,

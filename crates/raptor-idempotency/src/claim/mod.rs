@@ -1,6 +1,8 @@
 //! The [`Claim`]: the winning request's one transaction. Business writes and audit rows go
-//! through [`Claim::conn`]; only [`Claim::finish`] stores the response on the key row and
-//! commits; every other exit rolls back and releases (or fails) the key. Getting a claim is
+//! through [`Claim::conn`] (or the work of [`Claim::run`] / [`Claim::run_completing`]); only the
+//! claim's finish commits, once the response is stored on the key row (by its own statement,
+//! or by the work's, [`completion`]); every other exit rolls back and releases (or fails) the
+//! key. Getting a claim is
 //! [`round`] (the claim round) and [`judge`] (the answer for a key someone else holds).
 
 mod completion;
@@ -213,13 +215,15 @@ async fn commit(
     if let Some(tracked) = guard.tracked {
         let rows = match written {
             Some(Written::Rows(rows)) => rows,
-            Some(Written::SealFailed(_)) => return unsealed(tx, guard, endpoint, replayed).await,
+            Some(Written::SealFailed(err)) => {
+                return unsealed(tx, guard, endpoint, err, replayed).await
+            }
             // Nothing written although the claim guards a row (not a completer's answer): the
             // claim's own statement.
             Some(Written::Nothing) | None => {
-                let Ok(completion) = Completion::new(&tracked, endpoint, &reply, guard.keys())
-                else {
-                    return unsealed(tx, guard, endpoint, replayed).await;
+                let completion = match Completion::new(&tracked, endpoint, &reply, guard.keys()) {
+                    Ok(completion) => completion,
+                    Err(err) => return unsealed(tx, guard, endpoint, err, replayed).await,
                 };
                 match completion.write(&mut tx).await {
                     Ok(rows) => i64::try_from(rows).unwrap_or(i64::MAX),
@@ -268,9 +272,10 @@ async fn unsealed(
     tx: Transaction<'static, Postgres>,
     mut guard: KeyGuard,
     endpoint: &str,
+    err: crate::seal::SealError,
     replayed: Option<bool>,
 ) -> Response {
-    tracing::error!(%endpoint, "could not seal the idempotent response; rolling back");
+    tracing::error!(error = %err, %endpoint, "could not seal the idempotent response; rolling back");
     rollback(tx).await;
     guard.fail().await;
     mark(internal(), replayed)

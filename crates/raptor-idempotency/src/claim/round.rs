@@ -364,8 +364,9 @@ impl Idempotency {
         ))
     }
 
-    /// One claim round: insert-or-read, on a transaction that is returned open (it holds the
-    /// key row's lock when the key was taken).
+    /// One claim round: the insert-or-read statement, committed on its own. A taken key's row
+    /// comes back with the round's connection where it can stay lent (session mode, holding no
+    /// transaction and no lock), for the judge's next statement.
     async fn round(&self, request: &ClaimRequest, attempt: Uuid) -> Result<Found, RoundError> {
         let ttl_ms = i64::try_from(request.ttl.as_millis()).unwrap_or(i64::MAX);
         let stale_ms = i64::try_from(self.inner.config.stale_after.as_millis()).unwrap_or(i64::MAX);

@@ -120,7 +120,7 @@ impl StoredColumns {
 /// headers.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Opened {
-    /// The body's text, as sealed (a plain row's as `jsonb` gave it back).
+    /// The body's text, as sealed (a plain row's serialised again from its `jsonb`).
     pub(crate) body: Option<Box<RawValue>>,
     pub(crate) headers: Option<Value>,
 }
