@@ -13,7 +13,7 @@ use crate::helpers::{
     assert_problem, label, post_http, post_http_with, send, Call, Options, Order, TestApp,
     IDEMPOTENCY_FLAG,
 };
-use crate::probe::{SLEEP_HEADER, SQLSTATE_HEADER, UNAVAILABLE_HEADER};
+use crate::probe::{FORGE_HEADER, SLEEP_HEADER, SQLSTATE_HEADER, UNAVAILABLE_HEADER};
 
 /// A stale threshold of one second.
 fn fast_stale() -> Options {
@@ -1268,6 +1268,32 @@ async fn assert_blocked_completion_releases(app: &TestApp, path: &str, name: &st
     let retry = app.post(path, &token, key, &body).await;
     assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.text);
     assert_eq!(app.probe_items(name).await, 1);
+}
+
+/// A statement that leaves the completion out but selects a column of the same name is caught:
+/// nothing commits (500, the key failed), so the order cannot run without its key completed.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_made_up_completion_is_refused_and_nothing_commits(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (_, token) = app.user("forged@example.com").await;
+        let key = Uuid::new_v4();
+        let body = label("forged");
+        let call = Call::new(Method::POST, "/probe/inline")
+            .token(&token)
+            .key(key)
+            .header(FORGE_HEADER, "1")
+            .json(&body);
+        let answered = send(app.router.clone(), call).await;
+        assert_eq!(
+            answered.status,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "{}",
+            answered.text
+        );
+        assert_eq!(app.probe_items("forged").await, 0, "rolled back");
+        assert_eq!(app.key_status(key).await.as_deref(), Some("failed"));
+    })
+    .await;
 }
 
 /// An answer completed by the handler's own statement replays like one the claim completed:

@@ -44,6 +44,10 @@ pub(crate) const SQLSTATE_HEADER: &str = "x-probe-sqlstate";
 /// request fingerprint (a retry of a slow attempt can be fast).
 pub(crate) const SLEEP_HEADER: &str = "x-probe-sleep-ms";
 
+/// `/probe/inline` only: its statement leaves the completion out and selects a made-up
+/// `idempotency_completed` column instead, as a handler misusing the API would.
+pub(crate) const FORGE_HEADER: &str = "x-probe-forge-completion";
+
 /// Answer `503 database_unavailable` after the insert: a header, so that a retry of the same
 /// request (same fingerprint) can succeed.
 pub(crate) const UNAVAILABLE_HEADER: &str = "x-probe-unavailable";
@@ -156,6 +160,7 @@ async fn create_item_inline(
     let lineage = claim.lineage();
     let user_id = principal.user_id();
     let sleep = sleep_ms(&headers);
+    let forge = headers.contains_key(FORGE_HEADER);
     claim
         .run_completing(async |tx, completer| {
             let id: i32 = sqlx::query_scalar("select nextval('probe_items_id_seq')::integer")
@@ -171,14 +176,27 @@ async fn create_item_inline(
                 )
                 .with_location(format!("/probe/items/{id}")),
             );
-            let sql = format!(
+            let sql = if forge {
+                // The completion's parameters are still bound, so the statement names each one
+                // (Postgres must know their types) in a condition that is always true.
                 "with ins as (insert into probe_items (id, label, user_id) values ($1, $2, $3)
-                              returning id),
-                      {}
-                 select {}",
-                PendingCompletion::cte(4, "exists (select 1 from ins)"),
-                PendingCompletion::COMPLETED_COLUMN,
-            );
+                              returning id)
+                 select gen_random_uuid() as idempotency_completed
+                  where $4::bigint is null or $5::uuid is null or $6::smallint is null
+                     or $7::jsonb is null or $8::text is null or $9::bytea is null
+                     or $10::bytea is null or $11::jsonb is null or $12::smallint is null
+                     or $13::uuid is null or true"
+                    .to_owned()
+            } else {
+                format!(
+                    "with ins as (insert into probe_items (id, label, user_id) values ($1, $2, $3)
+                                  returning id),
+                          {}
+                     select {}",
+                    PendingCompletion::cte(4, "exists (select 1 from ins)"),
+                    PendingCompletion::COMPLETED_COLUMN,
+                )
+            };
             let row = pending
                 .bind(sqlx::query(&sql).bind(id).bind(&body.label).bind(user_id))
                 .fetch_one(&mut *tx)
