@@ -268,20 +268,17 @@ pub(crate) async fn place(
     // The answer is built from what is written, not read back, and stored on the key by the
     // same statement.
     let filled = execution.is_some();
-    let pending = completer.prepare(created(&dto::order_response(&order)));
     // The unique index decides whether the id is taken (no pre-check); a taken derived id
-    // may belong to an expired key's order, then this lifetime's id is used.
-    if let Some(row) = store::insert_order(conn, &order, events(&order), &pending).await? {
-        let answer = pending.written(&row).context("complete key")?;
-        return Ok(Placed::Order { filled, answer });
-    }
-    order.client_order_id = ids.reuse(conn, user_id, now).await?;
-    let pending = completer.prepare(created(&dto::order_response(&order)));
-    match store::insert_order(conn, &order, events(&order), &pending).await? {
-        Some(row) => {
-            let answer = pending.written(&row).context("complete key")?;
-            Ok(Placed::Order { filled, answer })
+    // may belong to an expired key's order, then this lifetime's id is used (second pass).
+    for reused in [false, true] {
+        if reused {
+            order.client_order_id = ids.reuse(conn, user_id, now).await?;
         }
-        None => Err(ClientOrderId::duplicate(&order.client_order_id)),
+        let pending = completer.prepare(created(&dto::order_response(&order)));
+        if let Some(row) = store::insert_order(conn, &order, events(&order), &pending).await? {
+            let answer = pending.written(&row).context("complete key")?;
+            return Ok(Placed::Order { filled, answer });
+        }
     }
+    Err(ClientOrderId::duplicate(&order.client_order_id))
 }
