@@ -28,7 +28,9 @@
 //! (the claim, then one transaction that locks quote and account, inserts order, leg and fill,
 //! upserts the position, updates cash, writes one audit row and completes the key), after
 //! scenario 8 and before scenario 9 grows `idempotency_keys`, so that it writes to the tables
-//! scenarios 1-3 wrote to.
+//! scenarios 1-3 wrote to. Beside it, at 32 clients, `ceiling_unkeyed.sql` (the same without the
+//! key's insert and update): the two ceilings' ratio is the keyed / unkeyed that Postgres alone
+//! reaches, printed next to that target.
 //!
 //! The soak (`RAPTOR_BENCH_SOAK_SECS`, default 300; `RAPTOR_BENCH_ONLY=soak` runs only scenario
 //! 9's key rows and the soak): fresh keys at 16 clients, reported per window of 30 s with
@@ -402,30 +404,21 @@ async fn bench(
 
     // The ceilings on the tables scenarios 1-3 ran on, before scenario 9 grows them.
     println!("ceiling: pgbench tests/bench/ceiling.sql ...");
-    let (umin, umax) = (b.users[0].id, b.users[USERS - 1].id);
+    let users = (b.users[0].id, b.users[USERS - 1].id);
     let mut ceiling = Vec::new();
     let db_meter = b.meter.without_server();
+    let real = (Schema::Real, Script::Keyed);
     for &clients in &LEVELS {
-        ceiling.push(pgbench(
-            settings,
-            &db_meter,
-            Schema::Real,
-            clients,
-            umin,
-            umax,
-        )?);
+        ceiling.push(pgbench(settings, &db_meter, real, clients, users)?);
     }
+    println!("ceiling without the key: pgbench tests/bench/ceiling_unkeyed.sql ...");
+    let unkeyed = (Schema::Real, Script::Unkeyed);
+    ceiling.push(pgbench(settings, &db_meter, unkeyed, 32, users)?);
     println!("ceiling on the minimal schema ...");
     minimal_schema(&b.pool).await?;
     for &clients in &LEVELS {
-        ceiling.push(pgbench(
-            settings,
-            &db_meter,
-            Schema::Minimal,
-            clients,
-            umin,
-            umax,
-        )?);
+        let minimal = (Schema::Minimal, Script::Keyed);
+        ceiling.push(pgbench(settings, &db_meter, minimal, clients, users)?);
     }
 
     println!(
@@ -1131,6 +1124,24 @@ enum Schema {
     Minimal,
 }
 
+/// Which writes the ceiling script makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+enum Script {
+    /// `ceiling.sql`: a keyed order's (the claim, the order, its completion).
+    Keyed,
+    /// `ceiling_unkeyed.sql`: the same without the key's two writes.
+    Unkeyed,
+}
+
+impl Script {
+    fn file(self) -> &'static str {
+        match self {
+            Self::Keyed => "bench/ceiling.sql",
+            Self::Unkeyed => "bench/ceiling_unkeyed.sql",
+        }
+    }
+}
+
 /// Creates the minimal schema's tables, copying the quotes and accounts of the real one.
 async fn minimal_schema(pool: &PgPool) -> anyhow::Result<()> {
     let script = std::fs::read_to_string(
@@ -1147,17 +1158,17 @@ async fn minimal_schema(pool: &PgPool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// pgbench with the ceiling script on `schema`: its throughput, latency percentiles (from
+/// pgbench with a ceiling `script` on `schema`: its throughput, latency percentiles (from
 /// `--log`, every transaction) and CPU per transaction.
 fn pgbench(
     settings: &Settings,
     meter: &cpu::Meter,
-    schema: Schema,
+    (schema, script): (Schema, Script),
     clients: usize,
-    umin: i32,
-    umax: i32,
+    (umin, umax): (i32, i32),
 ) -> anyhow::Result<Ceiling> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/ceiling.sql");
+    let file = script;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(file.file());
     let logs = std::env::temp_dir().join(format!("raptor-bench-pgbench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&logs);
     std::fs::create_dir_all(&logs).context("pgbench log directory")?;
@@ -1230,6 +1241,7 @@ fn pgbench(
     let transactions = field("number of transactions actually processed: ")? as usize;
     Ok(Ceiling {
         schema,
+        script: file,
         clients,
         tps: field("tps = ")?,
         latency_ms: field("latency average = ")?,
@@ -1609,6 +1621,7 @@ struct Fill {
 #[derive(Debug, Clone, Serialize)]
 struct Ceiling {
     schema: Schema,
+    script: Script,
     clients: usize,
     tps: f64,
     latency_ms: f64,
@@ -1661,6 +1674,12 @@ impl Check {
             measured: format!("{measured:.2} {unit}"),
             pass: measured >= limit,
         }
+    }
+
+    /// The same check, with a figure to read its measurement against (not a target).
+    fn beside(mut self, note: String) -> Self {
+        self.measured = format!("{} ({note})", self.measured);
+        self
     }
 }
 
@@ -1736,9 +1755,16 @@ impl Report {
         let ceiling = |clients: usize| {
             self.ceiling
                 .iter()
-                .find(|c| c.clients == clients && c.schema == Schema::Real)
+                .find(|c| {
+                    c.clients == clients && (c.schema, c.script) == (Schema::Real, Script::Keyed)
+                })
                 .context("no ceiling run")
         };
+        let unkeyed_ceiling_32 = self
+            .ceiling
+            .iter()
+            .find(|c| c.clients == 32 && c.script == Script::Unkeyed)
+            .context("no unkeyed ceiling run")?;
         let cpu = |run: &Run| run.cpu.context("a closed-loop run has CPU figures");
         let keyed_1 = run("2 fresh key", 1)?;
         let keyed_32 = run("2 fresh key", 32)?;
@@ -1798,7 +1824,11 @@ impl Report {
                 keyed_32.rps / unkeyed_32.rps,
                 TARGET_KEYED_VS_UNKEYED,
                 "x",
-            ),
+            )
+            .beside(format!(
+                "Postgres alone: {:.2} x",
+                ceiling(32)?.tps / unkeyed_ceiling_32.tps
+            )),
             Check::at_most(
                 "(2) p50 at 1 client / ceiling latency",
                 keyed_1.p50_ms / ceiling(1)?.latency_ms,
@@ -1968,9 +1998,10 @@ impl Report {
             row(&d.run);
         }
         for c in &self.ceiling {
-            let name = match c.schema {
-                Schema::Real => "ceiling (pgbench)",
-                Schema::Minimal => "ceiling, minimal schema",
+            let name = match (c.schema, c.script) {
+                (Schema::Real, Script::Keyed) => "ceiling (pgbench)",
+                (Schema::Real, Script::Unkeyed) => "ceiling without the key",
+                (Schema::Minimal, _) => "ceiling, minimal schema",
             };
             println!(
                 "{:<32} {:>7} {:>8} {:>9.1} {:>8.2} {:>8.2}",
@@ -2001,7 +2032,10 @@ impl Report {
             }
         }
         for c in &self.ceiling {
-            cpu_row(format!("ceiling {:?} @{}", c.schema, c.clients), &c.cpu);
+            cpu_row(
+                format!("ceiling {:?} {:?} @{}", c.schema, c.script, c.clients),
+                &c.cpu,
+            );
         }
         println!(
             "\nshared buffers per request: {:<34} {:>8} {:>8}",

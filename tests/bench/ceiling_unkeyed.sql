@@ -1,0 +1,31 @@
+-- The unkeyed ceiling of `make bench`: `ceiling.sql` without the key's two writes (the claim's
+-- insert, committed on its own, and the completion's update). `ceiling.sql`'s throughput over
+-- this script's, on the same tables at the same clients, is the "keyed / unkeyed" that Postgres
+-- alone reaches: what the key's row costs where Postgres is the bottleneck.
+-- Variables: :umin and :umax, the bench users' ids.
+\set uid random(:umin, :umax)
+BEGIN;
+SET LOCAL synchronous_commit = on;
+SELECT bid, ask FROM quotes WHERE symbol = 'AAPL' FOR SHARE;
+SELECT cash, reserved_cash FROM paper_accounts WHERE user_id = :uid FOR UPDATE;
+WITH o AS (
+    INSERT INTO paper_orders
+        (id, user_id, client_order_id, purpose, order_class, order_type, time_in_force, symbol,
+         side, position_intent, qty, status, filled_qty, filled_avg_price, created_at,
+         updated_at, filled_at)
+    VALUES (gen_random_uuid(), :uid, gen_random_uuid()::text, 'order', 'simple', 'market', 'day',
+            'AAPL', 'buy', 'buy_to_open', 1, 'filled', 1, 190.10, now(), now(), now())
+    RETURNING id),
+l AS (
+    INSERT INTO paper_order_legs
+        (order_id, leg_index, symbol, side, position_intent, ratio_qty, qty, filled_qty,
+         filled_avg_price)
+    SELECT id, 0, 'AAPL', 'buy', 'buy_to_open', 1, 1, 1, 190.10 FROM o)
+INSERT INTO paper_fills (order_id, user_id, leg_index, symbol, side, qty, price, multiplier, filled_at)
+SELECT id, :uid, 0, 'AAPL', 'buy', 1, 190.10, 1, now() FROM o;
+INSERT INTO paper_positions (user_id, symbol, qty, avg_entry_price)
+VALUES (:uid, 'AAPL', 1, 190.10)
+ON CONFLICT (user_id, symbol) DO UPDATE SET qty = paper_positions.qty + 1, updated_at = now();
+UPDATE paper_accounts SET cash = cash - 190.10, updated_at = now() WHERE user_id = :uid;
+INSERT INTO audit_log (user_id, action, context) VALUES (:uid, 'order.accepted', '{"ceiling": true}');
+COMMIT;
