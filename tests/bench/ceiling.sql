@@ -2,13 +2,17 @@
 -- nothing more, run by pgbench on the same Postgres (see tests/bench/main.rs for the command).
 -- The session runs with synchronous_commit=off (PGOPTIONS), as the service's claim does; the
 -- order's transaction turns it back on, as the service's business transaction has it.
+-- The key's two writes sit between `-- key {` and `-- key }`: the bench's unkeyed ceiling runs this
+-- script without them, so that both ceilings make the same order writes.
 -- Variables: :umin and :umax, the bench users' ids.
 \set uid random(:umin, :umax)
+-- key {
 INSERT INTO idempotency_keys
     (idem_key, scope_user_id, scope_endpoint, request_hash, status, attempt, locked_at, expires_at)
 VALUES (gen_random_uuid()::text, :uid, 'POST /api/trading/orders', 'ceiling', 'in_flight',
         gen_random_uuid(), now(), now() + interval '1 day')
 RETURNING id AS key_id \gset
+-- key }
 BEGIN;
 SET LOCAL synchronous_commit = on;
 SELECT bid, ask FROM quotes WHERE symbol = 'AAPL' FOR SHARE;
@@ -33,8 +37,10 @@ VALUES (:uid, 'AAPL', 1, 190.10)
 ON CONFLICT (user_id, symbol) DO UPDATE SET qty = paper_positions.qty + 1, updated_at = now();
 UPDATE paper_accounts SET cash = cash - 190.10, updated_at = now() WHERE user_id = :uid;
 INSERT INTO audit_log (user_id, action, context) VALUES (:uid, 'order.accepted', '{"ceiling": true}');
+-- key {
 UPDATE idempotency_keys
    SET status = 'completed', response_code = 201, response_body = '{"ceiling": true}',
        completed_at = now()
  WHERE id = :key_id;
+-- key }
 COMMIT;

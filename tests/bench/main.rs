@@ -28,9 +28,9 @@
 //! (the claim, then one transaction that locks quote and account, inserts order, leg and fill,
 //! upserts the position, updates cash, writes one audit row and completes the key), after
 //! scenario 8 and before scenario 9 grows `idempotency_keys`, so that it writes to the tables
-//! scenarios 1-3 wrote to. Beside it, at 32 clients, `ceiling_unkeyed.sql` (the same without the
-//! key's insert and update): the two ceilings' ratio is the keyed / unkeyed that Postgres alone
-//! reaches, printed next to that target.
+//! scenarios 1-3 wrote to. Beside it, at 32 clients, the same script without the key's insert
+//! and update (its `-- key` blocks): the two ceilings' ratio is the keyed / unkeyed that
+//! Postgres alone reaches, printed next to that target.
 //!
 //! The soak (`RAPTOR_BENCH_SOAK_SECS`, default 300; `RAPTOR_BENCH_ONLY=soak` runs only scenario
 //! 9's key rows and the soak): fresh keys at 16 clients, reported per window of 30 s with
@@ -411,7 +411,7 @@ async fn bench(
     for &clients in &LEVELS {
         ceiling.push(pgbench(settings, &db_meter, real, clients, users)?);
     }
-    println!("ceiling without the key: pgbench tests/bench/ceiling_unkeyed.sql ...");
+    println!("ceiling without the key: ceiling.sql without its key blocks ...");
     let unkeyed = (Schema::Real, Script::Unkeyed);
     ceiling.push(pgbench(settings, &db_meter, unkeyed, 32, users)?);
     println!("ceiling on the minimal schema ...");
@@ -1129,16 +1129,34 @@ enum Schema {
 enum Script {
     /// `ceiling.sql`: a keyed order's (the claim, the order, its completion).
     Keyed,
-    /// `ceiling_unkeyed.sql`: the same without the key's two writes.
+    /// The same without the key's two writes (its blocks between `-- key {` and `-- key }`).
     Unkeyed,
 }
 
 impl Script {
-    fn file(self) -> &'static str {
-        match self {
-            Self::Keyed => "bench/ceiling.sql",
-            Self::Unkeyed => "bench/ceiling_unkeyed.sql",
+    /// The script's text: `ceiling.sql`, without the key's blocks for [`Script::Unkeyed`].
+    fn text(self) -> anyhow::Result<String> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/ceiling.sql");
+        let text = std::fs::read_to_string(&path).context("read ceiling.sql")?;
+        if self == Self::Keyed {
+            return Ok(text);
         }
+        let mut in_key = false;
+        let kept: Vec<&str> = text
+            .lines()
+            .filter(|line| match line.trim() {
+                "-- key {" => {
+                    in_key = true;
+                    false
+                }
+                "-- key }" => {
+                    in_key = false;
+                    false
+                }
+                _ => !in_key,
+            })
+            .collect();
+        Ok(kept.join("\n") + "\n")
     }
 }
 
@@ -1167,11 +1185,16 @@ fn pgbench(
     clients: usize,
     (umin, umax): (i32, i32),
 ) -> anyhow::Result<Ceiling> {
-    let file = script;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(file.file());
     let logs = std::env::temp_dir().join(format!("raptor-bench-pgbench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&logs);
     std::fs::create_dir_all(&logs).context("pgbench log directory")?;
+    // Written outside the log directory, whose every file is read as a transaction log.
+    let file = std::env::temp_dir().join(format!(
+        "raptor-bench-{:?}-{}.sql",
+        script,
+        std::process::id()
+    ));
+    std::fs::write(&file, script.text()?).context("write the ceiling script")?;
     let mut options = "-c synchronous_commit=off".to_owned();
     if schema == Schema::Minimal {
         options.push_str(" -c search_path=ceiling_min");
@@ -1182,7 +1205,7 @@ fn pgbench(
         .args([
             "-n",
             "-f",
-            &script.display().to_string(),
+            &file.display().to_string(),
             "-c",
             &clients.to_string(),
             "-j",
@@ -1233,6 +1256,7 @@ fn pgbench(
         }));
     }
     let _ = std::fs::remove_dir_all(&logs);
+    let _ = std::fs::remove_file(&file);
     latencies.sort_by(f64::total_cmp);
     let pct = |p: f64| {
         let rank = ((p * latencies.len() as f64).ceil() as usize).clamp(1, latencies.len().max(1));
@@ -1241,7 +1265,7 @@ fn pgbench(
     let transactions = field("number of transactions actually processed: ")? as usize;
     Ok(Ceiling {
         schema,
-        script: file,
+        script,
         clients,
         tps: field("tps = ")?,
         latency_ms: field("latency average = ")?,
