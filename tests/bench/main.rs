@@ -1015,7 +1015,8 @@ impl Bench {
             let by_request = body["filled_order_ids"].as_array().map_or(0, Vec::len);
             let deadline = Instant::now() + Duration::from_secs(600);
             let mut filled = 0;
-            while Instant::now() < deadline {
+            // A refused quote update sweeps nothing: report it now, not after the deadline.
+            while answer.is_ok() && Instant::now() < deadline {
                 filled = sqlx::query_scalar::<_, i64>(
                     "select count(*) from paper_orders where symbol = $1 and status = 'filled'",
                 )

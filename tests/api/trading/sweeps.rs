@@ -73,6 +73,115 @@ async fn a_crossing_event_is_never_skipped(pool: PgPool) {
     .await;
 }
 
+/// A quote update queues a sweep for every account resting an order on the symbol, a simple
+/// order on it or a multi-leg order with a leg on it, and for no other: not an account resting
+/// on another symbol, nor one whose order on the symbol already filled. The sweep then fills
+/// both the simple order and the spread the new quote made marketable.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_quote_update_queues_each_account_resting_on_its_symbol(pool: PgPool) {
+    const LONG: &str = "XYZ270115C00060000";
+    const SHORT: &str = "XYZ270115C00065000";
+    TestApp::run(&pool, Options::default(), async |app| {
+        app.quote(LONG, "5.00", "5.10").await;
+        app.quote(SHORT, "3.00", "3.10").await;
+        app.quote("AAPL", "101.00", "102.00").await;
+        let place = async |token: &str, body: Value| {
+            let order = app.create_order(token, Uuid::new_v4(), &body).await;
+            assert_eq!(order.status, StatusCode::CREATED, "{}", order.text);
+            order
+        };
+        let (simple_user, simple_token) = app.user("simple@example.com").await;
+        let simple = Order::limit(LONG, "4.50").buy_to_open().qty("1").gtc();
+        let simple = place(&simple_token, simple.json()).await;
+        assert_eq!(simple.body["status"], "new", "{}", simple.text);
+
+        // Net debit 5.10 - 3.00 = 2.10 against a limit of 1.50: it rests.
+        let (spread_user, spread_token) = app.user("spread@example.com").await;
+        let legs = vec![
+            serde_json::json!({ "symbol": LONG, "ratio_qty": 1, "side": "buy",
+                                "position_intent": "buy_to_open" }),
+            serde_json::json!({ "symbol": SHORT, "ratio_qty": 1, "side": "sell",
+                                "position_intent": "sell_to_open" }),
+        ];
+        let spread = Order::mleg_limit("1.50", legs).qty("1").gtc();
+        let spread = place(&spread_token, spread.json()).await;
+        assert_eq!(spread.body["status"], "new", "{}", spread.text);
+
+        let (_, elsewhere) = app.user("elsewhere@example.com").await;
+        let other = Order::limit("AAPL", "100.00").buy().qty("1").gtc();
+        assert_eq!(place(&elsewhere, other.json()).await.body["status"], "new");
+        let (_, filled) = app.user("filled@example.com").await;
+        let market = Order::market(LONG).buy_to_open().qty("1").day();
+        assert_eq!(place(&filled, market.json()).await.body["status"], "filled");
+
+        // The long call falls to 4.20: the simple buy at 4.50 and the spread (4.20 - 3.00 =
+        // 1.20 <= 1.50) are both marketable.
+        let quote = app.quote_unswept(LONG, "4.00", "4.20").await;
+        assert_eq!(quote["pending_accounts"], 2, "{quote}");
+        let queued: Vec<i32> = sqlx::query_scalar("select user_id from quote_sweeps order by 1")
+            .fetch_all(&app.pool)
+            .await
+            .expect("queued sweeps");
+        let mut expected = vec![simple_user, spread_user];
+        expected.sort_unstable();
+        assert_eq!(queued, expected);
+
+        let swept = raptor_api::trading::sweep_quotes(&app.state)
+            .await
+            .expect("sweep");
+        assert_eq!(swept, 2);
+        for (token, order) in [(&simple_token, &simple), (&spread_token, &spread)] {
+            let now = app.order(token, order.id()).await;
+            assert_eq!(now.body["status"], "filled", "{}", now.text);
+        }
+    })
+    .await;
+}
+
+/// Queueing a quote's sweeps reads `paper_orders` alone (the multi-leg orders' legs by primary
+/// key, one lookup each), so its cost stays linear in the open orders whatever the statistics
+/// say. Checked on the plan Postgres would pick with joins made as costly as it can make them:
+/// a join of the symbol's legs to the open orders then shows as a nested loop, which on tables
+/// never analysed ran 20,000 resting orders into the statement timeout.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn queueing_a_quotes_sweeps_joins_nothing(pool: PgPool) {
+    let mut tx = pool.begin().await.expect("begin");
+    sqlx::raw_sql(&format!(
+        "set local enable_hashjoin = off;
+         set local enable_mergejoin = off;
+         prepare quote_event (text, numeric, numeric, timestamptz) as {}",
+        raptor_api::trading::QUOTE_EVENT
+    ))
+    .execute(&mut *tx)
+    .await
+    .expect("prepare");
+    let plan: Value = sqlx::query_scalar(
+        "explain (format json) execute quote_event ('AAPL', 100.00, 100.10, now())",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .expect("explain");
+    fn node_types(node: &Value, into: &mut Vec<String>) {
+        if let Some(kind) = node["Node Type"].as_str() {
+            into.push(kind.to_owned());
+        }
+        for child in node["Plans"].as_array().into_iter().flatten() {
+            node_types(child, into);
+        }
+    }
+    let mut nodes = Vec::new();
+    node_types(&plan[0]["Plan"], &mut nodes);
+    // The event's insert, the quote's update and the sweeps' insert.
+    assert_eq!(
+        nodes.iter().filter(|n| *n == "ModifyTable").count(),
+        3,
+        "the plan is the statement's: {nodes:?}"
+    );
+    for join in ["Nested Loop", "Hash Join", "Merge Join"] {
+        assert!(!nodes.iter().any(|n| n == join), "{join} in {nodes:?}");
+    }
+}
+
 /// An order placed after an event was judged at placement against a newer quote: an older
 /// event still queued for its account does not fill it at the older prices.
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]

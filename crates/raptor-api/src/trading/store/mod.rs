@@ -24,6 +24,7 @@ pub(crate) use book_read::*;
 pub(crate) use expiry::*;
 pub(crate) use fills::*;
 pub(crate) use orders::*;
+pub use quotes::QUOTE_EVENT;
 pub(crate) use quotes::*;
 
 fn parse<T: FromStr>(text: &str, what: &str) -> ApiResult<T> {

@@ -89,29 +89,41 @@ pub(crate) async fn set_quote_event(
     .execute(&mut *conn)
     .await
     .context("upsert quote")?;
-    raptor_db::query_as(
-        "with e as (
-            insert into quote_events (symbol, bid, ask, created_at) values ($1, $2, $3, $4)
-            returning id),
-         q as (
-            update quotes set sequence = (select id from e) where symbol = $1),
-         s as (
-            insert into quote_sweeps (event_id, user_id)
-            select distinct (select id from e), o.user_id
-              from paper_orders o
-              join paper_order_legs l on l.order_id = o.id
-             where o.status = 'new' and l.symbol = $1
-            returning 1)
-         select (select id from e), (select count(*) from s)",
-    )
-    .bind(symbol)
-    .bind(bid)
-    .bind(ask)
-    .bind(at)
-    .fetch_one(conn)
-    .await
-    .context("record quote event")
+    raptor_db::query_as(QUOTE_EVENT)
+        .bind(symbol)
+        .bind(bid)
+        .bind(ask)
+        .bind(at)
+        .fetch_one(conn)
+        .await
+        .context("record quote event")
 }
+
+/// The event of [`set_quote_event`] and its sweeps: `$1` symbol, `$2` bid, `$3` ask, `$4` the
+/// event's time. The accounts are found in `paper_orders` alone, never by a join of the
+/// symbol's legs to the open orders: with statistics that lag the book (a table never analysed,
+/// a book that grew faster than autoanalyze) the planner can nest such a join, which is
+/// quadratic (20,000 resting orders on one symbol ran into the 10 s statement timeout, so the
+/// quote could not be set). Simple orders are found by their own symbol
+/// (`idx_paper_orders_open_symbol`), multi-leg orders (no symbol of their own) among the open
+/// multi-leg orders by their legs' primary key: an `ARRAY` subquery is never turned into a join,
+/// so each is one index lookup. Public for the test that checks the plan.
+pub const QUOTE_EVENT: &str = "with e as (
+        insert into quote_events (symbol, bid, ask, created_at) values ($1, $2, $3, $4)
+        returning id),
+     q as (
+        update quotes set sequence = (select id from e) where symbol = $1),
+     s as (
+        insert into quote_sweeps (event_id, user_id)
+        select distinct (select id from e), o.user_id
+          from paper_orders o
+         where o.status = 'new'
+           and (o.symbol = $1
+                or o.order_class = 'mleg'
+                   and $1 = any (array(select l.symbol from paper_order_legs l
+                                        where l.order_id = o.id)))
+        returning 1)
+     select (select id from e), (select count(*) from s)";
 
 /// A pending sweep: judge `user_id`'s resting orders on `symbol` against event `event_id`.
 #[derive(Debug, Clone, sqlx::FromRow)]
