@@ -99,15 +99,15 @@ pub(crate) async fn set_quote_event(
         .context("record quote event")
 }
 
-/// The event of [`set_quote_event`] and its sweeps: `$1` symbol, `$2` bid, `$3` ask, `$4` the
-/// event's time. The accounts are found in `paper_orders` alone, never by a join of the
-/// symbol's legs to the open orders: with statistics that lag the book (a table never analysed,
-/// a book that grew faster than autoanalyze) the planner can nest such a join, which is
-/// quadratic (20,000 resting orders on one symbol ran into the 10 s statement timeout, so the
-/// quote could not be set). Simple orders are found by their own symbol
-/// (`idx_paper_orders_open_symbol`), multi-leg orders (no symbol of their own) among the open
-/// multi-leg orders by their legs' primary key: an `ARRAY` subquery is never turned into a join,
-/// so each is one index lookup. Public for the test that checks the plan.
+/// The statement that records a quote's event and queues its sweeps (`set_quote_event`): `$1`
+/// symbol, `$2` bid, `$3` ask, `$4` the event's time. The accounts are found in `paper_orders`
+/// alone, never by a join of the symbol's legs to the open orders: with statistics that lag the
+/// book (a table never analysed, a book that grew faster than autoanalyze) the planner can nest
+/// such a join, which is quadratic (20,000 resting orders on one symbol ran into the 10 s
+/// statement timeout, so the quote could not be set). Simple orders are found by their own
+/// symbol (`idx_paper_orders_open_symbol`), multi-leg orders (no symbol of their own) among the
+/// open multi-leg orders by their legs' primary key: an `ARRAY` subquery is never turned into a
+/// join, so each is one index lookup. Public for the test that checks the plan.
 pub const QUOTE_EVENT: &str = "with e as (
         insert into quote_events (symbol, bid, ask, created_at) values ($1, $2, $3, $4)
         returning id),
