@@ -8,6 +8,7 @@ mod history;
 mod limits;
 mod options;
 mod orders;
+mod plans;
 mod quotes;
 mod reads;
 mod settlement;

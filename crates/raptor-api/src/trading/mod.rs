@@ -24,7 +24,7 @@ pub use desk::Desk;
 pub(crate) use desk::TradingLimits;
 pub use gate::{AccountWriter, NewOrderGate, OrderGates, OrderWriter, PaperTrader, Writer};
 pub use ops::Expired;
-pub use store::QUOTE_EVENT;
+pub use store::{lock_account_and_quotes_statement, QUOTE_EVENT};
 
 /// One sweep of every account's due orders (day orders after the session close, orders on
 /// options after their last close) and option positions past their last close (settled), a

@@ -18,6 +18,7 @@ use std::str::FromStr;
 
 use crate::error::{ApiError, ApiResult};
 
+pub use account::lock_account_and_quotes_statement;
 pub(crate) use account::*;
 pub(crate) use activities::*;
 pub(crate) use book_read::*;
