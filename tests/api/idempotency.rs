@@ -220,6 +220,47 @@ async fn replay_returns_the_stored_response(pool: PgPool) {
     .await;
 }
 
+/// A key row is always in one of its four states: the database refuses any other status (the
+/// `idempotency_key_status` domain), so no statement can leave a key in a state the claim
+/// does not know.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_key_row_takes_only_the_four_states(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (_, token) = app.user("states@example.com").await;
+        let key = Uuid::new_v4();
+        let created = app
+            .post("/probe/items", &token, key, &label("states"))
+            .await;
+        assert_eq!(created.status, StatusCode::CREATED);
+        for status in ["in_flight", "failed", "released", "completed"] {
+            sqlx::query("update idempotency_keys set status = $1 where idem_key = $2")
+                .bind(status)
+                .bind(key.to_string())
+                .execute(&app.pool)
+                .await
+                .unwrap_or_else(|err| panic!("{status}: {err}"));
+        }
+        for status in ["complete", "done", ""] {
+            let refused =
+                sqlx::query("update idempotency_keys set status = $1 where idem_key = $2")
+                    .bind(status)
+                    .bind(key.to_string())
+                    .execute(&app.pool)
+                    .await
+                    .expect_err("an unknown status is refused");
+            let refused = refused.as_database_error().expect("a database error");
+            assert_eq!(
+                refused.code().as_deref(),
+                Some("23514"),
+                "{status}: {refused}"
+            );
+            assert_eq!(refused.constraint(), Some("idempotency_key_status_check"));
+        }
+        assert_eq!(app.key_status(key).await.as_deref(), Some("completed"));
+    })
+    .await;
+}
+
 /// A handler held past the stale threshold is fenced off: a duplicate releases it, the next
 /// retry executes, and exactly one execution commits.
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
