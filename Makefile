@@ -6,7 +6,7 @@ STRIPE := eval "$$(scripts/stripe.sh)"
 export CARGO_TERM_COLOR ?= never
 
 .PHONY: run test lint fmt openapi bench build db-up db-down ci docs-assets openapi-lint fuzz-api \
-        client-generate client-e2e docs-check quickstart-check chaos chaos-quick model profile
+        client-generate client-e2e docs-check quickstart-check chaos chaos-quick model profile profile-postgres
 
 # A development RAPTOR_RESPONSE_KEYS and RAPTOR_SESSION_KEY (random keys written to .env once)
 # unless they are set.
@@ -62,6 +62,13 @@ bench:
 profile:
 	@$(DB) && cargo build --locked --profile profiling -p raptor-server --bin raptor \
 	  && for kind in keyed unkeyed replay; do scripts/profile-server.sh $$kind 1000 || exit 1; done
+
+## profile-postgres: instructions Postgres executes per unkeyed, keyed and replayed order
+## (valgrind's callgrind in every backend of a throwaway cluster of its own; counts that a busy
+## machine does not move): what a key costs Postgres, and what a statement or schema change
+## saves; the files stay in target/profile/
+profile-postgres:
+	cargo build --locked --release -p raptor-server --bin raptor && scripts/profile-postgres.sh
 
 ## openapi-lint: Redocly CLI (recommended ruleset, redocly.yaml), then Spectral (spectral:oas,
 ## .spectral.yaml) on openapi/openapi.json; an error of either fails
