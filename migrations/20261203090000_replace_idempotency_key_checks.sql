@@ -7,8 +7,8 @@
 -- Postgres beyond the unkeyed order.
 --
 -- - `status` keeps its rule as a domain: a domain's constraint is read and planned once per
---   session (the type cache) and only evaluated per write (about 23,000 instructions per
---   statement). Clients see `text` (a domain column is described by its base type), and every
+--   session (the type cache) and only evaluated when a statement sets the column (about 23,000
+--   instructions per statement). Clients see `text` (a domain column is described by its base type), and every
 --   statement compares it with text as before.
 -- - The two checks that kept the sealed columns together (`response_kid`, `response_nonce`,
 --   `response_ciphertext`, `response_body`, `response_seal`) are dropped: one statement writes
@@ -17,14 +17,19 @@
 --   idempotency_store_unavailable`, never a re-execution. Written as one compact check they
 --   still cost 87,000 instructions per statement.
 --
--- Changing the column's type rewrites the table and its indexes under an exclusive lock: on a
--- large table, migrate in a quiet period.
-CREATE DOMAIN idempotency_key_status AS text
-    CONSTRAINT idempotency_key_status_check
-    CHECK (VALUE IN ('in_flight', 'completed', 'failed', 'released'));
+-- No rewrite: the column becomes the domain while the domain has no constraint (the same
+-- bytes, so Postgres neither rewrites the table nor rebuilds an index), then the domain gets its
+-- check NOT VALID, which every value written from then on must pass. The rows already there
+-- passed the table's check that it replaces, so no validation scan (which would block writes to
+-- the table while it reads it) is run.
+CREATE DOMAIN idempotency_key_status AS text;
 
 ALTER TABLE idempotency_keys
     DROP CONSTRAINT idempotency_keys_status_check,
     DROP CONSTRAINT idempotency_keys_response_sealed_check,
     DROP CONSTRAINT idempotency_keys_response_seal_check,
     ALTER COLUMN status TYPE idempotency_key_status;
+
+ALTER DOMAIN idempotency_key_status
+    ADD CONSTRAINT idempotency_key_status_check
+    CHECK (VALUE IN ('in_flight', 'completed', 'failed', 'released')) NOT VALID;

@@ -318,8 +318,9 @@ async fn rotation_and_reencrypt_keep_replays_working(pool: PgPool) {
     .await;
 }
 
-/// A tampered ciphertext, nonce or key id answers 503 and never executes: checked on the real
-/// order route (business rows counted) and on the probe.
+/// A tampered ciphertext, nonce or key id, or sealed columns that do not fit together, answer
+/// 503 and never execute: checked on the real order route (business rows counted) and on the
+/// probe.
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn tampered_ciphertext_answers_503_and_never_executes(pool: PgPool) {
     let options = keyed(&format!("k1:{KEY_A},k0:{KEY_B}"));
@@ -370,6 +371,14 @@ async fn tampered_ciphertext_answers_503_and_never_executes(pool: PgPool) {
             ),
             ("kid", "set response_kid = 'k0'"),
             ("code", "set response_code = 200"),
+            // Columns that do not fit together (no table check keeps them together; the one
+            // statement that writes them does): not opened either.
+            ("half-sealed", "set response_ciphertext = null"),
+            ("layout", "set response_seal = 3"),
+            (
+                "short-nonce",
+                "set response_nonce = substring(response_nonce from 1 for 8)",
+            ),
         ] {
             let key = Uuid::new_v4();
             let body = json!({ "label": label });
