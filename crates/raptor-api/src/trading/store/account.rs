@@ -87,8 +87,8 @@ pub(crate) async fn lock_account_and_quotes(
     Ok((locked.account, Quotes { quotes, sequence }))
 }
 
-/// The statement of [`lock_account_and_quotes`] for an order on `symbols` quotes: `$1` the user,
-/// `$2` the symbols (public for the plan test).
+/// The statement that locks the account and share-locks the quotes of an order on `symbols`
+/// symbols: `$1` the user, `$2` the symbols (public for the plan test).
 ///
 /// One symbol (every simple order) is compared as `$2[1]`, not `any($2)`: for an array
 /// parameter Postgres' generic plan assumes ten elements (a bitmap scan and a sort) and costs
