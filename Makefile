@@ -6,7 +6,8 @@ STRIPE := eval "$$(scripts/stripe.sh)"
 export CARGO_TERM_COLOR ?= never
 
 .PHONY: run test lint fmt openapi bench build db-up db-down ci docs-assets openapi-lint fuzz-api \
-        client-generate client-e2e docs-check quickstart-check chaos chaos-quick model profile profile-postgres
+        client-generate client-e2e docs-check quickstart-check chaos chaos-quick model profile profile-postgres \
+        flamegraph
 
 # A development RAPTOR_RESPONSE_KEYS and RAPTOR_SESSION_KEY (random keys written to .env once)
 # unless they are set.
@@ -69,6 +70,14 @@ profile:
 ## saves; the files stay in target/profile/
 profile-postgres:
 	cargo build --locked --release -p raptor-server --bin raptor && scripts/profile-postgres.sh
+
+## flamegraph: where the server's CPU goes (user space and kernel, every thread) while 32
+## connections send keyed orders: `perf record` with DWARF call stacks on the release build with
+## symbols, folded and drawn by inferno (installed into target/tools when missing); writes
+## target/profile/flamegraph.keyed.svg and prints the shares BENCHMARKS.md tracks
+flamegraph:
+	@$(DB) && cargo build --locked --profile profiling -p raptor-server --bin raptor \
+	  && scripts/flamegraph.sh
 
 ## openapi-lint: Redocly CLI (recommended ruleset, redocly.yaml), then Spectral (spectral:oas,
 ## .spectral.yaml) on openapi/openapi.json; an error of either fails

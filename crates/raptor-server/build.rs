@@ -10,6 +10,16 @@ fn git(args: &[&str]) -> Option<String> {
     (out.status.success() && !text.is_empty()).then_some(text)
 }
 
+/// Watches `file` for the next build. Only a file that exists: Cargo counts a missing one as
+/// changed, so watching `packed-refs` in a clone that has none reran this script, and rebuilt the
+/// binary, on every build. A ref that moves into `packed-refs` (`git gc`) deletes its own file,
+/// which is watched, so the packed file is found on that rerun.
+fn watch(file: &str) {
+    if std::path::Path::new(file).exists() {
+        println!("cargo:rerun-if-changed={file}");
+    }
+}
+
 fn main() {
     println!("cargo:rerun-if-env-changed=RAPTOR_GIT_SHA");
     let from_env = std::env::var("RAPTOR_GIT_SHA")
@@ -20,12 +30,12 @@ fn main() {
         // HEAD, the branch it names, and packed refs: what moves when a commit is made.
         for path in ["HEAD", "packed-refs"] {
             if let Some(file) = git(&["rev-parse", "--git-path", path]) {
-                println!("cargo:rerun-if-changed={file}");
+                watch(&file);
             }
         }
         if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
             if let Some(file) = git(&["rev-parse", "--git-path", &branch]) {
-                println!("cargo:rerun-if-changed={file}");
+                watch(&file);
             }
         }
         git(&["rev-parse", "--short=12", "HEAD"])
