@@ -13,7 +13,7 @@
 # perf (apt-get, linux-perf) and inferno (cargo install, into target/tools) when missing, and
 # writes target/profile/flamegraph.keyed.svg (kernel frames marked `_[k]`), the folded stacks
 # beside it, and a summary: orders/s, the server's CPU per order from /proc, the kernel's share,
-# and the shares of the parts BENCHMARKS.md tracks.
+# self time by kernel activity and by crate, and the inclusive shares of the request's parts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -156,42 +156,70 @@ perf script -i "$data" --no-inline 2>/dev/null | "$tools/bin/inferno-collapse-pe
 	--minwidth 0.1 <"$folded" >"$svg"
 echo "flame graph: $svg (folded stacks: $folded)"
 
-# Shares of the server's sampled CPU (each sample weighs the CPU time it stands for). A part
-# counts every sample whose stack passes through it, so parts overlap; kernel frames are those
-# `perf` marks as the kernel's, Rust frames are matched by the crate their path names.
+# Where the sampled CPU went (each sample weighs the CPU time it stands for). Self time: a
+# sample in the kernel goes to what the kernel was doing (below the syscall it entered), one in
+# user space to the crate of its deepest Rust frame (mimalloc and libc by their symbols; the
+# release build inlines across crates, and inlined code counts to the function it was inlined
+# into, so a crate's self time is approximate: axum's futures carry inlined handler code). Then
+# inclusive shares of the request's main parts (parts nest, so they overlap).
 python3 - "$folded" <<'EOF'
-import sys
-kernel = [
-    ("kernel: sending on sockets (the loopback's delivery to the receiver included)", ("__sys_sendto", "__sys_sendmsg", "do_writev")),
-    ("  of which the receiver's side, run by the sender on loopback (net_rx_action)", ("net_rx_action",)),
-    ("kernel: receiving and epoll", ("__sys_recvfrom", "__sys_recvmsg", "do_epoll_wait")),
-    ("kernel: scheduling and wake-ups (futex included)", ("__schedule", "try_to_wake_up", "__x64_sys_futex")),
-]
-rust = [
-    ("Postgres exchanges (sqlx, its socket calls included)", ("sqlx_core::", "sqlx_postgres::")),
-    ("HTTP (hyper, its socket calls included)", ("hyper::",)),
-    ("JSON (serde_json)", ("serde_json::",)),
-    ("allocation (mimalloc)", ("mimalloc::", "mi_malloc", "mi_free", "_mi_")),
-    ("SHA-256 and the seal (sha2, ChaCha20-Poly1305)", ("sha2::", "chacha20::", "poly1305::", "chacha20poly1305::")),
-    ("tracing", ("tracing::", "tracing_core::", "tracing_subscriber::")),
-    ("metrics", ("metrics::", "metrics_exporter_prometheus::")),
-]
-total, in_kernel, hits = 0, 0, {name: 0 for name, _ in kernel + rust}
+import collections, sys
+
+def kernel_part(frames):
+    bare = {f.removesuffix("_[k]") for f in frames if f.endswith("_[k]")}
+    if "net_rx_action" in bare:
+        return "kernel: the loopback receiver's side, run by the sender (net_rx_action)"
+    if bare & {"__sys_sendto", "__sys_sendmsg", "do_writev", "ksys_write"}:
+        return "kernel: sending (TCP transmit)"
+    if bare & {"__sys_recvfrom", "__sys_recvmsg", "ksys_read", "do_epoll_wait"}:
+        return "kernel: receiving and epoll"
+    if bare & {"__schedule", "try_to_wake_up", "__x64_sys_futex"}:
+        return "kernel: switching tasks and wake-ups (futex included)"
+    return "kernel: the rest (interrupts, page faults, timers)"
+
+def crate(frame):
+    if frame.startswith(("mi_", "_mi_")):
+        return "mimalloc"
+    name = frame.lstrip("<")
+    if "::" not in name:
+        return "libc (memcpy, memcmp)" if frame.startswith("__mem") else None
+    head = name.split("::", 1)[0]
+    if " as " in head:
+        # `<F as axum::handler::Handler<…>>::call`: a type parameter's impl, the trait's crate.
+        own, trait = head.split(" as ", 1)
+        head = own if len(own) > 1 else trait
+    if head in ("core", "alloc", "std"):
+        return None
+    return head
+
+parts = {
+    "the order's handler (raptor_api::trading::handlers::place)": "raptor_api::trading::handlers::place::",
+    "  the claim (raptor_idempotency::claim)": "raptor_idempotency::claim",
+    "  the claim round's task (its statement, on the store pool)": "tokio_util::task::task_tracker::TrackedFuture",
+    "authentication and the gates (trading::gate::Writer)": "raptor_api::trading::gate::Writer",
+    "connections going back to a pool (sqlx's ping on release)": "PoolConnection<DB>::return_to_pool",
+    "BEGIN and COMMIT": "sqlx_core::transaction::Transaction<DB>::",
+    "writing the response (hyper's poll_write)": "Dispatcher<D,Bs,I,T>::poll_write",
+}
+total, own, inclusive = 0, collections.Counter(), collections.Counter()
 for line in open(sys.argv[1]):
     stack, _, count = line.rstrip().rpartition(" ")
     n, frames = int(count), stack.split(";")
     total += n
-    bare = {frame.removesuffix("_[k]") for frame in frames if frame.endswith("_[k]")}
     if frames[-1].endswith("_[k]"):
-        in_kernel += n
-    for name, names in kernel:
-        if bare.intersection(names):
-            hits[name] += n
-    for name, needles in rust:
-        if any(needle in frame for frame in frames for needle in needles):
-            hits[name] += n
+        own[kernel_part(frames)] += n
+    else:
+        owner = next((c for c in map(crate, reversed(frames)) if c), "other")
+        own["user: " + owner] += n
+    for name, needle in parts.items():
+        if any(needle in frame for frame in frames):
+            inclusive[name] += n
 total = max(total, 1)
-print(f"{total / 1e6:,.0f} ms of the server's CPU sampled; {in_kernel / total:.1%} in the kernel. Share through:")
-for name, _ in kernel + rust:
-    print(f"  {hits[name] / total:6.1%}  {name}")
+kernel = sum(n for k, n in own.items() if k.startswith("kernel"))
+print(f"{total / 1e6:,.0f} ms of the server's CPU sampled, {kernel / total:.1%} in the kernel. Self time:")
+for name, n in sorted(own.items(), key=lambda item: -item[1])[:16]:
+    print(f"  {n / total:6.1%}  {name}")
+print("Inclusive:")
+for name in parts:
+    print(f"  {inclusive[name] / total:6.1%}  {name}")
 EOF

@@ -1,5 +1,6 @@
 //! The paper book through HTTP: orders, option rolls, closes, cancels, resets, quote-driven
-//! fills, expiry, gates, limits, client order ids, and concurrency on one account.
+//! fills, expiry, gates, limits, client order ids, concurrency on one account, and the position
+//! rows updated in place.
 
 mod activities;
 mod client_order_id;
@@ -9,6 +10,7 @@ mod limits;
 mod options;
 mod orders;
 mod plans;
+mod positions;
 mod quotes;
 mod reads;
 mod settlement;

@@ -289,8 +289,10 @@ pub(crate) const EXPORT_SECTIONS: &[ExportSection] = &[
        join paper_orders o on o.id = l.order_id where o.user_id = $1
       order by o.created_at, o.id, l.leg_index"),
     section("fills", true, By::User, "select to_jsonb(f) from paper_fills f where user_id = $1 order by f.id"),
-    section("positions", true, By::User, "select to_jsonb(p) from paper_positions p where user_id = $1
-      order by p.symbol"),
+    // `open_expiry_date` is the expiry index's key (`expiry_date` while the position is open),
+    // not data of the user's.
+    section("positions", true, By::User, "select to_jsonb(p) - 'open_expiry_date'
+       from paper_positions p where user_id = $1 order by p.symbol"),
     section("audit_log", true, By::User, "select to_jsonb(a) from audit_log a where user_id = $1 order by a.id"),
     section("sessions", true, By::User, "select jsonb_build_object('id', id, 'kind', kind,
             'created_at', created_at, 'expires_at', expires_at)

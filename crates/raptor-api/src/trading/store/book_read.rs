@@ -64,7 +64,7 @@ const BOOK_TEMPLATE: &str = "select
             exists (select 1 from paper_orders d
                      where d.user_id = $1 and d.status = 'new' and d.expires_at <= $3)
              or exists (select 1 from paper_positions e
-                         where e.user_id = $1 and e.qty <> 0 and e.expiry_date <= $4)";
+                         where e.user_id = $1 and e.open_expiry_date <= $4)";
 
 /// [`BOOK_TEMPLATE`] with the id list of `scope`: separate statements, not one with
 /// `$2 is null or …`, because a generic plan could not use the underlying index through the

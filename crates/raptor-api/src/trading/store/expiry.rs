@@ -50,7 +50,7 @@ pub(crate) async fn has_due(
         "select exists (select 1 from paper_orders
                          where user_id = $1 and status = 'new' and expires_at <= $2)
              or exists (select 1 from paper_positions
-                         where user_id = $1 and qty <> 0 and expiry_date <= $3)",
+                         where user_id = $1 and open_expiry_date <= $3)",
     )
     .bind(user_id)
     .bind(now)
@@ -77,7 +77,7 @@ pub(crate) async fn lock_accounts_with_due(
                                where status = 'new' and expires_at <= $1
                               union
                               select user_id from paper_positions
-                               where qty <> 0 and expiry_date <= $2)
+                               where open_expiry_date <= $2)
           order by a.user_id
           limit $4
           for update of a skip locked",
@@ -100,7 +100,7 @@ pub(crate) async fn expiring_positions(
 ) -> ApiResult<Vec<super::PositionRow>> {
     raptor_db::query_as(
         "select symbol, qty, avg_entry_price, realized_pnl from paper_positions
-          where user_id = $1 and qty <> 0 and expiry_date <= $2
+          where user_id = $1 and open_expiry_date <= $2
           order by symbol",
     )
     .bind(user_id)
