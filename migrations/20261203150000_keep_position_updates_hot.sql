@@ -9,24 +9,37 @@
 -- Postgres' CPU per order rose through every 300 s soak of `make bench`.
 --
 -- The index now reads a column of its own, `open_expiry_date`: the expiration date of an open
--- option position, NULL for an equity or a closed position. It is generated from `qty` and
--- `symbol`, but HOT looks at the values an index holds, not at what they are computed from: it
--- changes only when an option position opens or closes, so every other update of a position
--- (an equity's always) stays on its page and adds no index entry. (An index on the expression
--- `CASE WHEN qty <> 0 …` would not do: an expression index blocks HOT on every column it names.)
--- A generated column cannot read another one, so the OCC decoding of `expiry_date` is repeated.
+-- option position, NULL for an equity or a closed position. HOT looks at the values an index
+-- holds, and this one changes only when an option position opens or closes, so every other
+-- update of a position (an equity's always) stays on its page and adds no index entry. (An
+-- index on the expression `CASE WHEN qty <> 0 …` would not do: an expression index blocks HOT on
+-- every column it names.)
 --
--- Adding a stored generated column rewrites `paper_positions` (one row per account and symbol)
--- under an exclusive lock, once. `expiry_date` stays; the queries that used `qty <> 0 AND
--- expiry_date <= $n` read `open_expiry_date <= $n`, which is the same set of rows.
+-- Neither date is a generated column any more. Postgres 15 plans a table's generation
+-- expressions again in every statement that writes a row of it (ExecInitStoredGenerated, like
+-- CHECK constraints): counted with `make profile-postgres`, `expiry_date` alone cost 128,000
+-- instructions per order, and the two dates as generated columns 273,000, 13 % of an order. The
+-- writers set them instead, from `occ_expiry_date(symbol)` (a SQL function that Postgres inlines
+-- into the statement's plan, which is prepared once): the order's and a resting order's fills
+-- (`trading/store/fills.rs`) and the expiry's settlement (`trading/store/expiry.rs`), each tested
+-- for keeping `open_expiry_date` = `CASE WHEN qty <> 0 THEN expiry_date END`.
+--
+-- No table rewrite: dropping a column's generation keeps its stored values, and the new column is
+-- nullable without a default; the backfill touches only open option positions.
+CREATE FUNCTION occ_expiry_date(symbol text) RETURNS date
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    RETURN CASE WHEN symbol ~ '^[A-Z]{1,6}[0-9]{6}[CP][0-9]{8}$' THEN
+        make_date(2000 + substring(symbol from '^[A-Z]+([0-9]{2})')::integer,
+                  substring(symbol from '^[A-Z]+[0-9]{2}([0-9]{2})')::integer,
+                  substring(symbol from '^[A-Z]+[0-9]{4}([0-9]{2})')::integer)
+    END;
+
 ALTER TABLE paper_positions
-    ADD COLUMN open_expiry_date date GENERATED ALWAYS AS (
-        CASE WHEN qty <> 0 AND symbol ~ '^[A-Z]{1,6}[0-9]{6}[CP][0-9]{8}$' THEN
-            make_date(2000 + substring(symbol from '^[A-Z]+([0-9]{2})')::integer,
-                      substring(symbol from '^[A-Z]+[0-9]{2}([0-9]{2})')::integer,
-                      substring(symbol from '^[A-Z]+[0-9]{4}([0-9]{2})')::integer)
-        END
-    ) STORED;
+    ALTER COLUMN expiry_date DROP EXPRESSION,
+    ADD COLUMN open_expiry_date date;
+
+UPDATE paper_positions SET open_expiry_date = expiry_date
+ WHERE qty <> 0 AND expiry_date IS NOT NULL;
 
 DROP INDEX idx_paper_positions_open_expiry;
 

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::NEAR;
@@ -21,12 +21,36 @@ async fn position_updates(pool: &PgPool) -> (i64, i64) {
     .expect("table statistics")
 }
 
-/// HOT updates of `paper_positions` so far in this session's transaction.
-async fn hot_in_transaction(conn: &mut PgConnection) -> i64 {
-    sqlx::query_scalar("select pg_stat_get_xact_tuples_hot_updated('paper_positions'::regclass)")
-        .fetch_one(conn)
-        .await
-        .expect("transaction statistics")
+/// Waits until the statistics collector has at least `updates` updates of `paper_positions`
+/// (the server's sessions report their counts when they go idle, within seconds), and returns
+/// (updates, HOT updates).
+async fn reported_position_updates(pool: &PgPool, updates: i64) -> (i64, i64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let counts = position_updates(pool).await;
+        if counts.0 >= updates || Instant::now() > deadline {
+            return counts;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Every position's `expiry_date` is its symbol's, and `open_expiry_date` (the expiry index's
+/// key) is that date while the position is open and NULL once it is flat: the writers keep the
+/// two dates, so this holds after whatever the test did.
+pub(super) async fn assert_expiry_keys(app: &TestApp) {
+    let wrong = app
+        .count(
+            "select count(*) from paper_positions
+              where expiry_date is distinct from occ_expiry_date(symbol)
+                 or open_expiry_date is distinct from
+                    case when qty <> 0 then occ_expiry_date(symbol) end",
+        )
+        .await;
+    assert_eq!(
+        wrong, 0,
+        "positions whose expiry dates do not match their symbol and qty"
+    );
 }
 
 /// Six market buys of one symbol: the first creates the position, the other five update it,
@@ -41,91 +65,66 @@ async fn a_fill_updates_its_position_in_place(pool: PgPool) {
             let placed = app.create_order(&token, Uuid::new_v4(), &buy).await;
             assert_eq!(placed.body["status"], "filled", "{}", placed.text);
         }
-        // The server's sessions report their counts when they go idle, within about a second.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let (updates, hot) = loop {
-            let counts = position_updates(&pool).await;
-            if counts.0 >= 5 || Instant::now() > deadline {
-                break counts;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
+        let (updates, hot) = reported_position_updates(&pool, 5).await;
         assert_eq!(updates, 5, "five fills updated the position");
         assert_eq!(hot, updates, "every update of the position was heap-only");
+        assert_expiry_keys(app).await;
     })
     .await;
 }
 
 /// The expiry index's key, `open_expiry_date`, is the expiration date of an open option
-/// position and NULL once it is closed (and for an equity): an option's fills that leave it open
-/// update it in place; the fill that closes it changes the key, and the expiry pass no longer
-/// finds it.
+/// position and NULL once it is closed: a fill that leaves the position open (here a resting
+/// order's, filled by a quote update) updates it in place; the fill that closes it changes the
+/// key, and the expiry pass no longer finds the position.
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn the_expiry_key_follows_an_option_position_open_and_closed(pool: PgPool) {
     TestApp::run(&pool, Options::default(), async |app| {
-        let (user_id, _) = app.user("expiry-key@example.com").await;
-        let mut tx = pool.begin().await.expect("transaction");
-        let key = "select open_expiry_date::text from paper_positions
-                    where user_id = $1 and symbol = $2";
-        let open_key = |symbol: &'static str| {
-            sqlx::query_scalar::<_, Option<String>>(key)
-                .bind(user_id)
-                .bind(symbol)
-        };
-        sqlx::query(
-            "insert into paper_positions (user_id, symbol, qty, avg_entry_price)
-             values ($1, $2, 1, 1.25), ($1, 'AAPL', 10, 190.10)",
-        )
-        .bind(user_id)
-        .bind(NEAR)
-        .execute(&mut *tx)
-        .await
-        .expect("positions");
-        let near = open_key(NEAR).fetch_one(&mut *tx).await.expect("near");
-        assert_eq!(near.as_deref(), Some("2026-12-18"));
-        let equity = open_key("AAPL").fetch_one(&mut *tx).await.expect("equity");
-        assert_eq!(equity, None, "an equity has no expiry");
+        let (user_id, token) = app.user("expiry-key@example.com").await;
+        let key = "select open_expiry_date::text from paper_positions where symbol = $1";
+        app.quote(NEAR, "1.20", "1.25").await;
+        let open = Order::market(NEAR).buy_to_open().qty("1").json();
+        let placed = app.create_order(&token, Uuid::new_v4(), &open).await;
+        assert_eq!(placed.body["status"], "filled", "{}", placed.text);
+        let opened: Option<String> = app.scalar_where(key, NEAR).await;
+        assert_eq!(opened.as_deref(), Some("2026-12-18"));
 
-        let update = "update paper_positions set qty = $3, updated_at = now()
-                       where user_id = $1 and symbol = $2";
-        for (symbol, qty) in [(NEAR, 2), ("AAPL", 0), ("AAPL", 5)] {
-            sqlx::query(update)
-                .bind(user_id)
-                .bind(symbol)
-                .bind(qty)
-                .execute(&mut *tx)
-                .await
-                .expect("update");
-        }
-        assert_eq!(
-            hot_in_transaction(&mut tx).await,
-            3,
-            "an option that stays open and an equity, even closed and reopened, update in place"
-        );
+        let add = Order::limit(NEAR, "1.00")
+            .buy_to_open()
+            .qty("1")
+            .gtc()
+            .json();
+        let resting = app.create_order(&token, Uuid::new_v4(), &add).await;
+        assert_eq!(resting.body["status"], "new", "{}", resting.text);
+        app.quote(NEAR, "0.90", "0.95").await;
+        let added = app.order(&token, resting.id()).await;
+        assert_eq!(added.body["status"], "filled", "{}", added.text);
+        let still: Option<String> = app.scalar_where(key, NEAR).await;
+        assert_eq!(still.as_deref(), Some("2026-12-18"));
 
-        sqlx::query(update)
-            .bind(user_id)
-            .bind(NEAR)
-            .bind(0)
-            .execute(&mut *tx)
-            .await
-            .expect("close");
+        let close = Order::market(NEAR).sell_to_close().qty("2").json();
+        let closed = app.create_order(&token, Uuid::new_v4(), &close).await;
+        assert_eq!(closed.body["status"], "filled", "{}", closed.text);
+        let flat: Option<String> = app.scalar_where(key, NEAR).await;
+        assert_eq!(flat, None, "a closed position has no open expiry");
+        assert_expiry_keys(app).await;
+
+        let (updates, hot) = reported_position_updates(&pool, 2).await;
         assert_eq!(
-            hot_in_transaction(&mut tx).await,
-            3,
-            "closing the option changes the index's key"
+            (updates, hot),
+            (2, 1),
+            "the resting fill updated the open position in place; the close changed the key"
         );
-        let closed = open_key(NEAR).fetch_one(&mut *tx).await.expect("closed");
-        assert_eq!(closed, None, "a closed option position has no open expiry");
-        let due: i64 = sqlx::query_scalar(
-            "select count(*) from paper_positions where user_id = $1 and open_expiry_date <= $2",
+        let due: bool = sqlx::query_scalar(
+            "select exists (select 1 from paper_positions
+                             where user_id = $1 and open_expiry_date <= $2)",
         )
         .bind(user_id)
         .bind(chrono::NaiveDate::from_ymd_opt(2027, 1, 1).expect("date"))
-        .fetch_one(&mut *tx)
+        .fetch_one(&pool)
         .await
         .expect("due");
-        assert_eq!(due, 0, "the expiry pass does not see a closed position");
+        assert!(!due, "the expiry pass does not see a closed position");
     })
     .await;
 }

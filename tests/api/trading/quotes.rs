@@ -232,7 +232,8 @@ async fn evaluation_rejections_are_audited_once_per_change(pool: PgPool) {
         let resting = app.create_order(&token, Uuid::new_v4(), &sell).await;
         assert_eq!(resting.body["status"], "new", "{}", resting.text);
         // The holding disappears behind the order's back (a state the engine must refuse to fill).
-        app.execute("update paper_positions set qty = 0").await;
+        app.execute("update paper_positions set qty = 0, open_expiry_date = null")
+            .await;
         for bid in ["201.00", "202.00", "203.00"] {
             app.quote("AAPL", bid, "204.00").await;
         }

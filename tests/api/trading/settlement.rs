@@ -263,7 +263,7 @@ async fn the_account_reports_uncovered_short_options(pool: PgPool) {
         );
         // The covering long leaves the book (as a long expiring before its short would).
         app.execute_where(
-            "update paper_positions set qty = 0 where symbol = $1",
+            "update paper_positions set qty = 0, open_expiry_date = null where symbol = $1",
             LEAPS,
         )
         .await;
@@ -283,8 +283,10 @@ async fn the_command_settles_expired_positions(pool: PgPool) {
         let (user_id, token) = app.user("cli@example.com").await;
         // Expired at the 13:00 early close of 2026-11-27, held since before.
         app.execute_where(
-            "insert into paper_positions (user_id, symbol, qty, avg_entry_price)
-             values ($1, 'XYZ261127C00060000', 2, 1.50)",
+            "insert into paper_positions
+                 (user_id, symbol, qty, avg_entry_price, expiry_date, open_expiry_date)
+             values ($1, 'XYZ261127C00060000', 2, 1.50, occ_expiry_date('XYZ261127C00060000'),
+                     occ_expiry_date('XYZ261127C00060000'))",
             user_id,
         )
         .await;
@@ -299,6 +301,7 @@ async fn the_command_settles_expired_positions(pool: PgPool) {
         let account = app.account(&token).await.body;
         assert_eq!(account["cash"], "100200.00", "2 x 1.00 x 100");
         assert_eq!(account["realized_pnl"], "-100.00", "200 - 300");
+        super::positions::assert_expiry_keys(app).await;
     })
     .await;
 }

@@ -142,7 +142,8 @@ pub(crate) async fn settle_positions(
     let settled: i64 = raptor_db::query_scalar(
         "with p as (
             update paper_positions p
-               set qty = 0, avg_entry_price = 0, realized_pnl = s.realized_pnl, updated_at = $2
+               set qty = 0, avg_entry_price = 0, realized_pnl = s.realized_pnl, updated_at = $2,
+                   open_expiry_date = null
               from unnest($3::text[], $4::numeric[], $5::numeric[])
                      as s(symbol, qty, realized_pnl)
              where p.user_id = $1 and p.symbol = s.symbol and p.qty = s.qty

@@ -89,13 +89,18 @@ pub(super) const EFFECTS_SQL: &str = "
                          $14::numeric[], $15::integer[], $16::numeric[])
                   as f(leg_index, symbol, side, qty, price, multiplier, pnl)),
     positions as (
-        insert into paper_positions (user_id, symbol, qty, avg_entry_price, realized_pnl, updated_at)
-        select $2, p.symbol, p.qty, p.avg_entry_price, p.realized_pnl, $3
+        insert into paper_positions
+            (user_id, symbol, qty, avg_entry_price, realized_pnl, updated_at, expiry_date,
+             open_expiry_date)
+        select $2, p.symbol, p.qty, p.avg_entry_price, p.realized_pnl, $3,
+               occ_expiry_date(p.symbol),
+               case when p.qty <> 0 then occ_expiry_date(p.symbol) end
           from o, unnest($17::text[], $18::numeric[], $19::numeric[], $20::numeric[])
                   as p(symbol, qty, avg_entry_price, realized_pnl)
         on conflict (user_id, symbol) do update
            set qty = excluded.qty, avg_entry_price = excluded.avg_entry_price,
-               realized_pnl = excluded.realized_pnl, updated_at = excluded.updated_at),
+               realized_pnl = excluded.realized_pnl, updated_at = excluded.updated_at,
+               open_expiry_date = excluded.open_expiry_date),
     cash as (
         update paper_accounts
            set cash = cash + $21, realized_pnl = realized_pnl + $22, updated_at = $3
@@ -175,14 +180,18 @@ pub(crate) async fn fill_resting_many(
              where f.order_id in (select id from o)),
         positions as (
             insert into paper_positions
-                (user_id, symbol, qty, avg_entry_price, realized_pnl, updated_at)
-            select $1, p.symbol, p.qty, p.avg_entry_price, p.realized_pnl, $2
+                (user_id, symbol, qty, avg_entry_price, realized_pnl, updated_at, expiry_date,
+                 open_expiry_date)
+            select $1, p.symbol, p.qty, p.avg_entry_price, p.realized_pnl, $2,
+                   occ_expiry_date(p.symbol),
+                   case when p.qty <> 0 then occ_expiry_date(p.symbol) end
               from unnest($14::text[], $15::numeric[], $16::numeric[], $17::numeric[])
                      as p(symbol, qty, avg_entry_price, realized_pnl)
              where exists (select 1 from o)
             on conflict (user_id, symbol) do update
                set qty = excluded.qty, avg_entry_price = excluded.avg_entry_price,
-                   realized_pnl = excluded.realized_pnl, updated_at = excluded.updated_at),
+                   realized_pnl = excluded.realized_pnl, updated_at = excluded.updated_at,
+                   open_expiry_date = excluded.open_expiry_date),
         cash as (
             update paper_accounts
                set cash = cash + $18, realized_pnl = realized_pnl + $19, updated_at = $2
