@@ -24,10 +24,14 @@
 -- (`trading/store/fills.rs`) and the expiry's settlement (`trading/store/expiry.rs`), each tested
 -- for keeping `open_expiry_date` = `CASE WHEN qty <> 0 THEN expiry_date END`.
 --
+-- The function is not STRICT: Postgres inlines a SQL function only when its body is as strict as
+-- the function says, and a CASE is not, so a STRICT one ran through the SQL-function executor at
+-- every call (counted: 2,213,341 instructions per order against 1,838,885 inlined).
+--
 -- No table rewrite: dropping a column's generation keeps its stored values, and the new column is
 -- nullable without a default; the backfill touches only open option positions.
 CREATE FUNCTION occ_expiry_date(symbol text) RETURNS date
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN CASE WHEN symbol ~ '^[A-Z]{1,6}[0-9]{6}[CP][0-9]{8}$' THEN
         make_date(2000 + substring(symbol from '^[A-Z]+([0-9]{2})')::integer,
                   substring(symbol from '^[A-Z]+[0-9]{2}([0-9]{2})')::integer,
