@@ -39,27 +39,12 @@ if ! cargo install --list --root "$tools" 2>/dev/null | grep -qx "inferno v$INFE
 	echo "installing inferno $INFERNO_VERSION into $tools (cargo install, a few minutes once)" >&2
 	cargo install --quiet --locked --root "$tools" "inferno@$INFERNO_VERSION"
 fi
-: "${DATABASE_URL:?DATABASE_URL is not set (make flamegraph sets it)}"
-
 out=$target/profile
 mkdir -p "$out"
-db=raptor_flame_$$
-admin=$DATABASE_URL
-psql -q "$admin" -c "create database $db"
 server=
-cleanup() {
-	[[ -n $server ]] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
-	psql -q "$admin" -c "drop database if exists $db with (force)" || true
-}
-trap cleanup EXIT
-
-# As the bench runs it: no TLS to Postgres, JSON logs at WARN, no background jobs.
-export DATABASE_URL=${admin%/*}/$db?sslmode=disable RUST_LOG=warn RAPTOR_LOG_FORMAT=json
-export RAPTOR_ORDER_EXPIRY_INTERVAL_SECS=0 RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS=0
-export RAPTOR_QUOTE_SWEEP_INTERVAL_MS=0 RAPTOR_MAIL_RELAY_INTERVAL_MS=0
-export RAPTOR_PAPER_STARTING_CASH=100000000.00
-export RAPTOR_RESPONSE_KEYS=${RAPTOR_RESPONSE_KEYS:-$(scripts/response-key.sh profile)}
-"$binary" migrate >/dev/null
+# shellcheck source=lib/profile-db.sh
+source scripts/lib/profile-db.sh
+profile_database raptor_flame "$binary"
 tokens=$out/flame.tokens
 : >"$tokens"
 for i in $(seq "$users"); do

@@ -34,28 +34,12 @@ command -v valgrind >/dev/null || {
 	echo "installing valgrind (apt-get)" >&2
 	apt-get install -y -q valgrind >/dev/null
 }
-: "${DATABASE_URL:?DATABASE_URL is not set (make profile sets it)}"
-
 out=$target/profile
 mkdir -p "$out"
-db=raptor_profile_$$
-admin=$DATABASE_URL
-psql -q "$admin" -c "create database $db"
 server=
-cleanup() {
-	[[ -n $server ]] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
-	psql -q "$admin" -c "drop database if exists $db with (force)" || true
-}
-trap cleanup EXIT
-
-# As the bench runs it: no TLS to Postgres, JSON logs at WARN, no background jobs (their work
-# would be counted).
-export DATABASE_URL=${admin%/*}/$db?sslmode=disable RUST_LOG=warn RAPTOR_LOG_FORMAT=json
-export RAPTOR_ORDER_EXPIRY_INTERVAL_SECS=0 RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS=0
-export RAPTOR_QUOTE_SWEEP_INTERVAL_MS=0 RAPTOR_MAIL_RELAY_INTERVAL_MS=0
-export RAPTOR_PAPER_STARTING_CASH=100000000.00
-export RAPTOR_RESPONSE_KEYS=${RAPTOR_RESPONSE_KEYS:-$(scripts/response-key.sh profile)}
-"$binary" migrate >/dev/null
+# shellcheck source=lib/profile-db.sh
+source scripts/lib/profile-db.sh
+profile_database raptor_profile "$binary"
 token=$("$binary" users create --email profile@example.com |
 	python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
 "$binary" quotes set AAPL --bid 189.90 --ask 190.10 >/dev/null
