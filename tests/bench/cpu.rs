@@ -250,3 +250,122 @@ pub(crate) struct Flush {
     pub(crate) p50_ms: f64,
     pub(crate) p99_ms: f64,
 }
+
+/// Pieces of work in one round of [`speed_ms`]: about 5 ms on a quiet machine of this kind.
+const SPEED_ITEMS: usize = 2_000;
+
+/// How fast the machine runs a request's kind of work right now: the CPU time, in ms, that this
+/// thread spends on a fixed piece of work (an order-sized JSON body serialised, parsed back and
+/// hashed with SHA-256, [`SPEED_ITEMS`] times), the least of `rounds` rounds. It is the thread's
+/// own CPU clock (`CLOCK_THREAD_CPUTIME_ID`), so waiting for a core does not count; what
+/// moves it is how fast a core runs it: the host's load on the same physical cores, the clock,
+/// the caches shared with the load. The same binary's CPU per request moves with it, so a figure
+/// in ms is read against the speed of its run, and two windows of one run against each other.
+/// `None` where the clock cannot be read.
+pub(crate) fn speed_ms(rounds: usize) -> Option<f64> {
+    (0..rounds.max(1))
+        .map(|_| speed_round())
+        .try_fold(f64::INFINITY, |least, round| Some(least.min(round?)))
+}
+
+fn speed_round() -> Option<f64> {
+    use sha2::Digest;
+    let before = thread_cpu_ns()?;
+    let mut sink = 0usize;
+    for i in 0..SPEED_ITEMS {
+        let body = serde_json::json!({
+            "symbol": "AAPL",
+            "side": "buy",
+            "type": "limit",
+            "qty": i,
+            "limit_price": "190.10",
+            "time_in_force": "day",
+        });
+        let text = body.to_string();
+        let back: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let digest = sha2::Sha256::digest(text.as_bytes());
+        sink = sink
+            .wrapping_add(back.as_object().map_or(0, serde_json::Map::len))
+            .wrapping_add(usize::from(digest[0]));
+    }
+    std::hint::black_box(sink);
+    let after = thread_cpu_ns()?;
+    Some(after.saturating_sub(before) as f64 / 1e6)
+}
+
+/// This thread's time on a CPU since it started, in ns (`CLOCK_THREAD_CPUTIME_ID`, which counts
+/// up to the call; `/proc/thread-self/schedstat` lags by up to a scheduler tick, 4 ms here).
+fn thread_cpu_ns() -> Option<u64> {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    let secs = u64::try_from(t.tv_sec).ok()?;
+    let nanos = u64::try_from(t.tv_nsec).ok()?;
+    Some(secs * 1_000_000_000 + nanos)
+}
+
+/// [`speed_ms`] on a blocking thread, so that the load running on the runtime is not held up.
+pub(crate) async fn speed_now(rounds: usize) -> Option<f64> {
+    tokio::task::spawn_blocking(move || speed_ms(rounds))
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The machine's speed ([`speed_ms`], 5 rounds) at a run's start and at its end.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub(crate) struct Speed {
+    pub(crate) start_ms: Option<f64>,
+    pub(crate) end_ms: Option<f64>,
+}
+
+impl Speed {
+    /// `start_ms`, read at the start, with the speed now as the end.
+    pub(crate) async fn ended(start_ms: Option<f64>) -> Self {
+        Self {
+            start_ms,
+            end_ms: speed_now(5).await,
+        }
+    }
+
+    /// One reading, for a line of output.
+    pub(crate) fn describe(ms: Option<f64>) -> String {
+        ms.map_or_else(
+            || "unknown (no thread CPU clock)".to_owned(),
+            |ms| format!("{ms:.2} ms of CPU for a fixed piece of work (lower is faster)"),
+        )
+    }
+}
+
+impl std::fmt::Display for Speed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "at the start {}; at the end {}",
+            Self::describe(self.start_ms),
+            Self::describe(self.end_ms)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_speed_probe_reads_its_threads_cpu_time() {
+        let wall = std::time::Instant::now();
+        let ms = speed_ms(3).expect("the thread CPU clock");
+        let wall_ms = wall.elapsed().as_secs_f64() * 1000.0;
+        // One thread cannot run longer than the time that passed; three rounds of work take
+        // some of it.
+        assert!(ms > 0.0, "{ms}");
+        assert!(ms * 3.0 <= wall_ms + 0.5, "3 rounds of {ms} ms in {wall_ms} ms");
+    }
+
+    #[test]
+    fn waiting_is_not_counted_as_the_threads_cpu_time() {
+        let before = thread_cpu_ns().expect("the thread CPU clock");
+        std::thread::sleep(Duration::from_millis(50));
+        let slept = thread_cpu_ns().expect("the thread CPU clock") - before;
+        assert!(slept < 5_000_000, "{slept} ns counted across a 50 ms sleep");
+    }
+}

@@ -38,8 +38,15 @@
 //!
 //! The soak (`RAPTOR_BENCH_SOAK_SECS`, default 300; `RAPTOR_BENCH_ONLY=soak` runs only scenario
 //! 9's key rows and the soak): fresh keys at 16 clients, reported per window of 30 s with
-//! the machine's steal time, Postgres' and the server's CPU per order, WAL and full-page images
-//! per order, shared-buffer reads, checkpoints and the tables an autovacuum worker was on.
+//! the machine's steal time and speed, Postgres' and the server's CPU per order, WAL and
+//! full-page images per order, shared-buffer reads, checkpoints and the tables an autovacuum
+//! worker was on.
+//!
+//! The machine's speed (`cpu::speed_ms`: the CPU time a fixed piece of JSON and SHA-256 work
+//! takes this process) is read at the start and the end of the run and at each soak window's
+//! edges. On a shared host it moves by a factor of two from one hour to the next, and every
+//! figure in ms of CPU moves with it; the soak also reports its last ÷ best with each window's
+//! rate scaled by the window's speed, beside the target (which stays on the plain rates).
 //!
 //! Output: a table, `target/bench/results.json`, and the targets with PASS/FAIL; the process
 //! exits 1 when a target is missed (2 when the benchmark could not run). `BENCHMARKS.md`
@@ -274,6 +281,8 @@ async fn bench(
         "flush: 8 KiB + fdatasync in {}: p50 {:.2} ms, p99 {:.2} ms ({} flushes)",
         flush.dir, flush.p50_ms, flush.p99_ms, flush.flushes
     );
+    let speed_start = cpu::speed_now(5).await;
+    println!("machine speed: {}", cpu::Speed::describe(speed_start));
 
     let operator = user(&pool, "bench-operator@example.com", Role::Operator).await?;
     let mut users = Vec::with_capacity(USERS);
@@ -310,7 +319,8 @@ async fn bench(
             secs.as_secs()
         );
         let soak = b.soak(secs, pid).await?;
-        let mut report = Report::at_end(postgres, flush, settings, pid)?;
+        let speed = cpu::Speed::ended(speed_start).await;
+        let mut report = Report::at_end(postgres, flush, speed, settings, pid)?;
         report.soak = Some(soak);
         report.checks = report.evaluate_soak();
         b.pool.close().await;
@@ -465,6 +475,7 @@ async fn bench(
         Some(b.soak(settings.soak, pid).await?)
     };
 
+    let speed = cpu::Speed::ended(speed_start).await;
     let mut report = Report {
         runs,
         duplicates,
@@ -472,7 +483,7 @@ async fn bench(
         ceiling,
         soak,
         round_trips,
-        ..Report::at_end(postgres, flush, settings, pid)?
+        ..Report::at_end(postgres, flush, speed, settings, pid)?
     };
     report.checks = report.evaluate()?;
     b.pool.close().await;
@@ -827,6 +838,7 @@ impl Bench {
                     self.pg_counters().await?,
                     self.meter.sample(),
                     cpu::machine_steal(),
+                    cpu::speed_now(3).await,
                 ))
             };
             let mut edges = vec![edge().await?];
@@ -871,11 +883,13 @@ impl Bench {
             .map(|((pair, vacuumed), orders)| {
                 let count = orders.load(std::sync::atomic::Ordering::Relaxed);
                 let orders = count.max(1) as f64;
-                let ((a, cpu_a, steal_a), (b, cpu_b, steal_b)) = (&pair[0], &pair[1]);
+                let ((a, cpu_a, steal_a, speed_a), (b, cpu_b, steal_b, speed_b)) =
+                    (&pair[0], &pair[1]);
                 let cpu = cpu_a.per_request(cpu_b, usize::try_from(count).unwrap_or(usize::MAX));
                 let blocks = (b.blks_hit + b.blks_read - a.blks_hit - a.blks_read).max(1) as f64;
                 SoakWindow {
                     steal_percent: (steal_b - steal_a) / (window.as_secs_f64() * cpus) * 100.0,
+                    speed_ms: speed_a.zip(*speed_b).map(|(a, b)| (a + b) / 2.0),
                     postgres_cpu_ms: cpu.postgres_ms,
                     server_cpu_ms: cpu.server_ms,
                     wal_kib_per_order: (b.wal_bytes - a.wal_bytes) as f64 / 1024.0 / orders,
@@ -905,6 +919,19 @@ impl Bench {
         };
         let best = per_second[..full].iter().copied().fold(0.0, f64::max);
         let last = per_second[..full].last().copied().unwrap_or(0.0);
+        // Each window's rate times its machine speed (ms per fixed piece of work): orders per
+        // unit of work the machine could do, so that a window the host slowed down does not
+        // read as the service slowing down. Reported beside the target, not instead of it.
+        let at_speed: Option<Vec<f64>> = per_second[..full]
+            .iter()
+            .zip(&postgres)
+            .map(|(rate, w)| w.speed_ms.map(|ms| rate * ms))
+            .collect();
+        let last_vs_best_at_equal_speed = at_speed.and_then(|rates| {
+            let best = rates.iter().copied().fold(0.0, f64::max);
+            let last = rates.last().copied()?;
+            (best > 0.0).then(|| last / best)
+        });
         Ok(Soak {
             clients: SOAK_CLIENTS,
             seconds: secs.as_secs(),
@@ -915,6 +942,7 @@ impl Bench {
                 .into_inner()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
             last_vs_best: if best > 0.0 { last / best } else { 0.0 },
+            last_vs_best_at_equal_speed,
             postgres,
             start,
             end,
@@ -1629,6 +1657,9 @@ struct Soak {
     error_kinds: BTreeMap<String, u64>,
     /// The last full window's throughput over the best window's.
     last_vs_best: f64,
+    /// The same with each window's throughput scaled by its machine speed (`None` where the
+    /// speed could not be read).
+    last_vs_best_at_equal_speed: Option<f64>,
     /// What Postgres did in each window.
     postgres: Vec<SoakWindow>,
     start: Probe,
@@ -1642,6 +1673,8 @@ struct Soak {
 struct SoakWindow {
     /// The share of the machine's CPU time the hypervisor gave to others (steal).
     steal_percent: f64,
+    /// The machine's speed over the window ([`cpu::speed_ms`] at its two edges, averaged).
+    speed_ms: Option<f64>,
     postgres_cpu_ms: f64,
     server_cpu_ms: f64,
     wal_kib_per_order: f64,
@@ -1771,6 +1804,8 @@ struct Report {
     ceiling: Vec<Ceiling>,
     /// The disk's flush latency, measured in the run.
     flush: cpu::Flush,
+    /// The machine's speed at the run's start and end.
+    speed: cpu::Speed,
     soak: Option<Soak>,
     /// Round trips per request, counted by the proxy (scenarios 1 and 2, one client).
     round_trips: BTreeMap<&'static str, f64>,
@@ -1784,6 +1819,7 @@ impl Report {
     fn at_end(
         postgres: PostgresInfo,
         flush: cpu::Flush,
+        speed: cpu::Speed,
         settings: &Settings,
         pid: u32,
     ) -> anyhow::Result<Self> {
@@ -1800,6 +1836,7 @@ impl Report {
             fills: Vec::new(),
             ceiling: Vec::new(),
             flush,
+            speed,
             soak: None,
             round_trips: BTreeMap::new(),
             server_peak_rss_mib: rss.0,
@@ -2099,6 +2136,7 @@ impl Report {
             "\nflush (8 KiB + fdatasync, {}): p50 {:.2} ms, p99 {:.2} ms",
             self.flush.dir, self.flush.p50_ms, self.flush.p99_ms
         );
+        println!("machine speed: {}", self.speed);
         println!(
             "\nCPU ms per request: {:<30} {:>8} {:>8} {:>8} {:>9} {:>6}",
             "run", "machine", "postgres", "server", "generator", "proxy"
@@ -2140,7 +2178,7 @@ impl Report {
         }
         if let Some(soak) = &self.soak {
             println!(
-                "\nsoak: {} clients, {} s, windows of {} s: {} orders/s; last/best {:.2}; {} errors {:?}",
+                "\nsoak: {} clients, {} s, windows of {} s: {} orders/s; last/best {:.2} ({} at equal machine speed); {} errors {:?}",
                 soak.clients,
                 soak.seconds,
                 soak.window_seconds,
@@ -2150,17 +2188,20 @@ impl Report {
                     .collect::<Vec<_>>()
                     .join(" "),
                 soak.last_vs_best,
+                soak.last_vs_best_at_equal_speed
+                    .map_or_else(|| "unknown".to_owned(), |r| format!("{r:.2}")),
                 soak.errors,
                 soak.error_kinds
             );
             println!(
-                "  window  steal %  CPU ms/order: Postgres  server  WAL KiB/order  FPI/order  blocks read/order  hit ratio  checkpoints  backend writes/order  xmin age  hot KiB  autovacuum"
+                "  window  steal %  speed ms  CPU ms/order: Postgres  server  WAL KiB/order  FPI/order  blocks read/order  hit ratio  checkpoints  backend writes/order  xmin age  hot KiB  autovacuum"
             );
             for (i, w) in soak.postgres.iter().enumerate() {
                 println!(
-                    "  {:>6}  {:>7.1}  {:>22.3}  {:>6.3}  {:>13.2}  {:>9.2}  {:>17.2}  {:>9.4}  {:>11}  {:>20.3}  {:>8}  {:>7}  {}",
+                    "  {:>6}  {:>7.1}  {:>8}  {:>22.3}  {:>6.3}  {:>13.2}  {:>9.2}  {:>17.2}  {:>9.4}  {:>11}  {:>20.3}  {:>8}  {:>7}  {}",
                     i + 1,
                     w.steal_percent,
+                    w.speed_ms.map_or_else(|| "-".to_owned(), |ms| format!("{ms:.2}")),
                     w.postgres_cpu_ms,
                     w.server_cpu_ms,
                     w.wal_kib_per_order,
