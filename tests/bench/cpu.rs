@@ -358,7 +358,10 @@ mod tests {
         // One thread cannot run longer than the time that passed; three rounds of work take
         // some of it.
         assert!(ms > 0.0, "{ms}");
-        assert!(ms * 3.0 <= wall_ms + 0.5, "3 rounds of {ms} ms in {wall_ms} ms");
+        assert!(
+            ms * 3.0 <= wall_ms + 0.5,
+            "3 rounds of {ms} ms in {wall_ms} ms"
+        );
     }
 
     #[test]
