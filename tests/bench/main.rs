@@ -920,7 +920,7 @@ impl Bench {
         // Postgres' CPU per order over the server's, last full window over the first: a table
         // or index that grows into the order's cost raises Postgres' share (the server's work
         // per order does not depend on the tables' size), while a host that slows down for a
-        // while slows both (measured: their ratio held within 3.26-3.42 through dips of 15 %).
+        // while slows both (measured: their ratio held within 3.26-3.42 through dips of 17 %).
         let pg_vs_server = |w: &SoakWindow| w.postgres_cpu_ms / w.server_cpu_ms.max(1e-9);
         let last_full = full.checked_sub(1).and_then(|i| postgres.get(i));
         let postgres_share_last_vs_first = match (postgres.first(), last_full) {
