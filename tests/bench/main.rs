@@ -921,10 +921,9 @@ impl Bench {
         // or index that grows into the order's cost raises Postgres' share (the server's work
         // per order does not depend on the tables' size), while a host that slows down for a
         // while slows both (measured: their ratio held within 3.26-3.42 through dips of 17 %).
-        let pg_vs_server = |w: &SoakWindow| w.postgres_cpu_ms / w.server_cpu_ms.max(1e-9);
         let last_full = full.checked_sub(1).and_then(|i| postgres.get(i));
         let postgres_share_last_vs_first = match (postgres.first(), last_full) {
-            (Some(first), Some(last)) => pg_vs_server(last) / pg_vs_server(first),
+            (Some(first), Some(last)) => last.postgres_vs_server() / first.postgres_vs_server(),
             _ => 0.0,
         };
         Ok(Soak {
@@ -1685,6 +1684,13 @@ struct SoakWindow {
     autovacuum: Vec<String>,
 }
 
+impl SoakWindow {
+    /// Postgres' CPU per order over the server's.
+    fn postgres_vs_server(&self) -> f64 {
+        self.postgres_cpu_ms / self.server_cpu_ms.max(1e-9)
+    }
+}
+
 #[derive(Debug, Clone, sqlx::FromRow)]
 struct PgCounters {
     wal_bytes: i64,
@@ -2196,7 +2202,7 @@ impl Report {
                     w.steal_percent,
                     w.postgres_cpu_ms,
                     w.server_cpu_ms,
-                    w.postgres_cpu_ms / w.server_cpu_ms.max(1e-9),
+                    w.postgres_vs_server(),
                     w.wal_kib_per_order,
                     w.full_page_images_per_order,
                     w.blocks_read_per_order,
