@@ -674,7 +674,10 @@ export interface components {
         AccountResponse: {
             /**
              * Format: decimal
-             * @description Cash minus the reservations of open orders.
+             * @description Cash minus the reservations of open orders and of the option spreads held
+             *     (`reserved_cash + spread_requirement`): a cash account has no leverage, so it never
+             *     exceeds `cash` (a credit received raises cash and buying power only beyond what its
+             *     spread can lose).
              */
             buying_power: string;
             /**
@@ -717,6 +720,15 @@ export interface components {
              * @description Reserved by open orders.
              */
             reserved_cash: string;
+            /**
+             * Format: decimal
+             * @description Reserved against the maximum loss of the short calls held: each is paired with a long
+             *     call on the same underlying expiring no earlier, and a pair whose long strike is above
+             *     the short's can lose the strike difference x 100 per contract (a vertical credit
+             *     spread's width).
+             * @example 0.00
+             */
+            spread_requirement: string;
             /**
              * @description Short options held without a long call on the same underlying expiring no earlier to
              *     cover them, by symbol (every short put; a short call whose covering long expired first).
@@ -6374,6 +6386,7 @@ export interface operations {
                      *       "mode": "paper",
                      *       "realized_pnl": "-5.80",
                      *       "reserved_cash": "150.00",
+                     *       "spread_requirement": "0.00",
                      *       "uncovered_short_options": [],
                      *       "unrealized_pnl": "-25.60"
                      *     }
@@ -6603,6 +6616,7 @@ export interface operations {
                      *       "mode": "paper",
                      *       "realized_pnl": "0.00",
                      *       "reserved_cash": "0.00",
+                     *       "spread_requirement": "0.00",
                      *       "uncovered_short_options": [],
                      *       "unrealized_pnl": "0.00"
                      *     }

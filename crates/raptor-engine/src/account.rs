@@ -51,9 +51,17 @@ impl AccountState {
         }
     }
 
-    /// Cash minus the reservations of open orders.
+    /// Cash minus the reservations of open orders and the maximum loss of the option spreads
+    /// held ([`AccountState::spread_requirement`]): a cash account has no leverage, so buying
+    /// power never exceeds the cash it holds less what that cash is promised to.
     pub fn buying_power(&self) -> Decimal {
-        self.cash - self.reserved_cash()
+        self.cash - self.reserved_cash() - self.spread_requirement()
+    }
+
+    /// The cash held against the maximum loss of the account's short calls, each paired with a
+    /// long call that limits it ([`crate::spread::spread_requirement`]).
+    pub fn spread_requirement(&self) -> Decimal {
+        crate::spread::spread_requirement(self.positions.values())
     }
 
     /// Sum of the open orders' reservations (listed or not).

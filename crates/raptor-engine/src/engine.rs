@@ -138,10 +138,10 @@ impl Engine {
         risk::check_coverage(account, spec)?;
         if is_marketable(spec, &prices) {
             let execution = self.execute(account, spec, &prices);
-            check_buying_power(account, execution.cost())?;
+            check_buying_power(account, needed(account, &execution))?;
             Ok(Decision::Filled(execution))
         } else {
-            let reserved_cash = self.reservation(spec);
+            let reserved_cash = self.reservation(account, spec);
             check_buying_power(account, reserved_cash)?;
             Ok(Decision::Rest { reserved_cash })
         }
@@ -177,7 +177,7 @@ impl Engine {
             _ => quoted,
         };
         let execution = self.execute(account, order, &prices);
-        check_buying_power(account, execution.cost())?;
+        check_buying_power(account, needed(account, &execution))?;
         Ok(Some(execution))
     }
 
@@ -193,18 +193,31 @@ impl Engine {
         }
     }
 
-    /// Cash a resting limit order sets aside: its cost at the limit price,
-    /// `max(limit x qty x multiplier rounded up to the cent + fees, 0)`, with the limit signed
-    /// (a simple sell is a credit). Credit orders therefore reserve nothing unless fees exceed
-    /// the credit. Zero for market orders, which never rest.
-    pub fn reservation(&self, spec: &OrderSpec) -> Decimal {
+    /// Cash a resting limit order sets aside when it is accepted on `account`: its cost at the
+    /// limit price, `limit x qty x multiplier` rounded up to the cent, plus fees, with the limit
+    /// signed (a simple sell is a credit), plus what the order would add to the account's
+    /// spread requirement once filled ([`AccountState::spread_requirement`]); never below zero.
+    /// A credit spread therefore reserves its maximum loss less its credit, and a plain credit
+    /// (a covered call) reserves nothing unless fees exceed it. Zero for market orders, which
+    /// never rest. The fill re-checks buying power against the account as it is then.
+    pub fn reservation(&self, account: &AccountState, spec: &OrderSpec) -> Decimal {
         let (Some(limit), Some(leg)) = (spec.signed_limit(), spec.legs.first()) else {
             return Decimal::ZERO;
         };
         // Multi-leg orders are options only, so the first leg's multiplier is every leg's.
         let notional = (limit * spec.qty * leg.instrument.multiplier())
             .round_dp_with_strategy(MONEY_DP, RoundingStrategy::ToPositiveInfinity);
-        (notional + self.fees.fee_for(spec)).max(Decimal::ZERO)
+        let mut after = account.positions.clone();
+        for leg in &spec.legs {
+            let symbol = leg.instrument.symbol();
+            let position = after
+                .entry(symbol.to_owned())
+                .or_insert_with(|| Position::flat(symbol));
+            position.qty += leg.side.sign() * leg.fill_qty(spec.qty);
+        }
+        let added =
+            crate::spread::spread_requirement(after.values()) - account.spread_requirement();
+        (notional + self.fees.fee_for(spec) + added).max(Decimal::ZERO)
     }
 
     /// Fills every leg of `spec` at `prices` (one per leg) against `account`'s positions.
@@ -402,6 +415,21 @@ fn is_marketable(spec: &OrderSpec, prices: &[Decimal]) -> bool {
     }
 }
 
+/// The buying power `execution` takes from `account`: the cash it pays (fees included; a
+/// credit counts against) plus what it adds to the spread requirement. A credit spread takes
+/// its maximum loss less its credit; closing one gives its reservation back.
+fn needed(account: &AccountState, execution: &Execution) -> Decimal {
+    let before = account.spread_requirement();
+    let mut after = account.positions.clone();
+    for position in &execution.positions {
+        after.insert(position.symbol.clone(), position.clone());
+    }
+    let after = crate::spread::spread_requirement(after.values());
+    (after - before) - execution.cash_delta
+}
+
+/// Refuses an order that needs more buying power than `account` has (`cost` at or below zero
+/// always passes: an order that frees buying power is never blocked by an older shortfall).
 fn check_buying_power(account: &AccountState, cost: Decimal) -> Result<(), OrderRejection> {
     let buying_power = account.buying_power();
     if cost > Decimal::ZERO && cost > buying_power {

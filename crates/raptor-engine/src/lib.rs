@@ -11,6 +11,7 @@ mod fees;
 mod order;
 mod position;
 mod risk;
+pub mod spread;
 mod symbol;
 
 pub use account::{AccountState, OpenOrder, Quote};

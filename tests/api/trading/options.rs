@@ -182,3 +182,70 @@ async fn invalid_rolls_are_rejected_whole(pool: PgPool) {
     })
     .await;
 }
+
+/// A cash account has no leverage (the review's reproduction): 1,000 short call spreads on a
+/// $100,000 account (short the 100 call, long the 110) used to turn their credit into
+/// $500,000 of buying power, which then bought $416,000 of stock. The spread's maximum loss,
+/// $1,000,000 less its $400,000 credit, is refused; ten spreads reserve $10,000 against the
+/// cash their credit raised, the stock the credit used to pay for is refused, and closing the
+/// spread gives the reservation back.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_credit_spread_never_becomes_buying_power(pool: PgPool) {
+    const SHORT_100: &str = "XYZ261218C00100000";
+    const LONG_110: &str = "XYZ261218C00110000";
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (_, token) = app.user("spread@example.com").await;
+        app.quote(SHORT_100, "5.00", "5.10").await;
+        app.quote(LONG_110, "0.90", "1.00").await;
+        app.quote("XYZ", "99.90", "100.00").await;
+        let legs = |short: &str, long: &str| {
+            vec![
+                json!({ "symbol": SHORT_100, "ratio_qty": 1, "side": short.split('_').next(),
+                        "position_intent": short }),
+                json!({ "symbol": LONG_110, "ratio_qty": 1, "side": long.split('_').next(),
+                        "position_intent": long }),
+            ]
+        };
+        let open = |qty: &str| {
+            Order::mleg_market(legs("sell_to_open", "buy_to_open"))
+                .qty(qty)
+                .json()
+        };
+
+        let refused = app.create_order(&token, Uuid::new_v4(), &open("1000")).await;
+        assert_problem(
+            &refused,
+            StatusCode::FORBIDDEN,
+            ErrorCode::InsufficientBuyingPower,
+        );
+        assert_eq!(refused.body["buying_power"], "100000.00", "{}", refused.text);
+        assert_eq!(refused.body["cost_basis"], "600000.00", "{}", refused.text);
+
+        let ten = app.create_order(&token, Uuid::new_v4(), &open("10")).await;
+        assert_eq!(ten.status, StatusCode::CREATED, "{}", ten.text);
+        assert_eq!(ten.body["filled_avg_price"], "-4.00", "{}", ten.text);
+        let account = app.account(&token).await.body;
+        assert_eq!(account["cash"], "104000.00");
+        assert_eq!(account["spread_requirement"], "10000.00");
+        assert_eq!(account["buying_power"], "94000.00", "{account}");
+
+        let stock = Order::market("XYZ").buy_to_open().qty("1000").json();
+        let stock = app.create_order(&token, Uuid::new_v4(), &stock).await;
+        assert_problem(
+            &stock,
+            StatusCode::FORBIDDEN,
+            ErrorCode::InsufficientBuyingPower,
+        );
+        assert_eq!(stock.body["buying_power"], "94000.00", "{}", stock.text);
+
+        let close = Order::mleg_market(legs("buy_to_close", "sell_to_close"))
+            .qty("10")
+            .json();
+        let close = app.create_order(&token, Uuid::new_v4(), &close).await;
+        assert_eq!(close.status, StatusCode::CREATED, "{}", close.text);
+        let account = app.account(&token).await.body;
+        assert_eq!(account["spread_requirement"], "0.00");
+        assert_eq!(account["buying_power"], account["cash"], "{account}");
+    })
+    .await;
+}

@@ -18,7 +18,10 @@ class AccountResponse:
     """The paper account.
 
     Attributes:
-        buying_power (str): Cash minus the reservations of open orders.
+        buying_power (str): Cash minus the reservations of open orders and of the option spreads held
+            (`reserved_cash + spread_requirement`): a cash account has no leverage, so it never
+            exceeds `cash` (a credit received raises cash and buying power only beyond what its
+            spread can lose).
         cash (str): Settled cash. Example: 100000.00.
         currency (Currency): The account's currency.
         equity (str): `cash + market_value`. Example: 101240.00.
@@ -30,6 +33,10 @@ class AccountResponse:
         mode (AccountMode): The account's mode (only `paper` accounts trade here).
         realized_pnl (str): Cumulative realized P&L.
         reserved_cash (str): Reserved by open orders.
+        spread_requirement (str): Reserved against the maximum loss of the short calls held: each is paired with a long
+            call on the same underlying expiring no earlier, and a pair whose long strike is above
+            the short's can lose the strike difference x 100 per contract (a vertical credit
+            spread's width). Example: 0.00.
         uncovered_short_options (list[str]): Short options held without a long call on the same underlying expiring no
             earlier to
             cover them, by symbol (every short put; a short call whose covering long expired first).
@@ -47,6 +54,7 @@ class AccountResponse:
     mode: AccountMode
     realized_pnl: str
     reserved_cash: str
+    spread_requirement: str
     uncovered_short_options: list[str]
     unrealized_pnl: str
     idempotency_replayed: bool | Unset = UNSET
@@ -71,6 +79,8 @@ class AccountResponse:
 
         reserved_cash = self.reserved_cash
 
+        spread_requirement = self.spread_requirement
+
         uncovered_short_options = self.uncovered_short_options
 
         unrealized_pnl = self.unrealized_pnl
@@ -90,6 +100,7 @@ class AccountResponse:
                 "mode": mode,
                 "realized_pnl": realized_pnl,
                 "reserved_cash": reserved_cash,
+                "spread_requirement": spread_requirement,
                 "uncovered_short_options": uncovered_short_options,
                 "unrealized_pnl": unrealized_pnl,
             }
@@ -120,6 +131,8 @@ class AccountResponse:
 
         reserved_cash = d.pop("reserved_cash")
 
+        spread_requirement = d.pop("spread_requirement")
+
         uncovered_short_options = cast(list[str], d.pop("uncovered_short_options"))
 
         unrealized_pnl = d.pop("unrealized_pnl")
@@ -136,6 +149,7 @@ class AccountResponse:
             mode=mode,
             realized_pnl=realized_pnl,
             reserved_cash=reserved_cash,
+            spread_requirement=spread_requirement,
             uncovered_short_options=uncovered_short_options,
             unrealized_pnl=unrealized_pnl,
             idempotency_replayed=idempotency_replayed,

@@ -1144,3 +1144,325 @@ fn same_inputs_same_decision() {
         assert_eq!(engine.submit(&acct, &spec, &q, today()), first);
     }
 }
+
+/// The review's reproduction: 1,000 short call spreads (short the 100 call, long the 110) on a
+/// $100,000 account. The credit used to become buying power ($500,000, then $416,000 of stock
+/// bought with it); the spread's maximum loss of $1,000,000 less its $400,000 credit does not
+/// fit, and one spread that fits leaves buying power below the cash held.
+#[test]
+fn a_credit_spread_reserves_its_maximum_loss() {
+    const SHORT_100: &str = "XYZ261218C00100000";
+    const LONG_110: &str = "XYZ261218C00110000";
+    let engine = Engine::default();
+    let acct = account("100000", &[]);
+    let q = quotes(&[
+        (SHORT_100, "5.00", "5.10"),
+        (LONG_110, "0.90", "1.00"),
+        ("XYZ", "99.90", "100.00"),
+    ]);
+    let spread = |qty: &str| {
+        mleg(
+            qty,
+            None,
+            vec![
+                leg(SHORT_100, PositionIntent::SellToOpen, 1),
+                leg(LONG_110, PositionIntent::BuyToOpen, 1),
+            ],
+        )
+    };
+    // Credit 4.00 a spread: the order needs (10.00 - 4.00) x 100 x 1,000 = $600,000.
+    assert_eq!(
+        engine.submit(&acct, &spread("1000"), &q, today()),
+        Err(OrderRejection::InsufficientBuyingPower {
+            buying_power: d("100000"),
+            cost_basis: d("600000.00"),
+        })
+    );
+    // Ten spreads take $6,000 of buying power, although the account's cash grew by $4,000.
+    let mut acct = acct;
+    trade(&engine, &mut acct, &spread("10"), &q);
+    assert_eq!(acct.cash, d("104000.00"));
+    assert_eq!(acct.spread_requirement(), d("10000"));
+    assert_eq!(acct.buying_power(), d("94000.00"));
+    // The stock the credit used to buy is refused beyond what is left.
+    assert_eq!(
+        engine.submit(
+            &acct,
+            &market("XYZ", PositionIntent::BuyToOpen, "1000"),
+            &q,
+            today()
+        ),
+        Err(OrderRejection::InsufficientBuyingPower {
+            buying_power: d("94000.00"),
+            cost_basis: d("100000.00"),
+        })
+    );
+    // Closing the spread gives the reservation back.
+    let close = mleg(
+        "10",
+        None,
+        vec![
+            leg(SHORT_100, PositionIntent::BuyToClose, 1),
+            leg(LONG_110, PositionIntent::SellToClose, 1),
+        ],
+    );
+    trade(&engine, &mut acct, &close, &q);
+    assert_eq!(acct.spread_requirement(), Decimal::ZERO);
+    assert_eq!(acct.buying_power(), acct.cash);
+}
+
+/// A resting credit spread reserves its maximum loss less its credit at the limit.
+#[test]
+fn a_resting_credit_spread_reserves_its_width_less_the_credit() {
+    const SHORT_100: &str = "XYZ261218C00100000";
+    const LONG_110: &str = "XYZ261218C00110000";
+    let engine = Engine::default();
+    let acct = account("100000", &[]);
+    let q = quotes(&[(SHORT_100, "3.00", "3.10"), (LONG_110, "0.90", "1.00")]);
+    let spread = mleg(
+        "10",
+        Some("-4.00"),
+        vec![
+            leg(SHORT_100, PositionIntent::SellToOpen, 1),
+            leg(LONG_110, PositionIntent::BuyToOpen, 1),
+        ],
+    );
+    assert_eq!(
+        engine.submit(&acct, &spread, &q, today()),
+        Ok(Decision::Rest {
+            reserved_cash: d("6000.00")
+        })
+    );
+}
+
+mod solvency {
+    //! Property: whatever sequence of orders a cash account sends (calls on one root at four
+    //! strikes and two expiries, singly or as spreads, the stock, market or limit, resting
+    //! orders filled by later quotes), buying power never exceeds the cash less its
+    //! reservations and never goes below zero, and the account can always pay what its
+    //! options could cost it: valued at expiry at any underlying price, cash plus the options'
+    //! intrinsic values is never negative.
+    use super::*;
+    use crate::symbol::OPTION_MULTIPLIER;
+    use proptest::prelude::*;
+
+    const CALLS: [&str; 8] = [
+        "XYZ261218C00090000",
+        "XYZ261218C00100000",
+        "XYZ261218C00110000",
+        "XYZ261218C00120000",
+        "XYZ270115C00090000",
+        "XYZ270115C00100000",
+        "XYZ270115C00110000",
+        "XYZ270115C00120000",
+    ];
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        /// One call (index into `CALLS`), bought or sold; the intent follows the position.
+        Call {
+            index: usize,
+            buy: bool,
+            qty: u32,
+            limit: Option<u32>,
+        },
+        /// A two-leg spread: buy one call, sell another.
+        Spread {
+            buy: usize,
+            sell: usize,
+            qty: u32,
+            limit: Option<i32>,
+        },
+        /// The stock.
+        Stock { buy: bool, qty: u32 },
+        /// New quotes (cents of each call's bid, and the stock's), then the resting orders are
+        /// judged against them.
+        Quotes { calls: [u32; 8], stock: u32 },
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            (
+                0..8usize,
+                any::<bool>(),
+                1..50u32,
+                proptest::option::of(1..3000u32)
+            )
+                .prop_map(|(index, buy, qty, limit)| Step::Call {
+                    index,
+                    buy,
+                    qty,
+                    limit
+                }),
+            (
+                0..8usize,
+                0..8usize,
+                1..50u32,
+                proptest::option::of(-2000..2000i32)
+            )
+                .prop_filter("two distinct legs", |(b, s, _, _)| b != s)
+                .prop_map(|(buy, sell, qty, limit)| Step::Spread {
+                    buy,
+                    sell,
+                    qty,
+                    limit
+                }),
+            (any::<bool>(), 1..2000u32).prop_map(|(buy, qty)| Step::Stock { buy, qty }),
+            (proptest::array::uniform8(1..3000u32), 5000..15000u32)
+                .prop_map(|(calls, stock)| Step::Quotes { calls, stock }),
+        ]
+    }
+
+    fn cents(c: impl Into<i64>) -> Decimal {
+        Decimal::new(c.into(), 2)
+    }
+
+    fn book(calls: &[u32; 8], stock: u32) -> BTreeMap<String, Quote> {
+        let mut q: BTreeMap<String, Quote> = CALLS
+            .iter()
+            .zip(calls)
+            .map(|(s, &bid)| {
+                let quote = Quote {
+                    bid: cents(bid),
+                    ask: cents(bid + 10),
+                };
+                ((*s).to_owned(), quote)
+            })
+            .collect();
+        q.insert(
+            "XYZ".into(),
+            Quote {
+                bid: cents(stock),
+                ask: cents(stock + 5),
+            },
+        );
+        q
+    }
+
+    fn intent(acct: &AccountState, symbol: &str, buy: bool) -> PositionIntent {
+        let side = if buy { Side::Buy } else { Side::Sell };
+        PositionIntent::infer(side, acct.qty(symbol))
+    }
+
+    fn spec(acct: &AccountState, step: &Step) -> Option<OrderSpec> {
+        let kind = |limit: bool| {
+            if limit {
+                OrderType::Limit
+            } else {
+                OrderType::Market
+            }
+        };
+        match *step {
+            Step::Call {
+                index,
+                buy,
+                qty,
+                limit,
+            } => Some(OrderSpec::simple(
+                inst(CALLS[index]),
+                intent(acct, CALLS[index], buy),
+                Decimal::from(qty),
+                kind(limit.is_some()),
+                limit.map(cents),
+                TimeInForce::Gtc,
+            )),
+            Step::Spread {
+                buy,
+                sell,
+                qty,
+                limit,
+            } => Some(OrderSpec {
+                class: OrderClass::Mleg,
+                order_type: kind(limit.is_some()),
+                time_in_force: TimeInForce::Gtc,
+                qty: Decimal::from(qty),
+                limit_price: limit.map(cents),
+                legs: vec![
+                    leg(CALLS[buy], intent(acct, CALLS[buy], true), 1),
+                    leg(CALLS[sell], intent(acct, CALLS[sell], false), 1),
+                ],
+            }),
+            Step::Stock { buy, qty } => Some(OrderSpec::simple(
+                inst("XYZ"),
+                intent(acct, "XYZ", buy),
+                Decimal::from(qty),
+                OrderType::Market,
+                None,
+                TimeInForce::Gtc,
+            )),
+            Step::Quotes { .. } => None,
+        }
+    }
+
+    /// Cash plus every option's intrinsic value with the underlying at `price`.
+    fn value_at_expiry(acct: &AccountState, price: Decimal) -> Decimal {
+        let options: Decimal = acct
+            .positions
+            .values()
+            .filter_map(|p| {
+                let contract = inst(&p.symbol).contract()?.clone();
+                Some(p.qty * (price - contract.strike).max(Decimal::ZERO) * OPTION_MULTIPLIER)
+            })
+            .sum();
+        acct.cash + options
+    }
+
+    fn check(acct: &AccountState) -> Result<(), TestCaseError> {
+        let bp = acct.buying_power();
+        prop_assert!(
+            bp <= acct.cash - acct.reserved_cash(),
+            "buying power {bp} above cash {} less reservations",
+            acct.cash
+        );
+        prop_assert!(bp >= Decimal::ZERO, "buying power {bp} below zero");
+        for price in [0, 85, 90, 95, 100, 105, 110, 115, 120, 125, 200, 10_000] {
+            let value = value_at_expiry(acct, Decimal::from(price));
+            prop_assert!(
+                value >= Decimal::ZERO,
+                "worth {value} at expiry with the underlying at {price}: {acct:?}"
+            );
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+        #[test]
+        fn no_sequence_of_orders_creates_buying_power(
+            cash in 0..200_000i64,
+            steps in proptest::collection::vec(step(), 1..40),
+        ) {
+            let engine = Engine::default();
+            let mut acct = AccountState::with_cash(Decimal::from(cash));
+            let mut q = book(&[500, 300, 100, 50, 700, 450, 200, 100], 10_000);
+            for step in &steps {
+                if let Step::Quotes { calls, stock } = step {
+                    q = book(calls, *stock);
+                    // Judge every resting order against the new quotes, oldest first.
+                    let mut index = 0;
+                    while index < acct.open_orders.len() {
+                        let order = acct.open_orders.remove(index);
+                        match engine.evaluate_resting(&acct, &order.spec, &q, today()) {
+                            Ok(Some(execution)) => engine.apply(&mut acct, &execution),
+                            _ => {
+                                acct.open_orders.insert(index, order);
+                                index += 1;
+                            }
+                        }
+                        check(&acct)?;
+                    }
+                    continue;
+                }
+                let Some(order) = spec(&acct, step) else { continue };
+                match engine.submit(&acct, &order, &q, today()) {
+                    Ok(Decision::Filled(execution)) => engine.apply(&mut acct, &execution),
+                    Ok(Decision::Rest { reserved_cash }) => acct
+                        .open_orders
+                        .push(OpenOrder { spec: order, reserved_cash }),
+                    Err(_) => {}
+                }
+                check(&acct)?;
+            }
+        }
+    }
+}

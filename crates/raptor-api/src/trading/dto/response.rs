@@ -117,12 +117,21 @@ pub struct AccountResponse {
     /// Settled cash.
     #[schema(value_type = String, format = "decimal", example = "100000.00")]
     pub cash: Decimal,
-    /// Cash minus the reservations of open orders.
+    /// Cash minus the reservations of open orders and of the option spreads held
+    /// (`reserved_cash + spread_requirement`): a cash account has no leverage, so it never
+    /// exceeds `cash` (a credit received raises cash and buying power only beyond what its
+    /// spread can lose).
     #[schema(value_type = String, format = "decimal")]
     pub buying_power: Decimal,
     /// Reserved by open orders.
     #[schema(value_type = String, format = "decimal")]
     pub reserved_cash: Decimal,
+    /// Reserved against the maximum loss of the short calls held: each is paired with a long
+    /// call on the same underlying expiring no earlier, and a pair whose long strike is above
+    /// the short's can lose the strike difference x 100 per contract (a vertical credit
+    /// spread's width).
+    #[schema(value_type = String, format = "decimal", example = "0.00")]
+    pub spread_requirement: Decimal,
     /// Cumulative realized P&L.
     #[schema(value_type = String, format = "decimal")]
     pub realized_pnl: Decimal,

@@ -184,6 +184,7 @@ pub(crate) async fn account(conn: &mut PgConnection, user_id: i32) -> ApiResult<
         .map(Into::into)
         .collect();
     let marks = marks(conn, &positions).await?;
+    let spread_requirement = raptor_engine::spread::spread_requirement(&positions);
     Ok(AccountResponse {
         market_value: dto::money(marks.market_value),
         equity: dto::money(account.cash + marks.market_value),
@@ -192,8 +193,9 @@ pub(crate) async fn account(conn: &mut PgConnection, user_id: i32) -> ApiResult<
         mode: dto::stored(&account.mode, "mode")?,
         currency: dto::CurrencyDto::Usd,
         cash: dto::money(account.cash),
-        buying_power: dto::money(account.cash - reserved),
+        buying_power: dto::money(account.cash - reserved - spread_requirement),
         reserved_cash: dto::money(reserved),
+        spread_requirement: dto::money(spread_requirement),
         realized_pnl: dto::money(account.realized_pnl),
         uncovered_short_options: raptor_engine::expiry::uncovered_short_options(&positions),
     })
