@@ -74,7 +74,7 @@ impl Calls {
     fn max_loss(mut self) -> Decimal {
         self.shorts
             .sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-        self.longs.sort_by(|a, b| b.0.cmp(&a.0));
+        self.longs.sort_by_key(|l| std::cmp::Reverse(l.0));
         let mut longs = self.longs.into_iter().peekable();
         let mut pool: BTreeMap<Decimal, Decimal> = BTreeMap::new();
         let mut loss = Decimal::ZERO;
