@@ -12,7 +12,7 @@ use anyhow::{bail, Context};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, PgPool};
 
-use crate::{conn, query_as, query_scalar, MIGRATOR};
+use crate::{conn, query, query_as, query_scalar, MIGRATOR};
 
 /// How the pools' session settings (`lock_timeout`, `statement_timeout`, and the store pool's
 /// `synchronous_commit=off`) reach Postgres.
@@ -295,13 +295,38 @@ pub async fn check_store(settings: &PoolSettings, store: &PgPool) -> anyhow::Res
     }
 }
 
+/// How long a migration's statement may wait for a lock before it fails (and, in a
+/// transaction, rolls back whole). The previous release serves while migrations run
+/// (`docs/operations.md`, "Upgrading"): a migration that queues for a table lock behind a long
+/// transaction would otherwise make every request touching that table queue behind it.
+pub const MIGRATION_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Applies pending migrations on a connection of its own, without the pool's statement
-/// timeouts (a migration may legitimately run long).
+/// timeouts (a migration may legitimately run long), with [`MIGRATION_LOCK_TIMEOUT`] on every
+/// lock a migration waits for. sqlx's migration lock (a session advisory lock, so replicas
+/// starting together migrate one at a time) is taken first, without that timeout: a replica
+/// waits for another's migrations as long as they take.
 pub async fn migrate(settings: &PoolSettings) -> anyhow::Result<()> {
+    use sqlx::migrate::Migrate;
     let mut conn = sqlx::PgConnection::connect_with(&settings.connect_options()?)
         .await
         .map_err(|error| connect_error("DATABASE_URL", &settings.url, error))?;
-    MIGRATOR.run(&mut conn).await.context("migration failed")?;
+    conn.lock().await.context("could not take the migration lock")?;
+    // MIGRATOR's migrations, run under the lock taken above.
+    let mut migrator = sqlx::migrate!("../../migrations");
+    migrator.set_locking(false);
+    let ran = async {
+        query(&format!(
+            "set lock_timeout = {}",
+            MIGRATION_LOCK_TIMEOUT.as_millis()
+        ))
+        .execute(&mut conn)
+        .await?;
+        migrator.run(&mut conn).await.map_err(sqlx::Error::from)
+    }
+    .await;
+    conn.unlock().await.ok();
+    ran.context("migration failed")?;
     conn.close().await.ok();
     Ok(())
 }

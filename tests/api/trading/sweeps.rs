@@ -358,3 +358,86 @@ async fn the_sweeper_finishes_what_a_quote_update_left(pool: PgPool) {
     })
     .await;
 }
+
+/// A debit call spread on `user`'s account (buy the 60 call, sell the 65 call, a net limit of
+/// 0.60), resting; its two legs quoted first at `long` and `short` (bid, ask).
+async fn resting_spread(
+    app: &TestApp,
+    email: &str,
+    long: (&str, &str),
+    short: (&str, &str),
+) -> (String, crate::helpers::TestResponse) {
+    app.quote(SNAP_LONG, long.0, long.1).await;
+    app.quote(SNAP_SHORT, short.0, short.1).await;
+    let (_, token) = app.user(email).await;
+    let legs = vec![
+        serde_json::json!({ "symbol": SNAP_LONG, "ratio_qty": 1, "side": "buy",
+                            "position_intent": "buy_to_open" }),
+        serde_json::json!({ "symbol": SNAP_SHORT, "ratio_qty": 1, "side": "sell",
+                            "position_intent": "sell_to_open" }),
+    ];
+    let spread = Order::mleg_limit("0.60", legs).qty("1").gtc().json();
+    let spread = app.create_order(&token, Uuid::new_v4(), &spread).await;
+    assert_eq!(spread.status, StatusCode::CREATED, "{}", spread.text);
+    assert_eq!(spread.body["status"], "new", "{}", spread.text);
+    (token, spread)
+}
+
+const SNAP_LONG: &str = "XYZ270115C00060000";
+const SNAP_SHORT: &str = "XYZ270115C00065000";
+
+/// A multi-leg order is judged against every leg's quote as of the crossing event, never the
+/// event's price for one leg and a later quote for the other. The review's reproduction: the
+/// long leg dips to 1.00 while the short bids 0.10 (net 0.90), the long goes back to 1.40,
+/// then the short rises to 0.50 (net 0.90): the legs were never better than 0.90 together,
+/// yet the first event, judged with the short's later bid, filled the spread at 0.50.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_spread_never_fills_at_a_price_that_never_existed(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (token, spread) =
+            resting_spread(app, "phantom@example.com", ("1.30", "1.40"), ("0.10", "0.20")).await;
+        app.quote_unswept(SNAP_LONG, "0.90", "1.00").await;
+        app.quote_unswept(SNAP_LONG, "1.30", "1.40").await;
+        app.quote_unswept(SNAP_SHORT, "0.50", "0.60").await;
+        assert_eq!(app.pending_sweeps().await, 3);
+
+        raptor_api::trading::sweep_quotes(&app.state)
+            .await
+            .expect("sweep");
+        assert_eq!(app.pending_sweeps().await, 0);
+        let order = app.order(&token, spread.id()).await;
+        assert_eq!(order.body["status"], "new", "{}", order.text);
+        assert_eq!(app.count("select count(*) from paper_fills").await, 0);
+    })
+    .await;
+}
+
+/// The mirror case: a real crossing fills although a later quote of the other leg undid it
+/// before the sweep ran. The long falls to 1.00 while the short bids 0.40 (net 0.60, the
+/// limit); then the short falls to 0.10. Judged with the short's later bid, the crossing was
+/// missed; as of its event, the spread fills at 0.60 (1.00 and 0.40), and the fill's audit row
+/// names that event.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_spread_crossed_by_an_event_fills_at_that_moment(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (token, spread) =
+            resting_spread(app, "crossed@example.com", ("1.30", "1.40"), ("0.40", "0.50")).await;
+        let crossing = app.quote_unswept(SNAP_LONG, "0.90", "1.00").await;
+        app.quote_unswept(SNAP_SHORT, "0.10", "0.20").await;
+
+        raptor_api::trading::sweep_quotes(&app.state)
+            .await
+            .expect("sweep");
+        let order = app.order(&token, spread.id()).await;
+        assert_eq!(order.body["status"], "filled", "{}", order.text);
+        assert_eq!(order.body["filled_avg_price"], "0.60", "{}", order.text);
+        let legs = order.body["legs"].as_array().expect("legs");
+        assert_eq!(legs[0]["filled_avg_price"], "1.00");
+        assert_eq!(legs[1]["filled_avg_price"], "0.40");
+        let event: i64 = app
+            .scalar("select (context->>'quote_event_id')::bigint from audit_log where action = 'order.filled'")
+            .await;
+        assert_eq!(Value::from(event), crossing["sequence"]);
+    })
+    .await;
+}

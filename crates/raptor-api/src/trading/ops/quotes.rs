@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use raptor_engine::{OrderClass, OrderSpec, OrderStatus, OrderType, Quote, TimeInForce};
+use raptor_engine::{OrderClass, OrderSpec, OrderStatus, OrderType, TimeInForce};
 use rust_decimal::Decimal;
 use serde_json::json;
 use sqlx::{PgConnection, PgPool};
@@ -191,8 +191,8 @@ async fn defer(
 }
 
 /// Judges `sweep.user_id`'s resting orders on the event's symbol, placed before the event,
-/// against it (the event's quote for its symbol, the current ones for other legs), as of the
-/// event's time; fills, expiries and changed verdicts are written and audited.
+/// against the quotes as of the event (every leg's latest quote at or below its sequence), at
+/// the event's time; fills, expiries and changed verdicts are written and audited.
 async fn fill_resting_for(
     conn: &mut PgConnection,
     desk: &Desk,
@@ -227,16 +227,11 @@ async fn fill_resting_for(
         .collect();
     symbols.sort();
     symbols.dedup();
-    // One read of every quote the candidates need; the event's own symbol at the event's
-    // prices (a later event may have moved it since: that one has its own sweep).
-    let mut quotes = store::quotes(conn, &symbols).await?.quotes;
-    quotes.insert(
-        symbol.to_owned(),
-        Quote {
-            bid: sweep.bid,
-            ask: sweep.ask,
-        },
-    );
+    // Every leg is judged as of the event: the latest quote of each symbol at or below the
+    // event's sequence (the event's own symbol at the event's prices). A later quote of another
+    // leg has its own event and its own sweep; mixing the two would fill at a net that never
+    // existed, or miss a crossing that did.
+    let quotes = store::quotes_as_of(conn, &symbols, sweep.event_id).await?;
 
     // One pass: `account.open_orders[i]` is `open[i]`. While an order is judged, its slot holds
     // an empty stand-in (the engine judges it against the account without it); a filled order

@@ -39,6 +39,37 @@ pub(crate) async fn quotes(conn: &mut PgConnection, symbols: &[String]) -> ApiRe
     })
 }
 
+/// The quotes of `symbols` as of quote event `event`: for each symbol, the latest quote whose
+/// event is at or below `event` (a symbol without one then is left out, as unquoted). The
+/// current quote is that quote unless a later event has moved it since (`quotes.sequence >
+/// event`); then the event history has it. What a sweep judges a resting order against, so a
+/// multi-leg order's fill names a moment whose quotes all existed together.
+pub(crate) async fn quotes_as_of(
+    conn: &mut PgConnection,
+    symbols: &[String],
+    event: i64,
+) -> ApiResult<BTreeMap<String, Quote>> {
+    let rows: Vec<(String, Decimal, Decimal)> = raptor_db::query_as(
+        "select q.symbol, coalesce(e.bid, q.bid), coalesce(e.ask, q.ask)
+           from quotes q
+           left join lateral (
+                select h.bid, h.ask from quote_events h
+                 where h.symbol = q.symbol and h.id <= $2
+                 order by h.id desc
+                 limit 1) e on q.sequence > $2
+          where q.symbol = any($1) and (q.sequence <= $2 or e.bid is not null)",
+    )
+    .bind(symbols)
+    .bind(event)
+    .fetch_all(conn)
+    .await
+    .context("load quotes as of an event")?;
+    Ok(rows
+        .into_iter()
+        .map(|(symbol, bid, ask)| (symbol, Quote { bid, ask }))
+        .collect())
+}
+
 /// A quote as stored, for reading.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub(crate) struct QuoteRow {

@@ -1,0 +1,13 @@
+-- no-transaction
+-- A quote sweep judges a multi-leg order against every leg's quote as of the crossing event:
+-- for each leg, the latest event of its symbol at or below the event's sequence
+-- (`trading/store/quotes.rs`, `quotes_as_of`). This index makes that one descending index scan
+-- per leg. Option settlement reads the underlying's last quote at or before the expiration
+-- close through the same index (walking back from the newest event).
+--
+-- Built CONCURRENTLY (so outside a transaction: the `-- no-transaction` line above, and a file
+-- of one statement) because quote_events grows with every quote update: a plain CREATE INDEX
+-- would block quote updates for the whole build during a rolling deploy. IF NOT EXISTS lets a
+-- retry pass over an index an earlier attempt built; an attempt that failed midway leaves an
+-- INVALID index, which `docs/operations.md` ("Upgrading") says to drop before retrying.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_quote_events_symbol_id ON quote_events (symbol, id);
