@@ -311,7 +311,9 @@ pub async fn migrate(settings: &PoolSettings) -> anyhow::Result<()> {
     let mut conn = sqlx::PgConnection::connect_with(&settings.connect_options()?)
         .await
         .map_err(|error| connect_error("DATABASE_URL", &settings.url, error))?;
-    conn.lock().await.context("could not take the migration lock")?;
+    conn.lock()
+        .await
+        .context("could not take the migration lock")?;
     // MIGRATOR's migrations, run under the lock taken above.
     let mut migrator = sqlx::migrate!("../../migrations");
     migrator.set_locking(false);

@@ -212,13 +212,19 @@ async fn a_credit_spread_never_becomes_buying_power(pool: PgPool) {
                 .json()
         };
 
-        let refused = app.create_order(&token, Uuid::new_v4(), &open("1000")).await;
+        let refused = app
+            .create_order(&token, Uuid::new_v4(), &open("1000"))
+            .await;
         assert_problem(
             &refused,
             StatusCode::FORBIDDEN,
             ErrorCode::InsufficientBuyingPower,
         );
-        assert_eq!(refused.body["buying_power"], "100000.00", "{}", refused.text);
+        assert_eq!(
+            refused.body["buying_power"], "100000.00",
+            "{}",
+            refused.text
+        );
         assert_eq!(refused.body["cost_basis"], "600000.00", "{}", refused.text);
 
         let ten = app.create_order(&token, Uuid::new_v4(), &open("10")).await;

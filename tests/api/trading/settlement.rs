@@ -305,3 +305,32 @@ async fn the_command_settles_expired_positions(pool: PgPool) {
     })
     .await;
 }
+
+/// A settlement's price is the underlying's last quote at or before the expiration close,
+/// whenever the settlement runs: the underlying at 70 at 15:00 New York settles the long 65
+/// call at 5.00 (500.00), although the quote moved to 80 after the close and the settlement
+/// ran the next morning, when the user touched the account (who could otherwise pick the
+/// moment, and so the price, by choosing when to call the API).
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn settlement_uses_the_last_quote_before_the_close(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |morning| {
+        let long = long_call(morning, "late@example.com").await;
+        let before_close = morning.replica(at(2026, 12, 18, 20, 0)).await;
+        before_close.quote(XYZ, "69.90", "70.10").await;
+        let after_close = morning.replica(at(2026, 12, 18, 21, 30)).await;
+        after_close.quote(XYZ, "79.90", "80.10").await;
+
+        let next_day = morning.replica(at(2026, 12, 19, 15, 0)).await;
+        let account = next_day.account(&long).await.body;
+        assert_eq!(
+            account["cash"], "100375.00",
+            "99875.00 + 5.00 x 100: {account}"
+        );
+        let settled: serde_json::Value = next_day
+            .scalar("select context from audit_log where action = 'position.expired'")
+            .await;
+        assert_eq!(settled["settlement_price"], "5", "{settled}");
+        assert_eq!(settled["underlying_mid"], "70", "{settled}");
+    })
+    .await;
+}

@@ -394,8 +394,13 @@ const SNAP_SHORT: &str = "XYZ270115C00065000";
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn a_spread_never_fills_at_a_price_that_never_existed(pool: PgPool) {
     TestApp::run(&pool, Options::default(), async |app| {
-        let (token, spread) =
-            resting_spread(app, "phantom@example.com", ("1.30", "1.40"), ("0.10", "0.20")).await;
+        let (token, spread) = resting_spread(
+            app,
+            "phantom@example.com",
+            ("1.30", "1.40"),
+            ("0.10", "0.20"),
+        )
+        .await;
         app.quote_unswept(SNAP_LONG, "0.90", "1.00").await;
         app.quote_unswept(SNAP_LONG, "1.30", "1.40").await;
         app.quote_unswept(SNAP_SHORT, "0.50", "0.60").await;
@@ -438,6 +443,71 @@ async fn a_spread_crossed_by_an_event_fills_at_that_moment(pool: PgPool) {
             .scalar("select (context->>'quote_event_id')::bigint from audit_log where action = 'order.filled'")
             .await;
         assert_eq!(Value::from(event), crossing["sequence"]);
+    })
+    .await;
+}
+
+/// Expiry never overtakes a pending sweep: a `day` order crossed by a quote at 10:00 New York
+/// is filled, not expired, although its sweep failed and was backing off (the longest back-off,
+/// ten minutes) when the close came and both the schedule's pass and the lazy check on account
+/// access ran. Once the sweep runs it fills the order as of its event, and nothing expires.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn expiry_never_overtakes_a_pending_sweep(pool: PgPool) {
+    use chrono::TimeZone;
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (_, token) = app.user("backoff@example.com").await;
+        app.quote("AAPL", "101.00", "102.00").await;
+        let day = Order::limit("AAPL", "100.00").buy().qty("1").day().json();
+        let resting = app.create_order(&token, Uuid::new_v4(), &day).await;
+        assert_eq!(resting.body["status"], "new", "{}", resting.text);
+        let crossing = app.quote_unswept("AAPL", "98.00", "99.00").await;
+        sqlx::query(
+            "update quote_sweeps set attempts = 10, not_before = now() + interval '10 minutes'",
+        )
+        .execute(&app.pool)
+        .await
+        .expect("back off");
+
+        // 16:30 New York.
+        let evening = app
+            .replica(Options {
+                now: chrono::Utc
+                    .with_ymd_and_hms(2026, 12, 1, 21, 30, 0)
+                    .single()
+                    .expect("instant"),
+                ..Options::default()
+            })
+            .await;
+        let pass = raptor_api::trading::expire_orders(&evening.state)
+            .await
+            .expect("expiry pass");
+        assert_eq!(pass.orders, 0, "the schedule's pass overtook the sweep");
+        let read = evening.order(&token, resting.id()).await;
+        assert_eq!(read.body["status"], "new", "{}", read.text);
+
+        sqlx::query("update quote_sweeps set not_before = now()")
+            .execute(&app.pool)
+            .await
+            .expect("back-off over");
+        raptor_api::trading::sweep_quotes(&evening.state)
+            .await
+            .expect("sweep");
+        let order = evening.order(&token, resting.id()).await;
+        assert_eq!(order.body["status"], "filled", "{}", order.text);
+        assert_eq!(order.body["filled_avg_price"], "100.00");
+        let event: i64 = app
+            .scalar("select (context->>'quote_event_id')::bigint from audit_log where action = 'order.filled'")
+            .await;
+        assert_eq!(Value::from(event), crossing["sequence"]);
+        let pass = raptor_api::trading::expire_orders(&evening.state)
+            .await
+            .expect("expiry pass");
+        assert_eq!(pass.orders, 0);
+        assert_eq!(
+            app.count("select count(*) from audit_log where action = 'order.expired'")
+                .await,
+            0
+        );
     })
     .await;
 }

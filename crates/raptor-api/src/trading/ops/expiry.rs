@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
 use raptor_engine::{AccountState, Position, Settlement};
 use serde_json::json;
 use sqlx::{PgConnection, PgPool};
@@ -81,26 +82,45 @@ async fn settle_expired(
     if rows.is_empty() {
         return Ok(Expired::default());
     }
-    let positions: BTreeMap<String, Position> = rows
-        .into_iter()
-        .map(|row| (row.symbol.clone(), Position::from(row)))
+    // Each position settles at its underlying's last quote at or before its contract's last
+    // close (`store::quotes_at_close`): one engine pass per close, with that close's quotes.
+    let mut by_close: BTreeMap<Option<DateTime<Utc>>, AccountState> = BTreeMap::new();
+    for row in rows {
+        let close = raptor_engine::Instrument::parse(&row.symbol)
+            .ok()
+            .and_then(|instrument| instrument.expiry())
+            .and_then(raptor_engine::calendar::last_trading_close);
+        by_close
+            .entry(close)
+            .or_default()
+            .positions
+            .insert(row.symbol.clone(), Position::from(row));
+    }
+    let mut wanted: Vec<(String, Option<DateTime<Utc>>)> = by_close
+        .iter()
+        .flat_map(|(close, account)| {
+            account
+                .positions
+                .keys()
+                .filter_map(|symbol| raptor_engine::Instrument::parse(symbol).ok())
+                .map(|instrument| (instrument.underlying().to_owned(), *close))
+        })
         .collect();
-    let mut roots: Vec<String> = positions
-        .keys()
-        .filter_map(|symbol| raptor_engine::Instrument::parse(symbol).ok())
-        .map(|instrument| instrument.underlying().to_owned())
-        .collect();
-    roots.sort();
-    roots.dedup();
-    let quotes = store::current_quotes(conn, &roots)
-        .await?
-        .into_iter()
-        .collect();
-    let account = AccountState {
-        positions,
-        ..AccountState::default()
-    };
-    let run = raptor_engine::expiry::settle_expired(&account, &quotes, now);
+    wanted.sort();
+    wanted.dedup();
+    let mut quotes: BTreeMap<Option<DateTime<Utc>>, BTreeMap<String, raptor_engine::Quote>> =
+        BTreeMap::new();
+    for (root, close, quote) in store::quotes_at_close(conn, &wanted).await? {
+        quotes.entry(close).or_default().insert(root, quote);
+    }
+    let mut run = raptor_engine::ExpiryRun::default();
+    for (close, account) in &by_close {
+        let none = BTreeMap::new();
+        let at_close = quotes.get(close).unwrap_or(&none);
+        let part = raptor_engine::expiry::settle_expired(account, at_close, now);
+        run.settlements.extend(part.settlements);
+        run.awaiting_quote.extend(part.awaiting_quote);
+    }
     if !run.awaiting_quote.is_empty() {
         metrics::counter!("raptor_option_expiry_awaiting_quote_total")
             .increment(run.awaiting_quote.len() as u64);

@@ -20,16 +20,30 @@ pub(crate) struct ExpiredOrder {
 
 /// Expires the open orders of `user_id` (whose account the caller has locked) that are no
 /// longer good at `now`, freeing their reservations. The caller audits each.
+///
+/// Expiry never overtakes a pending sweep: an order that a quote event before its expiry may
+/// have crossed (an event after the one it was placed under, on one of its symbols, whose
+/// sweep of this account is still queued, perhaps backing off after a failure) stays open
+/// until that sweep has judged it as of the event's time; the next expiry pass then expires
+/// it if it did not fill.
 pub(crate) async fn expire_due(
     conn: &mut PgConnection,
     user_id: i32,
     now: DateTime<Utc>,
 ) -> ApiResult<Vec<ExpiredOrder>> {
     raptor_db::query_as(
-        "update paper_orders
+        "update paper_orders o
             set status = 'expired', reserved_cash = 0, updated_at = $2
-          where user_id = $1 and status = 'new' and expires_at <= $2
-         returning id, user_id, time_in_force, expires_at",
+          where o.user_id = $1 and o.status = 'new' and o.expires_at <= $2
+            and not exists (
+                select 1 from quote_sweeps s join quote_events e on e.id = s.event_id
+                 where s.user_id = o.user_id and s.event_id > o.quote_seq
+                   and e.created_at < o.expires_at
+                   and (e.symbol = o.symbol
+                        or o.order_class = 'mleg'
+                           and e.symbol in (select l.symbol from paper_order_legs l
+                                             where l.order_id = o.id)))
+         returning o.id, o.user_id, o.time_in_force, o.expires_at",
     )
     .bind(user_id)
     .bind(now)
@@ -110,21 +124,43 @@ pub(crate) async fn expiring_positions(
     .context("expiring positions")
 }
 
-/// The current quotes of `symbols` (those that have one), unlocked: an expiry settles at the
-/// quote of the moment it runs.
-pub(crate) async fn current_quotes(
+/// The quote each `(symbol, close)` settles at: the symbol's last quote event at or before
+/// the close, so a settlement's price does not depend on when it runs (a user touching the
+/// account, the schedule, a replica that was down). When the symbol has no event at or before
+/// the close (never quoted by then, or its events aged out of retention), the first one after
+/// it; when it has none at all, or the close is unknown (`None`: a date beyond the engine's
+/// calendar), the current quote. Symbols without any quote are left out (awaiting one).
+pub(crate) async fn quotes_at_close(
     conn: &mut PgConnection,
-    symbols: &[String],
-) -> ApiResult<Vec<(String, Quote)>> {
-    let rows: Vec<(String, Decimal, Decimal)> =
-        raptor_db::query_as("select symbol, bid, ask from quotes where symbol = any($1)")
-            .bind(symbols)
-            .fetch_all(conn)
-            .await
-            .context("underlying quotes")?;
+    wanted: &[(String, Option<DateTime<Utc>>)],
+) -> ApiResult<Vec<(String, Option<DateTime<Utc>>, Quote)>> {
+    let rows: Vec<(
+        String,
+        Option<DateTime<Utc>>,
+        Option<sqlx::types::Json<(Decimal, Decimal)>>,
+    )> = raptor_db::query_as(
+        "select u.symbol, u.close, coalesce(
+                    (select jsonb_build_array(e.bid::text, e.ask::text) from quote_events e
+                      where e.symbol = u.symbol and e.created_at <= u.close
+                      order by e.id desc limit 1),
+                    (select jsonb_build_array(e.bid::text, e.ask::text) from quote_events e
+                      where e.symbol = u.symbol and e.created_at > u.close
+                      order by e.id limit 1),
+                    (select jsonb_build_array(q.bid::text, q.ask::text) from quotes q
+                      where q.symbol = u.symbol))
+               from unnest($1::text[], $2::timestamptz[]) as u(symbol, close)",
+    )
+    .bind(wanted.iter().map(|w| w.0.clone()).collect::<Vec<_>>())
+    .bind(wanted.iter().map(|w| w.1).collect::<Vec<_>>())
+    .fetch_all(conn)
+    .await
+    .context("underlying quotes at the close")?;
     Ok(rows
         .into_iter()
-        .map(|(symbol, bid, ask)| (symbol, Quote { bid, ask }))
+        .filter_map(|(symbol, close, quote)| {
+            let (bid, ask) = quote?.0;
+            Some((symbol, close, Quote { bid, ask }))
+        })
         .collect())
 }
 

@@ -162,8 +162,6 @@ pub(crate) struct Sweep {
     pub(crate) event_id: i64,
     pub(crate) user_id: i32,
     pub(crate) symbol: String,
-    pub(crate) bid: Decimal,
-    pub(crate) ask: Decimal,
     pub(crate) at: DateTime<Utc>,
 }
 
@@ -180,7 +178,7 @@ pub(crate) async fn next_sweep(
     after: Option<(i64, i32)>,
 ) -> ApiResult<Option<Sweep>> {
     raptor_db::query_as(
-        "select s.event_id, s.user_id, e.symbol, e.bid, e.ask, e.created_at as at
+        "select s.event_id, s.user_id, e.symbol, e.created_at as at
            from quote_sweeps s
            join quote_events e on e.id = s.event_id
            -- The sweep's transaction commits without waiting for its WAL flush (see
