@@ -134,11 +134,13 @@ pub(crate) async fn quotes_at_close(
     conn: &mut PgConnection,
     wanted: &[(String, Option<DateTime<Utc>>)],
 ) -> ApiResult<Vec<(String, Option<DateTime<Utc>>, Quote)>> {
-    let rows: Vec<(
+    /// Symbol, close, and `[bid, ask]` when the symbol has any quote.
+    type Row = (
         String,
         Option<DateTime<Utc>>,
         Option<sqlx::types::Json<(Decimal, Decimal)>>,
-    )> = raptor_db::query_as(
+    );
+    let rows: Vec<Row> = raptor_db::query_as(
         "select u.symbol, u.close, coalesce(
                     (select jsonb_build_array(e.bid::text, e.ask::text) from quote_events e
                       where e.symbol = u.symbol and e.created_at <= u.close
