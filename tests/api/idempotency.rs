@@ -1358,3 +1358,60 @@ async fn a_completing_statement_stores_the_answer_it_sends(pool: PgPool) {
     })
     .await;
 }
+
+/// The kill switch reaches a replica whose store cannot be connected to: it reads the flag on
+/// a connection of its own, not through the store pool, so a flip made on another replica
+/// turns its fail-closed route from `503` into a passthrough within a second (before, it kept
+/// the value it had, and never saw the flip).
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_flip_reaches_a_replica_whose_store_is_unreachable(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (_, operator) = app.operator("flip-cut-off@example.com").await;
+        let cut_off = app
+            .replica(Options {
+                unreachable_store: true,
+                ..short_store_timeout()
+            })
+            .await;
+        let before = cut_off
+            .post(
+                "/probe/items",
+                &operator,
+                Uuid::new_v4(),
+                &label("before-flip"),
+            )
+            .await;
+        assert_problem(
+            &before,
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::IdempotencyStoreUnavailable,
+        );
+
+        let off = app.set_flag(&operator, IDEMPOTENCY_FLAG, false).await;
+        assert_eq!(off.status, StatusCode::OK, "{}", off.text);
+        let flipped = Instant::now();
+        loop {
+            let after = cut_off
+                .post(
+                    "/probe/items",
+                    &operator,
+                    Uuid::new_v4(),
+                    &label("after-flip"),
+                )
+                .await;
+            if after.status == StatusCode::CREATED {
+                break;
+            }
+            assert!(
+                flipped.elapsed() < Duration::from_secs(1),
+                "the cut-off replica still answers {} {} a second after the flip",
+                after.status,
+                after.text
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(app.probe_items("before-flip").await, 0);
+        assert_eq!(app.probe_items("after-flip").await, 1);
+    })
+    .await;
+}

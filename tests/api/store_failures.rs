@@ -14,7 +14,7 @@ use sqlx::PgPool;
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
-use crate::helpers::{assert_problem, label, send, Call, Options, TestApp, TestResponse};
+use crate::helpers::{assert_problem, label, peers, send, Call, Options, TestApp, TestResponse};
 
 /// A business pool of 4 (so a store pool of 2) and the default 2-second store timeout: small
 /// enough for a dozen waiting claims to saturate the store pool.
@@ -270,6 +270,185 @@ async fn store_that_refuses_the_login_fails_open(pool: PgPool) {
         );
         assert_eq!(app.probe_items("no-login-open").await, 1);
         assert_eq!(app.probe_items("no-login-closed").await, 0);
+    })
+    .await;
+}
+
+/// A store pool like production's (half a business pool of 4, the default 2-second store
+/// timeout: a 500 ms acquire), whose connections go to 127.0.0.1:`port`.
+fn store_at(app: &TestApp, port: u16) -> PgPool {
+    let timeout = Duration::from_millis(2000);
+    let options = (*app.pool.connect_options())
+        .clone()
+        .host("127.0.0.1")
+        .port(port);
+    raptor_db::pool::store_pool(4, raptor_db::pool::store_options(options, timeout), timeout)
+}
+
+/// Through `router`, whose store is `what`: a completed Tier 2 key retried with another body
+/// and a new Tier 2 key are both `503 idempotency_store_unavailable` with `Retry-After`, and
+/// neither runs; the retry keeps the key's first answer for when the store is back.
+async fn fails_closed_on_both_tiers(app: &TestApp, router: axum::Router, what: &str) {
+    let (_, token) = app
+        .user(&format!("{}@example.com", what.replace(' ', "-")))
+        .await;
+    let key = Uuid::new_v4();
+    let first = app
+        .post("/probe/open", &token, key, &label(&format!("{what}-first")))
+        .await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
+    let call = |key: Uuid, label: &str| {
+        send(
+            router.clone(),
+            Call::new(Method::POST, "/probe/open")
+                .token(&token)
+                .key(key)
+                .json(&json!({ "label": label })),
+        )
+    };
+    let started = Instant::now();
+    let retried = call(key, &format!("{what}-other-body")).await;
+    let fresh = call(Uuid::new_v4(), &format!("{what}-fresh")).await;
+    for (answer, which) in [(&retried, "the completed key"), (&fresh, "a new key")] {
+        assert_problem(
+            answer,
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::IdempotencyStoreUnavailable,
+        );
+        assert!(answer.header("retry-after").is_some(), "{what}: {which}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{what}: answered within the store timeouts"
+    );
+    assert_eq!(
+        app.probe_items(&format!("{what}-other-body")).await,
+        0,
+        "{what}"
+    );
+    assert_eq!(app.probe_items(&format!("{what}-fresh")).await, 0, "{what}");
+    // The store is back: the completed key is still a mismatch for the other body.
+    let mismatch = app
+        .post(
+            "/probe/open",
+            &token,
+            key,
+            &label(&format!("{what}-other-body")),
+        )
+        .await;
+    assert_problem(
+        &mismatch,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorCode::IdempotencyKeyBodyMismatch,
+    );
+}
+
+/// A pooler at `max_client_conn` refuses every connection with `08P01`: the store answered,
+/// so a Tier 2 route must not run untracked (it did: the completed key ran again with another
+/// body, 201 where the store would have said 422).
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_full_pooler_is_not_an_unreachable_store(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let port = peers::full_pooler().await;
+        let router = app.with_store(store_at(app, port));
+        fails_closed_on_both_tiers(app, router, "full pooler").await;
+    })
+    .await;
+}
+
+/// A store whose every answer comes 700 ms late: the pool's acquire (a quarter of the store
+/// timeout) and the probe connection both run out. Slow is not unreachable: 503 on every tier.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_slow_store_is_not_an_unreachable_store(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let options = app.pool.connect_options();
+        let upstream = (options.get_host().to_owned(), options.get_port());
+        let port = peers::slow_proxy(upstream, Duration::from_millis(700)).await;
+        let router = app.with_store(store_at(app, port));
+        fails_closed_on_both_tiers(app, router, "slow store").await;
+    })
+    .await;
+}
+
+/// A store that accepts connections and never answers: the probe gets no answer in time,
+/// which says nothing about the key. 503 on every tier.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_store_that_never_answers_is_not_an_unreachable_store(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let port = peers::silent_listener().await;
+        let router = app.with_store(store_at(app, port));
+        fails_closed_on_both_tiers(app, router, "silent store").await;
+    })
+    .await;
+}
+
+/// A refusal whose key row cannot be completed (the completion statement fails: here a
+/// trigger refuses it, as a timeout or a lost connection would) is not answered: the key is
+/// released and the answer is `503` with `Retry-After`, because an unstored `422` could be
+/// contradicted by the retry. The retry runs, and its refusal is stored and replayed.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_refusal_that_cannot_be_stored_is_503(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        for statement in [
+            "create function refuse_completion() returns trigger language plpgsql as
+             $$ begin
+                  if new.status = 'completed' and new.response_code = 422 then
+                    raise exception 'completion refused' using errcode = '57014';
+                  end if;
+                  return new;
+                end $$",
+            "create trigger refuse_completion before update on idempotency_keys
+             for each row execute function refuse_completion()",
+        ] {
+            sqlx::query(statement)
+                .execute(&app.pool)
+                .await
+                .expect(statement);
+        }
+        let (_, token) = app.user("unstored@example.com").await;
+        let key = Uuid::new_v4();
+        let body = json!({ "label": "unstored", "outcome": "refuse" });
+        let call = || {
+            Call::new(Method::POST, "/probe/items")
+                .token(&token)
+                .key(key)
+                .json(&body)
+        };
+        let answer = app.send(call()).await;
+        assert_problem(
+            &answer,
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::IdempotencyStoreUnavailable,
+        );
+        assert!(answer.header("retry-after").is_some());
+        app.wait_for_key_status(key, "released", Duration::from_secs(3))
+            .await;
+
+        sqlx::query("drop trigger refuse_completion on idempotency_keys")
+            .execute(&app.pool)
+            .await
+            .expect("drop trigger");
+        let retry = app.send(call()).await;
+        assert_eq!(
+            retry.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{}",
+            retry.text
+        );
+        assert_eq!(retry.header("idempotent-replayed"), Some("false"));
+        let replay = app.send(call()).await;
+        assert_eq!(
+            replay.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{}",
+            replay.text
+        );
+        assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+        assert_eq!(
+            app.probe_items("unstored").await,
+            0,
+            "every insert rolled back"
+        );
     })
     .await;
 }

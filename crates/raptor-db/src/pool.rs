@@ -206,22 +206,26 @@ pub fn store_pool(
         .connect_lazy_with(options)
 }
 
+/// A pool of one connection of its own on `of`'s database (the same connect options, named
+/// `name` in `pg_stat_activity`), lent within `timeout` or not at all, checked before it is lent,
+/// connected lazily: for a small periodic read that must not wait behind the request pools
+/// (the kill switch's).
+pub fn side(of: &PgPool, name: &str, timeout: Duration) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(1)
+        .min_connections(0)
+        .acquire_timeout(timeout)
+        .test_before_acquire(true)
+        .connect_lazy_with((*of.connect_options()).clone().application_name(name))
+}
+
 /// The readiness check's own pool on `of`'s database (the same connect options, named
 /// `raptor-readyz` in `pg_stat_activity`): one connection, lent within `timeout` or not at
 /// all, checked before it is lent (a connection broken by a database restart is replaced at
 /// once), connected lazily. A saturated request pool never delays `/readyz`, so a replica that
 /// is busy is not taken out of rotation as if its database were down.
 pub fn probe(of: &PgPool, timeout: Duration) -> PgPool {
-    PgPoolOptions::new()
-        .max_connections(1)
-        .min_connections(0)
-        .acquire_timeout(timeout)
-        .test_before_acquire(true)
-        .connect_lazy_with(
-            (*of.connect_options())
-                .clone()
-                .application_name("raptor-readyz"),
-        )
+    side(of, "raptor-readyz", timeout)
 }
 
 /// The connect options of the store pool: `base` plus `synchronous_commit=off` (a claim is

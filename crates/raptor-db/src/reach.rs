@@ -22,11 +22,46 @@ pub const FRESH: Duration = Duration::from_secs(1);
 /// What a probe found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reach {
-    /// A connection was made (or the server answered that it has too many): the store is up.
+    /// A connection was made: the store is up.
     Reachable,
-    /// No connection could be made: refused, DNS, TLS, authentication, or no answer in time;
-    /// why.
+    /// Something answered and refused: a server or pooler refusal (too many connections
+    /// `53300`, `08P01` from a pooler at `max_client_conn`, starting up `57P03`, …) or any other
+    /// failure that is not an affirmative connect failure. The store may hold the key: refuse.
+    Refused(String),
+    /// No connection can be made at all ([`affirmative_connect_failure`]); why.
     Unreachable(String),
+}
+
+/// Why `err` says affirmatively that no connection to the database can be made, or `None`.
+///
+/// The only failures that count (docs/idempotency.md, "Tiers"): the connection is refused
+/// (nothing listens there), the host name does not resolve, or authentication or TLS is
+/// refused (SQLSTATE class 28: a wrong password, no `pg_hba.conf` entry; a failed TLS
+/// handshake, or a server without TLS where it is required). Every timeout, every refusal by a
+/// server or pooler that answered (`08P01`, `53300`, `57P03`, …), a reset or a broken
+/// connection says nothing certain about whether the store holds a key, so none of them is
+/// one: a fail-open route must not run untracked on them.
+pub fn affirmative_connect_failure(err: &sqlx::Error) -> Option<String> {
+    match err {
+        sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
+            Some(format!("connection refused: {io}"))
+        }
+        // The resolver's failure (std's `getaddrinfo` error, as tokio reports it), or a name
+        // that resolved to no address.
+        sqlx::Error::Io(io)
+            if io
+                .to_string()
+                .starts_with("failed to lookup address information")
+                || io.to_string() == "could not resolve to any address" =>
+        {
+            Some(format!("host name does not resolve: {io}"))
+        }
+        sqlx::Error::Tls(tls) => Some(format!("TLS refused: {tls}")),
+        sqlx::Error::Database(db) if db.code().is_some_and(|code| code.starts_with("28")) => {
+            Some(format!("authentication refused: {db}"))
+        }
+        _ => None,
+    }
 }
 
 /// The store's reachability, probed on demand (see the module docs).
@@ -45,8 +80,8 @@ impl Reachability {
     }
 
     /// Whether a connection to the store can be made, found out within `budget`; `None` when
-    /// the answer did not come in time (another probe holds the turn, or this one hangs and
-    /// the budget is shorter than its connect): the caller must then not assume unreachable.
+    /// no answer came in time (another probe holds the turn, or the connect is slow or hangs):
+    /// the caller must then not assume unreachable. A slow store is not an unreachable one.
     pub async fn probe(&self, budget: Duration) -> Option<Reach> {
         let started = Instant::now();
         let mut last = tokio::time::timeout(budget, self.last.lock()).await.ok()?;
@@ -69,12 +104,12 @@ impl Reachability {
                 });
                 Reach::Reachable
             }
-            // The server answered: it is up, only full. The pool is then busy, not cut off.
-            Ok(Err(sqlx::Error::Database(db))) if db.code().as_deref() == Some("53300") => {
-                Reach::Reachable
-            }
-            Ok(Err(err)) => Reach::Unreachable(err.to_string()),
-            Err(_) => Reach::Unreachable(format!("no connection within {} ms", left.as_millis())),
+            Ok(Err(err)) => match affirmative_connect_failure(&err) {
+                Some(why) => Reach::Unreachable(why),
+                None => Reach::Refused(err.to_string()),
+            },
+            // No answer in time: slow, or hanging. Not remembered: the next claim asks again.
+            Err(_) => return None,
         };
         *last = Some((Instant::now(), reach.clone()));
         Some(reach)

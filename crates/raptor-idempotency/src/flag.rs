@@ -13,6 +13,10 @@ pub const FLAG_IDEMPOTENCY_MIDDLEWARE: &str = "FLAG_IDEMPOTENCY_MIDDLEWARE";
 /// How stale a process's view of the flag may be.
 pub const REFRESH: Duration = Duration::from_millis(400);
 
+/// How long one read of the flag may take (a read that runs out keeps the last value, and the
+/// next request tries again): with [`REFRESH`], a flip is seen within a second.
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_millis(500);
+
 const NEVER: u64 = u64::MAX;
 
 pub(crate) struct FlagCache {

@@ -62,6 +62,8 @@ pub(crate) struct Inner {
     pub(crate) keyless: KeylessCounter,
     /// Whether the store can be connected to, asked when the pool lends no connection.
     pub(crate) reach: Reachability,
+    /// The kill switch's reads: one connection of its own on the business database.
+    flag_pool: PgPool,
     /// Work spawned off a request that the process still owes before it exits: claim rounds,
     /// key releases and settlements (and the API's own, see [`Idempotency::background`]).
     background: TaskTracker,
@@ -93,6 +95,7 @@ impl Idempotency {
     ) -> Self {
         let flag = FlagCache::new(config.flag_default);
         let reach = Reachability::new(store.connect_options());
+        let flag_pool = raptor_db::pool::side(&pool, "raptor-flags", flag::READ_TIMEOUT);
         Self {
             inner: Arc::new(Inner {
                 pool,
@@ -102,6 +105,7 @@ impl Idempotency {
                 audit,
                 keyless: KeylessCounter::default(),
                 reach,
+                flag_pool,
                 background: TaskTracker::new(),
             }),
         }
@@ -141,16 +145,24 @@ impl Idempotency {
         &self.inner.store
     }
 
+    /// The kill switch's own connection (a pool of one on the business database).
+    pub fn flag_pool(&self) -> &PgPool {
+        &self.inner.flag_pool
+    }
+
     /// The settings.
     pub fn config(&self) -> &IdempotencyConfig {
         &self.inner.config
     }
 
     /// Whether the middleware is on (`FLAG_IDEMPOTENCY_MIDDLEWARE`, with its run-time override).
+    /// Read through a connection of its own on the business database, never the store pool:
+    /// a replica whose store cannot be connected to (or whose store pool is saturated) still
+    /// sees a flip within a second.
     pub async fn enabled(&self) -> bool {
         self.inner
             .flag
-            .get(&self.inner.store, self.inner.config.store_timeout)
+            .get(&self.inner.flag_pool, flag::READ_TIMEOUT)
             .await
     }
 

@@ -16,6 +16,7 @@ mod bodies;
 mod calls;
 mod cli;
 mod db;
+pub(crate) mod peers;
 mod scrape;
 pub(crate) mod test_ca;
 pub(crate) mod tls_pg;
@@ -267,6 +268,28 @@ impl TestApp {
         self.opened.lock().expect("pools").push(pool);
     }
 
+    /// The router of another process of the service on this database whose idempotency store
+    /// is reached through `store` (e.g. a pool pointed at a stand-in peer), with this app's
+    /// settings; every pool it opens is closed with the app.
+    pub(crate) fn with_store(&self, store: PgPool) -> Router {
+        let state = ApiState::with_store_pool(
+            self.pool.clone(),
+            store,
+            self.state.config.clone(),
+            Options::default().idempotency,
+            self.state.clock.clone(),
+        );
+        for pool in [
+            state.idempotency.store_pool(),
+            state.idempotency.flag_pool(),
+            &state.readiness().database,
+            &state.readiness().store,
+        ] {
+            self.close_after(pool.clone());
+        }
+        raptor_api::app_with(state, crate::probe::routes())
+    }
+
     async fn open(database: &PgPool, options: Options, opened: Arc<Mutex<Vec<PgPool>>>) -> Self {
         let mut connect = (*database.connect_options()).clone();
         if let Some((lock, statement)) = options.db_timeouts {
@@ -300,6 +323,7 @@ impl TestApp {
             let mut opened = opened.lock().expect("pools");
             opened.push(pool.clone());
             opened.push(state.idempotency.store_pool().clone());
+            opened.push(state.idempotency.flag_pool().clone());
             opened.push(state.readiness().database.clone());
             opened.push(state.readiness().store.clone());
         }

@@ -23,6 +23,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::key::IdempotencyKey;
+use crate::outcome::Outcome;
 use crate::reply::{error_body, error_response, ErrorReply, Refusal, Reply, REPLAYED_HEADER};
 
 /// Owns the winner's transaction. There is no way to commit it except [`Claim::finish`], and
@@ -305,7 +306,9 @@ async fn failed_completion(
 
 /// Completes the key with a refusal whose writes were rolled back, in a statement of its own on
 /// the store's pool. If that cannot be written the key is released (nothing of the request
-/// committed, so a retry may run) and the refusal answered all the same.
+/// committed, so a retry may run) and the answer is `503` with `Retry-After`, not the refusal:
+/// the refusal was never stored, so the retry runs again and may answer otherwise (a 201 where
+/// the client was told 422); no answer is sent that a retry could contradict.
 async fn complete_alone(
     mut guard: KeyGuard,
     endpoint: &str,
@@ -334,9 +337,11 @@ async fn complete_alone(
             fenced(endpoint, tracked.id, replayed)
         }
         Err(err) => {
-            tracing::warn!(error = %err, %endpoint, "could not store a refusal on its key; releasing it");
+            tracing::warn!(error = %err, %endpoint, status = %reply.status,
+                           "could not store a refusal on its key; releasing it and answering 503");
             guard.settle_error(true).await;
-            reply.into_response_with(replayed)
+            Outcome::StoreUnavailable.record(endpoint);
+            mark(Refusal::StoreUnavailable.into_response(), replayed)
         }
     }
 }

@@ -244,11 +244,13 @@ impl Idempotency {
         })
     }
 
-    /// The claim round got no connection from the store pool. A connect that failed outright
-    /// (authentication, DNS, TLS) says the store cannot be reached; a pool timeout says
-    /// nothing by itself (busy, or connecting kept failing), so a probe connection decides
-    /// ([`Reachability`]). Only "cannot connect" goes on to the tier policy; a busy pool, a
-    /// closed pool or a probe without an answer is 503 on every tier.
+    /// The claim round got no connection from the store pool. Only an affirmative connect
+    /// failure (refused, a name that does not resolve, authentication or TLS refused:
+    /// [`raptor_db::reach::affirmative_connect_failure`]) says the store cannot be reached, and
+    /// only that goes on to the tier policy. A pool timeout says nothing by itself (busy, slow,
+    /// or connecting kept being refused), so a probe connection decides ([`Reachability`]);
+    /// a busy or closed pool, a probe that was refused by a server or pooler that answered, or
+    /// one without an answer in time is 503 on every tier, as is any other failure.
     async fn no_connection(
         &self,
         request: ClaimRequest,
@@ -267,16 +269,29 @@ impl Idempotency {
                         tracing::warn!(endpoint = %request.endpoint, "idempotency store pool saturated; refusing");
                         return Err(self.refuse(&request, "store pool saturated"));
                     }
+                    Some(Reach::Refused(why)) => {
+                        return Err(self.refuse(
+                            &request,
+                            &format!("store pool timed out; a probe was refused: {why}"),
+                        ))
+                    }
                     None => {
-                        return Err(
-                            self.refuse(&request, "store pool timed out; reachability unknown")
-                        )
+                        return Err(self.refuse(
+                            &request,
+                            "store pool timed out; the probe did not answer in time",
+                        ))
                     }
                 }
             }
-            // Anything else an acquire returns is a connect that failed (sqlx retries only a
-            // refused connect and a server starting up, until the pool times out).
-            other => other.to_string(),
+            other => match raptor_db::reach::affirmative_connect_failure(&other) {
+                Some(why) => why,
+                None => {
+                    return Err(self.refuse(
+                        &request,
+                        &format!("store connect failed without saying it cannot connect: {other}"),
+                    ))
+                }
+            },
         };
         match request.tier {
             Tier::FailClosed => {
