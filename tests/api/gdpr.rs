@@ -6,7 +6,8 @@ use serde_json::{json, Value};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::helpers::{label, Call, Options, Order, TestApp};
+use crate::helpers::{assert_problem, label, Call, Options, Order, TestApp};
+use raptor_api::codes::ErrorCode;
 
 /// A large account's export is streamed in chunks (no `Content-Length`, many body frames,
 /// none larger than the server's chunk size plus one row), and is one whole JSON document with
@@ -319,6 +320,75 @@ async fn erasure_leaves_no_trace(pool: PgPool) {
         .await,
         1
     );
+    })
+    .await;
+}
+
+/// An export holds a connection and a snapshot while its reader takes its time, so exports are
+/// bounded: one per user, and per process a quarter of the business pool (one of a pool of 4).
+/// Past either bound the answer is `429 rate_limited` with `Retry-After`; every other request
+/// still gets its connection; a place is given back when its reader goes away.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn exports_are_bounded_per_user_and_per_process(pool: PgPool) {
+    use tower::ServiceExt;
+
+    let options = Options {
+        pool_size: 4,
+        ..Options::default()
+    };
+    TestApp::run(&pool, options, async |app| {
+        let (user_id, token) = app.user("holder@example.com").await;
+        // Larger than the chunks the server writes ahead of a reader that does not read.
+        app.execute_where(
+            "insert into audit_log (user_id, action, context)
+         select $1, 'bulk.row', jsonb_build_object('n', g, 'pad', repeat('x', 200))
+           from generate_series(1, 6000) g",
+            user_id,
+        )
+        .await;
+        let request = axum::http::Request::builder()
+            .uri("/api/account/export")
+            .header("authorization", format!("Bearer {token}"))
+            .body(axum::body::Body::empty())
+            .expect("request");
+        let held = app.router.clone().oneshot(request).await.expect("response");
+        assert_eq!(held.status(), StatusCode::OK);
+
+        let again = app.export(&token).await;
+        assert_problem(
+            &again,
+            StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::RateLimited,
+        );
+        assert!(again.header("retry-after").is_some());
+        let (_, other) = app.user("other@example.com").await;
+        let elsewhere = app.export(&other).await;
+        assert_problem(
+            &elsewhere,
+            StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::RateLimited,
+        );
+        for _ in 0..8 {
+            let account = app.account(&other).await;
+            assert_eq!(account.status, StatusCode::OK, "{}", account.text);
+        }
+
+        drop(held);
+        let started = std::time::Instant::now();
+        loop {
+            let export = app.export(&other).await;
+            if export.status == StatusCode::OK {
+                assert_eq!(export.body["user"]["email"], "other@example.com");
+                break;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(5),
+                "the place was not given back: {} {}",
+                export.status,
+                export.text
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
     })
     .await;
 }

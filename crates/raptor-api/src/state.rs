@@ -139,6 +139,8 @@ pub struct ApiInner {
     pub account_writes: Arc<crate::trading::AccountWrites>,
     /// Permits of the Stripe-calling routes (`BillingConfig::concurrency`).
     pub billing_permits: Arc<tokio::sync::Semaphore>,
+    /// The data exports under way (bounded per user and per process).
+    pub(crate) exports: crate::accounts::export_limits::ExportLimits,
     /// Set when shutdown begins: `/readyz` answers 503 from then on.
     draining: std::sync::atomic::AtomicBool,
     /// `/readyz`'s own pools, apart from the request pools.
@@ -218,7 +220,11 @@ impl ApiState {
             database: raptor_db::pool::probe(&db, Readiness::ACQUIRE),
             store: raptor_db::pool::probe(idempotency.store_pool(), Readiness::ACQUIRE),
         };
+        let exports = crate::accounts::export_limits::ExportLimits::for_pool(
+            db.options().get_max_connections(),
+        );
         Self(Arc::new(ApiInner {
+            exports,
             db,
             config,
             idempotency,

@@ -317,3 +317,61 @@ async fn an_order_is_found_by_its_client_order_id(pool: PgPool) {
     })
     .await;
 }
+
+/// Both list cursors, fuzzed: whatever a client sends as `cursor` (random text, base64 of
+/// random bytes, and well-formed cursors around ids with NULs, control characters, other
+/// lists' ids, huge numbers), the answer is a page or `400 invalid_query`, never a 5xx (an
+/// activities cursor holding U+0000 reached Postgres, which refuses NUL in text: 500).
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn list_cursors_refuse_whatever_they_did_not_hand_out(pool: PgPool) {
+    use proptest::prelude::*;
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (_, token) = app.user("cursors@example.com").await;
+        let b64 = |bytes: &[u8]| {
+            use base64::Engine as _;
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+        };
+        let ids = prop_oneof![
+            any::<String>(),
+            "(fill|cancel|reset|expiry|order_expiry|refund)[:][0-9a-f\\-]{0,40}",
+            "[\\x00-\\x1f\\x7f]{1,3}[a-z:0-9]{0,8}",
+            Just("fill:1\u{0}".to_owned()),
+            Just("fill:99999999999999999999".to_owned()),
+            Just(Uuid::new_v4().to_string()),
+        ];
+        let at = prop_oneof![
+            Just("2026-12-01T15:00:00.000000Z".to_owned()),
+            Just("9999-12-31T23:59:59Z".to_owned()),
+            Just("0001-01-01T00:00:00Z".to_owned()),
+            any::<String>(),
+        ];
+        let cursors = prop_oneof![
+            any::<String>(),
+            proptest::collection::vec(any::<u8>(), 0..80).prop_map(move |b| b64(&b)),
+            (at, ids).prop_map(move |(at, id)| b64(format!("{at}|{id}").as_bytes())),
+        ];
+        let mut runner = TestRunner::deterministic();
+        for _ in 0..150 {
+            let cursor = cursors.new_tree(&mut runner).expect("a cursor").current();
+            let mut query = String::new();
+            for byte in cursor.bytes() {
+                query.push_str(&format!("%{byte:02X}"));
+            }
+            for list in ["/api/trading/activities", "/api/trading/orders"] {
+                let answer = app.get(&format!("{list}?cursor={query}"), &token).await;
+                assert!(
+                    answer.status == StatusCode::OK
+                        || (answer.status == StatusCode::BAD_REQUEST
+                            && answer.body["error"] == "invalid_query"),
+                    "{list} with cursor {cursor:?}: {} {}",
+                    answer.status,
+                    answer.text
+                );
+            }
+        }
+    })
+    .await;
+}

@@ -8,8 +8,6 @@
 //! (the connection is closed mid-stream), so a client never takes a truncated document for a
 //! whole one.
 
-use std::time::Duration;
-
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
@@ -26,8 +24,6 @@ use crate::state::ApiState;
 pub(crate) const CHUNK: usize = 64 * 1024;
 /// Chunks written ahead of the reader.
 const AHEAD: usize = 4;
-/// The longest an export may take, however slowly it is read (it holds a connection).
-const DEADLINE: Duration = Duration::from_secs(300);
 
 /// The reader went away (the client disconnected): stop.
 struct Gone;
@@ -87,8 +83,14 @@ impl From<sqlx::Error> for Stopped {
     }
 }
 
-/// The export of `user_id` as a streamed response.
+/// The export of `user_id` as a streamed response. It holds a connection and a snapshot while
+/// it streams, so it is bounded: one per user and a few per process (`export_limits`, `429`
+/// past them), and it ends, whole or broken off, within the request timeout however slowly it
+/// is read. It runs as the server's background work, so a shutdown waits for it (within that
+/// same bound).
 pub(crate) async fn respond(state: &ApiState, user_id: i32) -> ApiResult<Response> {
+    let slot = state.exports.enter(user_id)?;
+    let deadline = state.config.request_timeout;
     let mut tx = raptor_db::begin(&state.db).await.context("begin")?;
     raptor_db::query("set transaction isolation level repeatable read, read only")
         .execute(&mut *tx)
@@ -97,13 +99,14 @@ pub(crate) async fn respond(state: &ApiState, user_id: i32) -> ApiResult<Respons
     let (user, email) = store::export_user(&mut tx, user_id).await?;
     let (chunks, mut receiver) = mpsc::channel(AHEAD);
     let keys = state.idempotency.config().response_keys.clone();
-    tokio::spawn(async move {
+    state.idempotency.background().spawn(async move {
+        let _slot = slot;
         let mut sink = Sink {
             buffer: Vec::with_capacity(CHUNK),
             chunks,
         };
         let written = tokio::time::timeout(
-            DEADLINE,
+            deadline,
             write(&mut tx, &mut sink, user_id, &user, &email, &keys),
         )
         .await;

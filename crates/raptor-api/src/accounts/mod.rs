@@ -4,6 +4,7 @@
 
 pub mod dto;
 mod export;
+pub(crate) mod export_limits;
 mod handlers;
 pub mod store;
 
@@ -23,7 +24,7 @@ pub(crate) fn routes() -> OpenApiRouter<ApiState> {
 /// Each operation's own error codes (`crate::codes`), by operationId.
 pub(crate) const ROUTE_CODES: &[RouteCodes] = &[
     ("erase_account", &[&[E::SubscriptionActive]]),
-    ("export_account", &[]),
+    ("export_account", &[&[E::RateLimited]]),
     ("get_profile", &[&[E::NotFound]]),
     (
         "update_profile",

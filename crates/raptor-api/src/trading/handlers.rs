@@ -454,7 +454,20 @@ pub(crate) async fn list_activities(
     ApiQuery(query): ApiQuery<ListActivitiesQuery>,
 ) -> ApiResult<Json<ActivityListResponse>> {
     let limit = list_limit(query.limit)?;
-    let cursor = query.cursor.as_deref().map(Cursor::decode).transpose()?;
+    let cursor = query
+        .cursor
+        .as_deref()
+        .map(|text| {
+            let cursor = Cursor::decode(text)?;
+            if !super::dto::is_activity_id(&cursor.id) {
+                return Err(ApiError::bad_request(
+                    ErrorCode::InvalidQuery,
+                    "cursor is not an activities cursor",
+                ));
+            }
+            Ok(cursor)
+        })
+        .transpose()?;
     ops::expire_for_read(&state.db, state.desk(), user.id).await?;
     let mut conn = raptor_db::conn(&state.db).await.context("acquire")?;
     let before = cursor.as_ref().map(|c| (c.at, c.id.as_str()));

@@ -44,13 +44,30 @@ impl Cursor {
         let text = String::from_utf8(bytes).map_err(|_| malformed())?;
         let (at, id) = text.split_once('|').ok_or_else(malformed)?;
         let at = DateTime::parse_from_rfc3339(at).map_err(|_| malformed())?;
-        if id.is_empty() {
+        // Ids this API hands out are short and printable; anything else (a NUL, which Postgres
+        // refuses in text, say) never reaches a statement.
+        if id.is_empty() || id.len() > 64 || id.chars().any(char::is_control) {
             return Err(malformed());
         }
         Ok(Cursor {
             at: at.with_timezone(&Utc),
             id: id.to_owned(),
         })
+    }
+}
+
+/// Whether `id` is an activity id this API hands out: `<kind>:<row>`, the kind one of the
+/// feed's, the row a number or (cancels) an order's UUID.
+pub(crate) fn is_activity_id(id: &str) -> bool {
+    let Some((kind, row)) = id.split_once(':') else {
+        return false;
+    };
+    match kind {
+        "fill" | "order_expiry" | "reset" | "expiry" => {
+            !row.is_empty() && row.len() <= 19 && row.bytes().all(|b| b.is_ascii_digit())
+        }
+        "cancel" => uuid::Uuid::parse_str(row).is_ok(),
+        _ => false,
     }
 }
 
@@ -103,8 +120,39 @@ mod tests {
             &URL_SAFE_NO_PAD.encode("no separator"),
             &URL_SAFE_NO_PAD.encode("yesterday|id"),
             &URL_SAFE_NO_PAD.encode("2026-12-01T15:00:00Z|"),
+            &URL_SAFE_NO_PAD.encode("2026-12-01T15:00:00Z|fill:1\u{0}"),
+            &URL_SAFE_NO_PAD.encode(format!("2026-12-01T15:00:00Z|{}", "x".repeat(65))),
         ] {
             assert!(Cursor::decode(junk).is_err(), "{junk:?} accepted");
+        }
+    }
+}
+
+#[cfg(test)]
+mod activity_ids {
+    use super::is_activity_id;
+
+    #[test]
+    fn only_the_feeds_ids_are_activity_ids() {
+        for id in [
+            "fill:42",
+            "order_expiry:7",
+            "reset:1",
+            "expiry:99",
+            "cancel:01a23dfc-eb9b-719c-9de6-1f792fea643b",
+        ] {
+            assert!(is_activity_id(id), "{id}");
+        }
+        for id in [
+            "fill:",
+            "fill:4x",
+            "fill:-1",
+            "cancel:42",
+            "refund:1",
+            "42",
+            "fill:99999999999999999999",
+        ] {
+            assert!(!is_activity_id(id), "{id}");
         }
     }
 }
