@@ -55,8 +55,10 @@ impl TrustedProxies {
     }
 
     /// The client behind `peer`: `peer` itself unless it is trusted; else the forwarding
-    /// header's addresses read from the right, skipping trusted proxies, the first that is not
-    /// one. A hop written as a name or `unknown`, or an unreadable header, stops the walk at the
+    /// header's entries read from the right, skipping trusted proxies, the first that is not
+    /// one. Each entry is read on its own, so what a client put on the left (junk, a name, an
+    /// `ip:port`) cannot spoil the entries the proxies appended: an entry that is not an
+    /// address (a name, `unknown`, junk) stops the walk only when the walk reaches it, at the
     /// last trusted address (the proxy that could not say more); all hops trusted: the leftmost.
     pub fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
         let peer = peer.to_canonical();
@@ -64,37 +66,76 @@ impl TrustedProxies {
             return peer;
         }
         // Several field lines are one list, in order (RFC 9110 5.3).
-        let lines: Vec<&str> = headers
-            .get_all(self.header.name())
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .collect();
-        if lines.is_empty() {
-            return peer;
+        let mut hops: Vec<Option<IpAddr>> = Vec::new();
+        for line in headers.get_all(self.header.name()) {
+            let Ok(line) = line.to_str() else {
+                // Not text: one unreadable entry.
+                hops.push(None);
+                continue;
+            };
+            for entry in list_entries(line) {
+                hops.push(match self.header {
+                    ForwardedHeader::XForwardedFor => x_forwarded_for_entry(entry),
+                    ForwardedHeader::Forwarded => forwarded_entry(entry),
+                });
+            }
         }
-        let joined = lines.join(",");
-        let parsed = match self.header {
-            ForwardedHeader::XForwardedFor => ForwardedHeaderValue::from_x_forwarded_for(&joined),
-            ForwardedHeader::Forwarded => ForwardedHeaderValue::from_forwarded(&joined),
-        };
-        let Ok(parsed) = parsed else {
-            tracing::debug!(header = %self.header.name(), "unreadable forwarding header");
-            return peer;
-        };
-        let hops: Vec<Option<IpAddr>> = parsed
-            .iter()
-            .map(|stanza| stanza.forwarded_for_ip().map(|ip| ip.to_canonical()))
-            .collect();
         let mut client = peer;
         for hop in hops.into_iter().rev() {
-            match hop {
+            match hop.map(|ip| ip.to_canonical()) {
                 Some(ip) if self.trusts(ip) => client = ip,
                 Some(ip) => return ip,
-                None => return client,
+                None => {
+                    tracing::debug!(header = %self.header.name(), "unreadable forwarding entry");
+                    return client;
+                }
             }
         }
         client
     }
+}
+
+/// The non-empty elements of a comma-separated list, commas inside double quotes kept (a
+/// `Forwarded` element may quote a value).
+fn list_entries(line: &str) -> impl Iterator<Item = &str> {
+    let mut entries = Vec::new();
+    let (mut start, mut quoted) = (0, false);
+    for (i, c) in line.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                entries.push(&line[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    entries.push(&line[start..]);
+    entries.into_iter().map(str::trim).filter(|e| !e.is_empty())
+}
+
+/// One `X-Forwarded-For` entry: an address, or an address with a port (`198.51.100.7:4711`,
+/// `[2001:db8::1]:443`), or a bracketed IPv6 address.
+fn x_forwarded_for_entry(entry: &str) -> Option<IpAddr> {
+    entry
+        .parse::<IpAddr>()
+        .ok()
+        .or_else(|| entry.parse::<SocketAddr>().ok().map(|s| s.ip()))
+        .or_else(|| {
+            entry
+                .strip_prefix('[')
+                .and_then(|e| e.strip_suffix(']'))
+                .and_then(|e| e.parse().ok())
+        })
+}
+
+/// One RFC 7239 `Forwarded` element's `for=` address.
+fn forwarded_entry(entry: &str) -> Option<IpAddr> {
+    ForwardedHeaderValue::from_forwarded(entry)
+        .ok()?
+        .iter()
+        .next()?
+        .forwarded_for_ip()
 }
 
 /// The client's address of a request (see the module docs); absent when the server was not
@@ -179,6 +220,33 @@ mod tests {
             trusted.client(ip("::ffff:10.1.1.1"), &mapped),
             ip("198.51.100.8")
         );
+    }
+
+    /// Each entry is read on its own: junk or an `ip:port` entry used to make the whole
+    /// header unreadable, so the client became the proxy (its bucket, and its address gone
+    /// from the access log).
+    #[test]
+    fn entries_are_read_one_by_one() {
+        let trusted = proxies(&["10.0.0.0/8"], ForwardedHeader::XForwardedFor);
+        for (line, client) in [
+            ("garbage, 198.51.100.7", "198.51.100.7"),
+            ("unknown, 198.51.100.7, 10.0.0.9", "198.51.100.7"),
+            ("198.51.100.7:4711", "198.51.100.7"),
+            ("203.0.113.1:1, [2001:db8::1]:443", "2001:db8::1"),
+            ("[2001:db8::2]", "2001:db8::2"),
+            ("198.51.100.7,, 10.0.0.9", "198.51.100.7"),
+            // Junk that a trusted proxy appended stops the walk there.
+            ("198.51.100.7, junk, 10.0.0.9", "10.0.0.9"),
+        ] {
+            let header = headers("x-forwarded-for", &[line]);
+            assert_eq!(trusted.client(ip("10.1.1.1"), &header), ip(client), "{line}");
+        }
+        let forwarded = proxies(&["10.0.0.0/8"], ForwardedHeader::Forwarded);
+        let header = headers(
+            "forwarded",
+            &[r#"for="junk, still junk", for=198.51.100.9;proto=https, for=10.0.0.3"#],
+        );
+        assert_eq!(forwarded.client(ip("10.1.1.1"), &header), ip("198.51.100.9"));
     }
 
     #[test]
