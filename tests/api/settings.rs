@@ -147,3 +147,130 @@ fn env_example_lists_every_variable_with_its_default() {
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
+
+/// `raptor serve` with `env`, expected to refuse to start within 20 s; what it wrote to stderr.
+fn serve_refuses(env: &[(&str, String)]) -> String {
+    let mut env = env.to_vec();
+    env.push(("RAPTOR_ADDR", "127.0.0.1:0".to_owned()));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_raptor-cli"))
+        .arg("serve")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .env("RUST_LOG", "warn")
+        .current_dir(std::env::temp_dir())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start raptor serve");
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            assert!(!status.success(), "serve exited successfully");
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+                .expect("stderr");
+            return stderr;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("raptor serve started although it should have refused");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// `raptor serve` refuses sessions that do not fit the service, each in one clear message:
+/// a `default_transaction_isolation` other than READ COMMITTED (set on the role, the
+/// database or, here, the URL), and an `IDEMPOTENCY_STORE_DATABASE_URL` that reaches another
+/// database than `DATABASE_URL` (its claims would guard nothing).
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn serve_refuses_sessions_that_do_not_fit(pool: PgPool) {
+    let url = database_url(&pool);
+    let serializable = format!("{url}?options=-c%20default_transaction_isolation%3Dserializable");
+    let stderr = serve_refuses(&[("DATABASE_URL", serializable)]);
+    assert!(
+        stderr.contains(
+            "DATABASE_URL: default_transaction_isolation is serializable, want read committed"
+        ),
+        "{stderr}"
+    );
+
+    let options = pool.connect_options();
+    let elsewhere = format!(
+        "postgres://{}@{}:{}/postgres",
+        options.get_username(),
+        options.get_host(),
+        options.get_port()
+    );
+    let stderr = serve_refuses(&[
+        ("DATABASE_URL", url.clone()),
+        ("IDEMPOTENCY_STORE_DATABASE_URL", elsewhere),
+    ]);
+    assert!(
+        stderr.contains("IDEMPOTENCY_STORE_DATABASE_URL does not reach DATABASE_URL's database"),
+        "{stderr}"
+    );
+    assert_eq!(
+        sqlx::query_scalar::<_, i64>("select count(*) from startup_checks")
+            .fetch_one(&pool)
+            .await
+            .expect("count"),
+        0,
+        "the nonce is removed"
+    );
+}
+
+/// Both pools' sessions bound what a dead client host holds: an idle transaction ends just
+/// above the request timeout (its row locks given back), and the server probes a silent
+/// connection by TCP keepalive, instead of waiting for the kernel's two hours.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn sessions_bound_what_a_dead_host_holds(pool: PgPool) {
+    let settings = raptor_db::PoolSettings {
+        url: database_url(&pool),
+        size: 2,
+        lock_timeout: std::time::Duration::from_secs(5),
+        statement_timeout: std::time::Duration::from_secs(10),
+        statement_cache: 10,
+        session_settings: raptor_db::SessionSettings::Connect,
+        idle_in_transaction: std::time::Duration::from_secs(35),
+        store: raptor_db::StoreSettings {
+            url: None,
+            timeout: std::time::Duration::from_secs(2),
+        },
+    };
+    let business = raptor_db::pool::business(&settings)
+        .await
+        .expect("business");
+    let store = raptor_db::pool::store(&settings, &business).expect("store");
+    for (name, pool) in [("business", &business), ("store", &store)] {
+        let (idle, keepalive, count): (String, String, String) = sqlx::query_as(
+            "select current_setting('idle_in_transaction_session_timeout'),
+                    current_setting('tcp_keepalives_idle'),
+                    current_setting('tcp_keepalives_count')",
+        )
+        .fetch_one(pool)
+        .await
+        .expect("settings");
+        assert_eq!(idle, "35s", "{name}");
+        assert_eq!(keepalive, "60", "{name}");
+        assert_eq!(count, "3", "{name}");
+    }
+    // An idle transaction past its bound is ended by the server.
+    let mut conn = business.acquire().await.expect("conn");
+    sqlx::query("set idle_in_transaction_session_timeout = '200ms'")
+        .execute(&mut *conn)
+        .await
+        .expect("shorter");
+    sqlx::query("begin")
+        .execute(&mut *conn)
+        .await
+        .expect("begin");
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let after = sqlx::query("select 1").execute(&mut *conn).await;
+    assert!(after.is_err(), "the idle transaction survived its bound");
+    drop(conn);
+    store.close().await;
+    business.close().await;
+}

@@ -239,14 +239,21 @@ mod tests {
             ("198.51.100.7, junk, 10.0.0.9", "10.0.0.9"),
         ] {
             let header = headers("x-forwarded-for", &[line]);
-            assert_eq!(trusted.client(ip("10.1.1.1"), &header), ip(client), "{line}");
+            assert_eq!(
+                trusted.client(ip("10.1.1.1"), &header),
+                ip(client),
+                "{line}"
+            );
         }
         let forwarded = proxies(&["10.0.0.0/8"], ForwardedHeader::Forwarded);
         let header = headers(
             "forwarded",
             &[r#"for="junk, still junk", for=198.51.100.9;proto=https, for=10.0.0.3"#],
         );
-        assert_eq!(forwarded.client(ip("10.1.1.1"), &header), ip("198.51.100.9"));
+        assert_eq!(
+            forwarded.client(ip("10.1.1.1"), &header),
+            ip("198.51.100.9")
+        );
     }
 
     #[test]

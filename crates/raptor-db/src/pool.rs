@@ -51,6 +51,10 @@ pub struct PoolSettings {
     pub statement_cache: usize,
     /// `RAPTOR_DB_SESSION_SETTINGS`.
     pub session_settings: SessionSettings,
+    /// `idle_in_transaction_session_timeout` of every session (just above the request
+    /// timeout): a transaction left open by a host that died (or hung) gives its row locks
+    /// back then, not when TCP keepalive notices (hours).
+    pub idle_in_transaction: Duration,
     /// The store pool.
     pub store: StoreSettings,
 }
@@ -64,6 +68,7 @@ impl std::fmt::Debug for PoolSettings {
             .field("statement_timeout", &self.statement_timeout)
             .field("statement_cache", &self.statement_cache)
             .field("session_settings", &self.session_settings)
+            .field("idle_in_transaction", &self.idle_in_transaction)
             .field("store_timeout", &self.store.timeout)
             .finish_non_exhaustive()
     }
@@ -132,7 +137,7 @@ pub const STORE_APPLICATION_NAME: &str = "raptor-idempotency";
 pub async fn business(settings: &PoolSettings) -> anyhow::Result<PgPool> {
     let mut options = settings.connect_options()?;
     if !settings.role_settings() {
-        options = options.options([
+        options = dead_peer_guards(options, settings.idle_in_transaction).options([
             (
                 "lock_timeout",
                 format!("{}ms", settings.lock_timeout.as_millis()),
@@ -155,6 +160,147 @@ pub async fn business(settings: &PoolSettings) -> anyhow::Result<PgPool> {
         .map_err(|error| connect_error("DATABASE_URL", &settings.url, error))
 }
 
+/// How long a session's connection may be silent before Postgres probes it (TCP keepalive),
+/// the probes' interval and count, and how long unacknowledged data may wait: a client host
+/// that died is noticed in about a minute and a half, not the kernel's default two hours.
+const KEEPALIVE_IDLE_SECS: u32 = 60;
+const KEEPALIVE_INTERVAL_SECS: u32 = 10;
+const KEEPALIVE_COUNT: u32 = 3;
+const TCP_USER_TIMEOUT_MS: u32 = 90_000;
+
+/// The session settings that bound what a dead or hung client host holds on the server: its
+/// open transaction ends after `idle_in_transaction` (its locks given back), and its
+/// connection is probed by TCP keepalive. Sent as start-up options with every connection of
+/// both pools (with `role` session settings they are the roles' own, and checked at start-up).
+pub fn dead_peer_guards(
+    options: PgConnectOptions,
+    idle_in_transaction: Duration,
+) -> PgConnectOptions {
+    options.options([
+        (
+            "idle_in_transaction_session_timeout",
+            format!("{}ms", idle_in_transaction.as_millis()),
+        ),
+        ("tcp_keepalives_idle", KEEPALIVE_IDLE_SECS.to_string()),
+        (
+            "tcp_keepalives_interval",
+            KEEPALIVE_INTERVAL_SECS.to_string(),
+        ),
+        ("tcp_keepalives_count", KEEPALIVE_COUNT.to_string()),
+        ("tcp_user_timeout", TCP_USER_TIMEOUT_MS.to_string()),
+    ])
+}
+
+/// Refuses to start unless every session runs at READ COMMITTED (the claim's fence and the
+/// book's locking are written for it: a `default_transaction_isolation` of repeatable read or
+/// serializable set on the role or database turns their re-checks into serialization
+/// failures), and, with `IDEMPOTENCY_STORE_DATABASE_URL`, unless the store reaches the very
+/// database `DATABASE_URL` does (a nonce written through the business pool is read through the
+/// store's): a claim committed in another database would guard nothing. Warns when a session
+/// does not bound an idle transaction (`role` session settings without
+/// `idle_in_transaction_session_timeout` on the role).
+pub async fn check_sessions(
+    settings: &PoolSettings,
+    business: &PgPool,
+    store: &PgPool,
+) -> anyhow::Result<()> {
+    let read = |pool: PgPool| async move {
+        let mut conn = conn(&pool).await?;
+        let row = query_as::<(String, String)>(
+            "select current_setting('default_transaction_isolation'),
+                    current_setting('idle_in_transaction_session_timeout')",
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+        conn.finish().await?;
+        Ok::<_, sqlx::Error>(row)
+    };
+    let mut wrong = Vec::new();
+    for (name, pool) in [
+        ("DATABASE_URL", business),
+        ("IDEMPOTENCY_STORE_DATABASE_URL", store),
+    ] {
+        if name == "IDEMPOTENCY_STORE_DATABASE_URL" && settings.store.url.is_none() {
+            continue;
+        }
+        let (isolation, idle) = read(pool.clone())
+            .await
+            .with_context(|| format!("could not read the session settings of {name}"))?;
+        if isolation != "read committed" {
+            wrong.push(format!(
+                "{name}: default_transaction_isolation is {isolation}, want read committed"
+            ));
+        }
+        if idle == "0" {
+            tracing::warn!(
+                pool = name,
+                "idle_in_transaction_session_timeout is off: a transaction left open by a dead \
+                 host keeps its locks until TCP notices (set it on the role, docs/SCALING.md)"
+            );
+        }
+    }
+    if settings.store.url.is_some() {
+        if let Err(why) = same_database(business, store).await {
+            wrong.push(format!(
+                "IDEMPOTENCY_STORE_DATABASE_URL does not reach DATABASE_URL's database: {why}"
+            ));
+        }
+    }
+    if !wrong.is_empty() {
+        bail!(
+            "the database sessions do not fit the service: {}",
+            wrong.join("; ")
+        );
+    }
+    Ok(())
+}
+
+/// Writes a nonce through `business` and reads it through `store`; `Err` says why they are
+/// not one database.
+async fn same_database(business: &PgPool, store: &PgPool) -> Result<(), String> {
+    let nonce = uuid::Uuid::new_v4();
+    let written = async {
+        let mut conn = conn(business).await?;
+        query("insert into startup_checks (nonce) values ($1)")
+            .bind(nonce)
+            .execute(&mut *conn)
+            .await?;
+        conn.finish().await
+    }
+    .await;
+    written.map_err(|err| format!("could not write the check through DATABASE_URL: {err}"))?;
+    let seen = async {
+        let mut conn = conn(store).await?;
+        let seen: bool =
+            query_scalar("select exists (select 1 from startup_checks where nonce = $1)")
+                .bind(nonce)
+                .fetch_one(&mut *conn)
+                .await?;
+        conn.finish().await?;
+        Ok::<_, sqlx::Error>(seen)
+    }
+    .await;
+    let cleaned = async {
+        let mut conn = conn(business).await?;
+        query(
+            "delete from startup_checks where nonce = $1 or created_at < now() - interval '1 day'",
+        )
+        .bind(nonce)
+        .execute(&mut *conn)
+        .await?;
+        conn.finish().await
+    }
+    .await;
+    if let Err(err) = cleaned {
+        tracing::warn!(error = %err, "could not remove the start-up check's nonce");
+    }
+    match seen {
+        Ok(true) => Ok(()),
+        Ok(false) => Err("a nonce written through DATABASE_URL is not there".to_owned()),
+        Err(err) => Err(format!("could not read the check through it: {err}")),
+    }
+}
+
 /// A failed connection to `url` (the value of `var`), explained ([`crate::tls::explain`]).
 fn connect_error(var: &str, url: &str, error: sqlx::Error) -> anyhow::Error {
     crate::tls::explain(var, url, error)
@@ -175,7 +321,10 @@ pub fn store(settings: &PoolSettings, business: &PgPool) -> anyhow::Result<PgPoo
     let options = if settings.role_settings() {
         base
     } else {
-        store_options(base, settings.store.timeout)
+        store_options(
+            dead_peer_guards(base, settings.idle_in_transaction),
+            settings.store.timeout,
+        )
     };
     Ok(store_pool(settings.size, options, settings.store.timeout))
 }

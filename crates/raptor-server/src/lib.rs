@@ -252,6 +252,7 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             if config.role_settings() {
                 raptor_db::pool::check_role_settings(&settings, &pool, &store).await?;
             }
+            raptor_db::pool::check_sessions(&settings, &pool, &store).await?;
             let listener = TcpListener::bind(config.server.addr)
                 .await
                 .with_context(|| format!("could not bind RAPTOR_ADDR {}", config.server.addr))?;

@@ -154,6 +154,9 @@ impl DatabaseArgs {
             lock_timeout: Duration::from_millis(self.lock_timeout_ms(request_ms)),
             statement_timeout: Duration::from_millis(self.statement_timeout_ms(request_ms)),
             statement_cache: usize::try_from(self.db_statement_cache).unwrap_or(usize::MAX),
+            // Just above the request timeout: no request of ours is idle in a transaction
+            // longer than it runs.
+            idle_in_transaction: Duration::from_millis(request_ms.saturating_add(5_000)),
             session_settings: match self.db_session_settings {
                 SessionSettings::Connect => raptor_db::SessionSettings::Connect,
                 SessionSettings::Role => raptor_db::SessionSettings::Role,
