@@ -423,3 +423,76 @@ async fn the_relay_of_serve_sends_what_is_queued(pool: PgPool) {
     })
     .await;
 }
+
+/// The relay holds no transaction while it talks to the SMTP server: it leases the message in
+/// one statement and records the outcome in another. With an SMTP server that accepts the
+/// connection and never greets, the message's row is not locked and no session of ours sits
+/// idle in a transaction for the whole conversation (before, both were held, and for ever: the
+/// SMTP timeout does not bound a server that never greets); the conversation ends within five
+/// SMTP timeouts and the failure is recorded as a retry.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn the_relay_holds_no_transaction_while_it_talks_smtp(pool: PgPool) {
+    TestApp::run(&pool, options(), async |app| {
+        let port = crate::helpers::peers::silent_listener().await;
+        let retry = RetryPolicy {
+            max_attempts: 5,
+            base: Duration::from_secs(60),
+            max_delay: Duration::from_secs(60),
+        };
+        let relay = Relay::smtp(
+            &format!("smtp://127.0.0.1:{port}"),
+            FROM,
+            Duration::from_secs(1),
+            retry,
+            None,
+        )
+        .expect("relay");
+        let registered = app.register("hung@example.com").await;
+        assert_eq!(
+            registered.status,
+            StatusCode::ACCEPTED,
+            "{}",
+            registered.text
+        );
+
+        let pass = {
+            let (relay, pool) = (relay.clone(), app.pool.clone());
+            tokio::spawn(async move { relay.run_pass(&pool, 10).await })
+        };
+        // The relay is now waiting for the server's greeting.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let mut probe = app.pool.begin().await.expect("begin");
+        let locked = sqlx::query("select id from email_outbox for update nowait")
+            .fetch_all(&mut *probe)
+            .await;
+        probe.rollback().await.expect("rollback");
+        assert!(
+            locked.is_ok(),
+            "the row is locked mid-conversation: {locked:?}"
+        );
+        let idle = app
+            .count(
+                "select count(*) from pg_stat_activity
+                  where datname = current_database() and state like 'idle in transaction%'",
+            )
+            .await;
+        assert_eq!(
+            idle, 0,
+            "a session sits idle in a transaction mid-conversation"
+        );
+
+        let pass = pass.await.expect("join").expect("pass");
+        assert_eq!((pass.sent, pass.retried), (0, 1));
+        assert_eq!(
+            app.count(
+                "select count(*) from email_outbox
+                  where attempts = 1 and sent_at is null and failed_at is null
+                    and next_attempt_at > now() + interval '50 seconds'"
+            )
+            .await,
+            1,
+            "the failure is recorded as a retry after the back-off"
+        );
+    })
+    .await;
+}

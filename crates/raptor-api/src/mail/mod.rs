@@ -1,13 +1,17 @@
 //! The mail relay: sends the sign-in messages that register and login queue in `email_outbox`
 //! (docs/operations.md, "Sign-in email").
 //!
-//! Each message is sent in a transaction of its own that holds the row locked (`FOR UPDATE
-//! SKIP LOCKED`) from before the SMTP conversation until its outcome is recorded, so any number
-//! of relays (loops in one process, replicas) share the queue and never send one message twice
-//! while they run. What is not covered is a crash (or a lost connection to Postgres) after the
-//! SMTP server accepted a message and before the transaction that marks it sent commits: the
-//! row is then still unsent, and the next relay sends it again. Sign-in mail is delivered at
-//! least once; both copies carry the same Message-ID and the same, still valid, link.
+//! Each message is leased before it is sent: one statement takes the oldest due row nobody
+//! holds (`FOR UPDATE SKIP LOCKED`) and moves its `next_attempt_at` [`LEASE`] ahead, and
+//! commits. The SMTP conversation then runs with no transaction open (a slow or hung SMTP
+//! server holds no row lock and no idle transaction), and its outcome is recorded in a
+//! statement of its own, only while the row still carries the lease. So any number of relays
+//! (loops in one process, replicas) share the queue and never send one message twice while they
+//! run. What is not covered is a relay that dies (or loses Postgres) after the SMTP server
+//! accepted a message and before it marked it sent, or one whose conversation outlived the
+//! lease: the row comes due again when the lease runs out, and another relay sends it again.
+//! Sign-in mail is delivered at least once; both copies carry the same Message-ID and the
+//! same, still valid, link.
 //!
 //! A failure is retried with exponential backoff; an SMTP server's permanent refusal (5xx), an
 //! address it cannot be sent to, or the last allowed attempt gives the message up. Sent and
@@ -29,6 +33,11 @@ use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use serde::Serialize;
 use sqlx::PgPool;
 use tracing::Instrument;
+
+/// How long a relay holds a message it is sending: longer than an SMTP conversation takes
+/// (each command is bounded by the relay's timeout), short enough that a message whose relay
+/// died goes out again soon.
+pub const LEASE: Duration = Duration::from_secs(120);
 
 /// How failures are retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +96,10 @@ pub struct Relay {
     delivery: Delivery,
     from: Mailbox,
     retry: RetryPolicy,
+    /// The longest one SMTP conversation may take, whatever the server does (lettre bounds
+    /// the connect and each command it writes, but not a server that accepts and never
+    /// greets): well inside [`LEASE`].
+    conversation: Duration,
 }
 
 impl std::fmt::Debug for Relay {
@@ -186,6 +199,7 @@ impl Relay {
             delivery: Delivery::Smtp(transport),
             from,
             retry: normalized(retry),
+            conversation: timeout.saturating_mul(5).min(LEASE / 2),
         })
     }
 
@@ -195,6 +209,7 @@ impl Relay {
             delivery: Delivery::Log,
             from: parse_from(from)?,
             retry: normalized(retry),
+            conversation: LEASE / 2,
         })
     }
 
@@ -241,26 +256,35 @@ impl Relay {
         pool: &PgPool,
         done: &[i64],
     ) -> Result<Option<(i64, Outcome)>, sqlx::Error> {
-        let mut tx = raptor_db::begin(pool).await?;
-        let Some(due) = store::lock_due(&mut tx, done).await? else {
-            tx.commit().await?;
+        let mut conn = raptor_db::conn(pool).await?;
+        let due = store::lease_due(&mut conn, done, LEASE).await;
+        conn.finish().await?;
+        let Some(due) = due? else {
             return Ok(None);
         };
         // A span per message, not per poll: an idle relay records (and exports) none.
         let span = tracing::info_span!("mail.relay", outbox.id = due.id);
-        self.relay_due(tx, due).instrument(span).await.map(Some)
+        self.relay_due(pool, due).instrument(span).await.map(Some)
     }
 
-    /// Sends `due`, locked by `tx`, and records the outcome in `tx`.
+    /// Sends `due`, leased by this relay, then records the outcome (no transaction is open
+    /// while the SMTP server is talked to).
     async fn relay_due(
         &self,
-        mut tx: sqlx::Transaction<'static, sqlx::Postgres>,
+        pool: &PgPool,
         due: store::Due,
     ) -> Result<(i64, Outcome), sqlx::Error> {
-        let outcome = match self.deliver(&due).await {
+        let delivered = self.deliver(&due).await;
+        let mut conn = raptor_db::conn(pool).await?;
+        let (outcome, recorded) = match delivered {
             Ok(()) => {
-                store::mark_sent(&mut tx, due.id).await?;
-                Outcome::Sent
+                let recorded = store::mark_sent(&mut conn, &due).await;
+                if let Err(err) = &recorded {
+                    // The window of at-least-once: the server has the message, the row says
+                    // unsent (its lease runs out and it is sent again).
+                    tracing::error!(error = %err, "a sent sign-in email could not be marked sent; it will be sent again");
+                }
+                (Outcome::Sent, recorded?)
             }
             Err(failure) => {
                 let failures = u32::try_from(due.attempts).unwrap_or(0).saturating_add(1);
@@ -271,8 +295,8 @@ impl Relay {
                         error = %failure.reason,
                         "sign-in email given up"
                     );
-                    store::mark_failed(&mut tx, due.id, &failure.reason).await?;
-                    Outcome::GivenUp
+                    let recorded = store::mark_failed(&mut conn, &due, &failure.reason).await?;
+                    (Outcome::GivenUp, recorded)
                 } else {
                     let delay = self.retry.delay(failures);
                     tracing::info!(
@@ -281,17 +305,18 @@ impl Relay {
                         error = %failure.reason,
                         "sign-in email not sent; retried"
                     );
-                    store::mark_retry(&mut tx, due.id, delay, &failure.reason).await?;
-                    Outcome::Retried
+                    let recorded =
+                        store::mark_retry(&mut conn, &due, delay, &failure.reason).await?;
+                    (Outcome::Retried, recorded)
                 }
             }
         };
-        if let Err(err) = tx.commit().await {
-            if outcome == Outcome::Sent {
-                // The window of at-least-once: the server has the message, the row says unsent.
-                tracing::error!(error = %err, "a sent sign-in email could not be marked sent; it will be sent again");
-            }
-            return Err(err);
+        conn.finish().await?;
+        if !recorded {
+            tracing::warn!(
+                outcome = outcome.label(),
+                "the message's lease ran out during the SMTP conversation; another relay has it"
+            );
         }
         metrics::counter!("raptor_mail_messages_total", "outcome" => outcome.label()).increment(1);
         Ok((due.id, outcome))
@@ -319,12 +344,19 @@ impl Relay {
                 let started = std::time::Instant::now();
                 // One SMTP conversation, a client span when exported.
                 let span = tracing::info_span!("smtp.send", otel.kind = "client");
-                let sent = transport
-                    .send(message)
-                    .instrument(span)
-                    .await
-                    .map(|_| ())
-                    .map_err(|err| Failure::smtp(&err));
+                let sent = tokio::time::timeout(
+                    self.conversation,
+                    transport.send(message).instrument(span),
+                )
+                .await
+                .map_err(|_| Failure {
+                    permanent: false,
+                    reason: format!(
+                        "the SMTP conversation took longer than {} s",
+                        self.conversation.as_secs()
+                    ),
+                })
+                .and_then(|sent| sent.map(|_| ()).map_err(|err| Failure::smtp(&err)));
                 let outcome = match &sent {
                     Ok(()) => "sent",
                     Err(failure) if failure.permanent => "permanent_failure",
