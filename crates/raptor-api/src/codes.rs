@@ -97,6 +97,7 @@ error_codes! {
     DatabaseBusy "database_busy", [503], "a lock or statement timeout fired; nothing was committed";
     DatabaseUnavailable "database_unavailable", [503], "the database did not answer; nothing was committed";
     DuplicateClientOrderId "duplicate_client_order_id", [422], "the account already has an order with this client_order_id";
+    DuplicateReset "duplicate_reset", [422], "this Idempotency-Key already reset the account";
     EmailTaken "email_taken", [409] cli, "the email address already has a user (the CLI)";
     Forbidden "forbidden", [403], "the caller's role may not do this";
     IdempotencyInFlight "idempotency_in_flight", [409], "the first request with this key is still running";

@@ -120,3 +120,43 @@ async fn kill_switch_off_still_derives_the_client_order_id(pool: PgPool) {
     })
     .await;
 }
+
+/// A reset has a natural key too, derived from the account and the `Idempotency-Key`: with the
+/// kill switch off (no key rows), the retried reset is refused (`422 duplicate_reset`) instead
+/// of wiping the trade made since the first one; a reset with another key runs.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn kill_switch_off_a_retried_reset_is_refused(pool: PgPool) {
+    let mut options = Options::default();
+    options.idempotency.flag_default = false;
+    TestApp::run(&pool, options, async |app| {
+        let (_, token) = app.user("reset-twice@example.com").await;
+        app.quote("AAPL", "189.00", "190.00").await;
+        let key = Uuid::new_v4();
+        let first = app.reset_account(&token, key).await;
+        assert_eq!(first.status, StatusCode::OK, "{}", first.text);
+        let trade = Order::market("AAPL").buy().qty("1").json();
+        let trade = app.create_order(&token, Uuid::new_v4(), &trade).await;
+        assert_eq!(trade.status, StatusCode::CREATED, "{}", trade.text);
+
+        let retry = app.reset_account(&token, key).await;
+        assert_problem(
+            &retry,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::DuplicateReset,
+        );
+        assert_eq!(
+            app.account(&token).await.body["cash"],
+            "99810.00",
+            "not wiped"
+        );
+        assert_eq!(
+            app.count("select count(*) from audit_log where action = 'account.reset'")
+                .await,
+            1
+        );
+        let other = app.reset_account(&token, Uuid::new_v4()).await;
+        assert_eq!(other.status, StatusCode::OK, "{}", other.text);
+        assert_eq!(other.body["cash"], "100000.00");
+    })
+    .await;
+}

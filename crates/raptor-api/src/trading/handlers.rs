@@ -191,9 +191,11 @@ pub(crate) async fn reset_account(
     State(desk): State<Desk>,
     Idempotent { claim, auth, .. }: Idempotent<ResetAccountRequest, Tier1, AccountWriter>,
 ) -> Response {
+    let user_id = auth.trader().user_id;
+    let reset_id = claim.key().map(|key| ops::reset_id(user_id, key));
     claim
         .run(async |tx| {
-            let account = ops::reset(tx, &desk, auth.trader().user_id).await?;
+            let account = ops::reset(tx, &desk, user_id, reset_id).await?;
             Ok::<_, ApiError>(Reply::json(StatusCode::OK, &account))
         })
         .await

@@ -89,7 +89,12 @@ pub(crate) const ROUTE_CODES: &[RouteCodes] = &[
     ("get_account", &[&[E::NotFound]]),
     (
         "reset_account",
-        &[&[E::LiveTradingUnavailable, E::NotFound, E::RateLimited]],
+        &[&[
+            E::DuplicateReset,
+            E::LiveTradingUnavailable,
+            E::NotFound,
+            E::RateLimited,
+        ]],
     ),
     ("list_orders", &[&[E::NotFound]]),
     ("create_order", &[TRADE]),

@@ -6,7 +6,10 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{account_state, expire_due, Desk};
+use raptor_idempotency::{IdempotencyKey, Policy, Tier1};
+
 use crate::audit::{self, AuditAction, AuditEvent};
+use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::trading::dto::{AccountResponse, OrderResponse};
 use crate::trading::store;
@@ -52,15 +55,49 @@ pub(crate) async fn cancel(
         .ok_or(ApiError::NotFound("order"))?
 }
 
+/// Namespace of reset ids (UUIDv5 of the account and the Idempotency-Key).
+const RESET_ID_NAMESPACE: Uuid = Uuid::from_u128(0x3f0c_9a51_7d2e_4b86_a1c4_5e9b_0d7f_22c3);
+
+/// How long a reset id is remembered: the retention of the Tier 1 key it comes from.
+const RESET_ID_RETENTION: std::time::Duration = <Tier1 as Policy>::TTL;
+
+/// The natural key of a reset sent with `key`, as an order's derived `client_order_id` is: the
+/// same for every retry of one key, never the key itself.
+pub(crate) fn reset_id(user_id: i32, key: IdempotencyKey) -> Uuid {
+    Uuid::new_v5(
+        &RESET_ID_NAMESPACE,
+        format!("{user_id}:account_reset:{key}").as_bytes(),
+    )
+}
+
 /// Resets the paper account: open orders canceled, positions gone, starting cash.
+///
+/// With `reset_id` (the request sent an `Idempotency-Key`), a reset already made with that id
+/// within the key's retention is refused (`422 duplicate_reset`): with the idempotency
+/// mechanism switched off by an operator, a retried reset is refused instead of wiping the
+/// trades made since. The id is kept in the reset's audit row.
 #[tracing::instrument(skip_all, fields(user.id = user_id))]
 pub(crate) async fn reset(
     conn: &mut PgConnection,
     desk: &Desk,
     user_id: i32,
+    reset_id: Option<Uuid>,
 ) -> ApiResult<AccountResponse> {
     let now = desk.now();
     let (before, account, open, _) = account_state(conn, user_id, now, None, &[]).await?;
+    if let Some(id) = reset_id {
+        // Under the account lock: a concurrent reset with the same id has committed its audit
+        // row, or waits behind this one.
+        let since = now
+            - chrono::Duration::from_std(RESET_ID_RETENTION)
+                .unwrap_or_else(|_| chrono::Duration::days(1));
+        if store::reset_seen(conn, user_id, id, since).await? {
+            return Err(ApiError::invalid(
+                ErrorCode::DuplicateReset,
+                format!("this Idempotency-Key already reset the account (reset {id})"),
+            ));
+        }
+    }
     for order in &open {
         store::end_open_order(conn, order.id, OrderStatus::Canceled, now).await?;
         audit::record(
@@ -87,6 +124,7 @@ pub(crate) async fn reset(
                 "positions_cleared": account.positions.values().filter(|p| !p.qty.is_zero()).count(),
                 "orders_canceled": open.len(),
                 "cash": cash.to_string(),
+                "reset_id": reset_id,
             }),
         ),
     )

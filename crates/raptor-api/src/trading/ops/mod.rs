@@ -23,7 +23,7 @@ use crate::audit::{AuditAction, AuditEvent};
 use crate::error::{ApiError, ApiResult};
 
 pub(crate) use super::desk::Desk;
-pub(crate) use cancel_reset::{cancel, reset};
+pub(crate) use cancel_reset::{cancel, reset, reset_id};
 pub use expiry::Expired;
 pub(crate) use expiry::{expire_due, expire_for_read, expire_orders};
 pub(crate) use place::{place, Placed};

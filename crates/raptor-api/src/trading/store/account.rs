@@ -204,3 +204,24 @@ pub(crate) async fn reset_account(
     .context("reset cash")?;
     Ok(())
 }
+
+/// Whether `user_id`'s account was reset with `reset_id` since `since` (its `account.reset`
+/// audit row, found by `idx_audit_log_account_reset`).
+pub(crate) async fn reset_seen(
+    conn: &mut PgConnection,
+    user_id: i32,
+    reset_id: uuid::Uuid,
+    since: chrono::DateTime<chrono::Utc>,
+) -> ApiResult<bool> {
+    raptor_db::query_scalar(
+        "select exists (select 1 from audit_log
+                         where user_id = $1 and action = 'account.reset'
+                           and context->>'reset_id' = $2::text and created_at >= $3)",
+    )
+    .bind(user_id)
+    .bind(reset_id)
+    .bind(since)
+    .fetch_one(conn)
+    .await
+    .context("find a reset by its id")
+}
