@@ -9,6 +9,9 @@ export CARGO_TERM_COLOR ?= never
         client-generate client-e2e docs-check quickstart-check chaos chaos-quick model profile profile-postgres \
         flamegraph
 
+# RAPTOR_ENV=development in .env unless set (production, the default, refuses to start without an
+# SMTP relay and real keys, and never logs sign-in links).
+DEV_ENV := { [ -n "$${RAPTOR_ENV:-}" ] || grep -qs '^RAPTOR_ENV=.' .env || scripts/dotenv.sh RAPTOR_ENV development; }
 # A development RAPTOR_RESPONSE_KEYS and RAPTOR_SESSION_KEY (random keys written to .env once)
 # unless they are set.
 DEV_RESPONSE_KEY := { [ -n "$${RAPTOR_RESPONSE_KEYS:-}" ] || grep -qs '^RAPTOR_RESPONSE_KEYS=.' .env || scripts/dotenv.sh RAPTOR_RESPONSE_KEYS "$$(scripts/response-key.sh dev)"; }
@@ -19,7 +22,7 @@ DEV_SESSION_KEY := { [ -n "$${RAPTOR_SESSION_KEY:-}" ] || grep -qs '^RAPTOR_SESS
 ## for stored responses and sign-in sessions
 run:
 	@$(MAKE) --no-print-directory docs-assets || echo "make: Swagger UI's files not installed; /docs serves the plain route list" >&2
-	@$(APP_DB) && $(STRIPE) && scripts/dotenv.sh DATABASE_URL "$$DATABASE_URL" && $(DEV_RESPONSE_KEY) && $(DEV_SESSION_KEY) && cargo run --locked -p raptor-server --bin raptor -- serve
+	@$(APP_DB) && $(STRIPE) && scripts/dotenv.sh DATABASE_URL "$$DATABASE_URL" && $(DEV_ENV) && $(DEV_RESPONSE_KEY) && $(DEV_SESSION_KEY) && cargo run --locked -p raptor-server --bin raptor -- serve
 
 ## docs-assets: Swagger UI's files for /docs (npm ci --omit=dev: swagger-ui-dist only); `make run`
 ## goes on without them (npm missing or offline): /docs then serves the plain route list

@@ -54,7 +54,7 @@ done
 "$binary" quotes set AAPL --bid 189.90 --ask 190.10 >/dev/null
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-RAPTOR_ADDR=127.0.0.1:$port "$binary" serve 2>"$out/flame.serve.log" &
+RAPTOR_ENV=development RAPTOR_ADDR=127.0.0.1:$port "$binary" serve 2>"$out/flame.serve.log" &
 server=$!
 
 data=$out/perf.keyed.data

@@ -46,7 +46,7 @@ token=$("$binary" users create --email profile@example.com |
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 file=$out/callgrind.$kind.out
-RAPTOR_ADDR=127.0.0.1:$port valgrind --tool=callgrind --instr-atstart=no \
+RAPTOR_ENV=development RAPTOR_ADDR=127.0.0.1:$port valgrind --tool=callgrind --instr-atstart=no \
 	--callgrind-out-file="$file" "$binary" serve 2>"$out/valgrind.log" &
 server=$!
 

@@ -54,6 +54,8 @@ fresh_server_start() {
   port="$(fresh_free_port)"
   export RAPTOR_ADDR="127.0.0.1:$port"
   export RAPTOR_URL="http://$RAPTOR_ADDR"
+  # A throwaway server on a developer's machine or in CI: no SMTP relay, development keys.
+  export RAPTOR_ENV="${RAPTOR_ENV:-development}"
   mkdir -p "$target/checks"
   local log="$target/checks/$name-server.log"
   trap fresh_server_stop EXIT

@@ -35,6 +35,7 @@ pub(crate) async fn start_raptor(
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("DATABASE_URL", database_url(pool))
+        .env("RAPTOR_ENV", "development")
         .env("RAPTOR_ADDR", format!("127.0.0.1:{port}"))
         .env("RAPTOR_LOG_FORMAT", "json")
         .env("RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS", "0")

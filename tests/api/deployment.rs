@@ -55,6 +55,12 @@ async fn a_new_user_signs_up_by_email_and_trades_through_the_proxy_on_tls_postgr
             "RAPTOR_SESSION_KEY",
             "3q2+7wXrYb0Pp1zL4nQ8mA6tVdK9cF2sH5jU0gBiRwE=".to_owned(),
         ),
+        (
+            "RAPTOR_RESPONSE_KEYS",
+            "k1:Dl0E4uXxdSCORwTWta+GN0XvbYLZMwZOmlH5sQinn/o=".to_owned(),
+        ),
+        // As deployed: nothing a production start needs is missing.
+        ("RAPTOR_ENV", "production".to_owned()),
     ];
     assert_eq!(raptor_ok(&env, &["migrate"])["migrated"], true);
     raptor_ok(

@@ -496,3 +496,60 @@ async fn the_relay_holds_no_transaction_while_it_talks_smtp(pool: PgPool) {
     })
     .await;
 }
+
+/// Outside development (`RAPTOR_ENV=production`, the default) a sign-in link is never written to
+/// the log, whoever reads it could sign in with it: `raptor mail relay` without an SMTP relay
+/// sends nothing, logs no link, and the message waits (retried) with its link for a relay that
+/// can send it. In development the same pass logs the link.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn outside_development_no_link_is_logged(pool: PgPool) {
+    TestApp::run(&pool, options(), async |app| {
+        let registered = app.register("prod@example.com").await;
+        assert_eq!(
+            registered.status,
+            StatusCode::ACCEPTED,
+            "{}",
+            registered.text
+        );
+        let link: String = app
+            .scalar("select link from email_outbox where email = 'prod@example.com'")
+            .await;
+        let token = link.rsplit('=').next().expect("token").to_owned();
+        let run = |environment: &str| {
+            crate::helpers::raptor(
+                &[
+                    ("DATABASE_URL", crate::helpers::database_url(&app.pool)),
+                    ("RAPTOR_ENV", environment.to_owned()),
+                    ("RUST_LOG", "info".to_owned()),
+                ],
+                &["mail", "relay"],
+            )
+        };
+        let production = run("production");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&production.stdout),
+            String::from_utf8_lossy(&production.stderr),
+        );
+        assert!(production.status.success(), "{stderr}");
+        assert!(stdout.contains(r#""retried":1"#), "{stdout}");
+        assert!(!stderr.contains(&token), "the link was logged: {stderr}");
+        assert_eq!(
+            rows_with_token(app).await,
+            1,
+            "the message waits with its link"
+        );
+
+        sqlx::query("update email_outbox set next_attempt_at = now()")
+            .execute(&app.pool)
+            .await
+            .expect("due again");
+        let development = run("development");
+        let stderr = String::from_utf8_lossy(&development.stderr);
+        assert!(development.status.success(), "{stderr}");
+        assert!(
+            stderr.contains(&token),
+            "development logs the link: {stderr}"
+        );
+    })
+    .await;
+}

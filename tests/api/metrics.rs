@@ -31,6 +31,7 @@ impl Served {
             .arg("serve")
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("RAPTOR_ENV", "development")
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("RAPTOR_ADDR", format!("127.0.0.1:{port}"))
             .env("RAPTOR_LOG_FORMAT", "json")

@@ -148,7 +148,8 @@ fn env_example_lists_every_variable_with_its_default() {
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
-/// `raptor serve` with `env`, expected to refuse to start within 20 s; what it wrote to stderr.
+/// `raptor serve` with `env` only (and PATH; `RAPTOR_ENV` unset is production), expected to
+/// refuse to start within 20 s; what it wrote to stderr.
 fn serve_refuses(env: &[(&str, String)]) -> String {
     let mut env = env.to_vec();
     env.push(("RAPTOR_ADDR", "127.0.0.1:0".to_owned()));
@@ -189,7 +190,8 @@ fn serve_refuses(env: &[(&str, String)]) -> String {
 async fn serve_refuses_sessions_that_do_not_fit(pool: PgPool) {
     let url = database_url(&pool);
     let serializable = format!("{url}?options=-c%20default_transaction_isolation%3Dserializable");
-    let stderr = serve_refuses(&[("DATABASE_URL", serializable)]);
+    let development = ("RAPTOR_ENV", "development".to_owned());
+    let stderr = serve_refuses(&[("DATABASE_URL", serializable), development.clone()]);
     assert!(
         stderr.contains(
             "DATABASE_URL: default_transaction_isolation is serializable, want read committed"
@@ -207,6 +209,7 @@ async fn serve_refuses_sessions_that_do_not_fit(pool: PgPool) {
     let stderr = serve_refuses(&[
         ("DATABASE_URL", url.clone()),
         ("IDEMPOTENCY_STORE_DATABASE_URL", elsewhere),
+        development,
     ]);
     assert!(
         stderr.contains("IDEMPOTENCY_STORE_DATABASE_URL does not reach DATABASE_URL's database"),
@@ -273,4 +276,65 @@ async fn sessions_bound_what_a_dead_host_holds(pool: PgPool) {
     drop(conn);
     store.close().await;
     business.close().await;
+}
+
+/// `RAPTOR_ENV=production` is the default: `raptor serve` refuses to start without what a
+/// deployment needs, every problem in one message, before it touches the database.
+#[test]
+fn production_refuses_to_start_without_what_a_deployment_needs() {
+    let env = [
+        (
+            "DATABASE_URL",
+            "postgres://nobody@127.0.0.1:1/none".to_owned(),
+        ),
+        ("RAPTOR_ENV", "production".to_owned()),
+        ("STRIPE_SECRET_KEY", "sk_test_x".to_owned()),
+    ];
+    let stderr = serve_refuses(&env);
+    for problem in [
+        "RAPTOR_SMTP_URL is not set",
+        "RAPTOR_RESPONSE_KEYS is not set",
+        "RAPTOR_SESSION_KEY is not set",
+        "STRIPE_SECRET_KEY is set without STRIPE_WEBHOOK_SECRET",
+    ] {
+        assert!(stderr.contains(problem), "{problem} missing from {stderr}");
+    }
+    assert_eq!(stderr.trim().lines().count(), 1, "one message: {stderr}");
+    // Unset, RAPTOR_ENV is production too.
+    let stderr = serve_refuses(&env[..1]);
+    assert!(
+        stderr.contains("RAPTOR_ENV=production (the default)"),
+        "{stderr}"
+    );
+}
+
+/// In production, a database URL whose TLS does not verify the server, to a host that is not
+/// this machine, is warned about at start-up; loopback and `verify-ca`/`verify-full` are not.
+#[test]
+fn production_warns_on_unverified_tls_to_another_host() {
+    use clap::Parser;
+    let warnings = |environment: &str, url: &str| {
+        let cli = raptor_server::Cli::try_parse_from([
+            "raptor",
+            "--env",
+            environment,
+            "--database-url",
+            url,
+            "serve",
+        ])
+        .expect("parses");
+        cli.config.production_warnings()
+    };
+    let remote = "postgres://app@db.example.com/raptor?sslmode=require";
+    let warned = warnings("production", remote);
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(warned[0]
+        .contains("DATABASE_URL reaches db.example.com with sslmode weaker than verify-ca"));
+    assert!(warnings("development", remote).is_empty());
+    assert!(warnings("production", "postgres://app@127.0.0.1/raptor").is_empty());
+    assert!(warnings(
+        "production",
+        "postgres://app@db.example.com/raptor?sslmode=verify-full"
+    )
+    .is_empty());
 }

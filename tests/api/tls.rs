@@ -66,6 +66,7 @@ async fn verify_full_with_the_right_ca_migrates_and_serves_a_keyed_order() {
         .arg("serve")
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("RAPTOR_ENV", "development")
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .env("RUST_LOG", "warn")
         .current_dir(std::env::temp_dir())

@@ -1366,6 +1366,7 @@ async fn start_server(
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("DATABASE_URL", database_url)
+        .env("RAPTOR_ENV", "development")
         .env("RAPTOR_ADDR", format!("127.0.0.1:{port}"))
         .env("RAPTOR_LOG_FORMAT", "json")
         .env("RUST_LOG", "warn")

@@ -18,7 +18,7 @@ use rust_decimal::Decimal;
 use serde_json::json;
 use tokio::net::TcpListener;
 
-pub use config::{Config, PoolMode};
+pub use config::{Config, PoolMode, RaptorEnv};
 
 /// Raptor write API.
 #[derive(Debug, Parser)]
@@ -238,6 +238,10 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             Ok(())
         }
         Command::Serve => {
+            config.check_production()?;
+            for warning in config.production_warnings() {
+                tracing::warn!("{warning}");
+            }
             // Before anything records a metric: the histograms' buckets follow the timeout.
             raptor_api::metrics::install(Duration::from_secs(config.server.request_timeout_secs));
             raptor_api::metrics::record_build_info(env!("CARGO_PKG_VERSION"), GIT_SHA);
@@ -304,7 +308,9 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
                     Duration::from_millis(config.trading.quote_sweep_interval_ms),
                 )
             });
-            let relay = config.mail.relay()?;
+            let relay = config
+                .mail
+                .relay(config.server.environment == RaptorEnv::Development)?;
             if relay.is_smtp() {
                 if config.mail.plain_remote() {
                     tracing::warn!(
@@ -441,7 +447,9 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
             Ok(())
         }
         Command::Mail(MailCommand::Relay { limit }) => {
-            let relay = config.mail.relay()?;
+            let relay = config
+                .mail
+                .relay(config.server.environment == RaptorEnv::Development)?;
             let pool = config.pool().await?;
             let pass = relay.run_pass(&pool, limit).await?;
             writeln!(out, "{}", serde_json::to_string(&pass)?)?;

@@ -10,7 +10,14 @@ use sqlx::PgPool;
 /// Runs `raptor --database-url <pool's database> <args…>`; what it printed, as JSON.
 pub(crate) async fn cli(pool: &PgPool, args: &[&str]) -> anyhow::Result<Value> {
     let url = super::database_url(pool);
-    let mut argv = vec!["raptor", "--database-url", url.as_str()];
+    // A developer's environment unless a test says otherwise (RAPTOR_ENV).
+    let mut argv = vec![
+        "raptor",
+        "--env",
+        "development",
+        "--database-url",
+        url.as_str(),
+    ];
     argv.extend_from_slice(args);
     let cli = Cli::try_parse_from(argv)?;
     let mut out = Vec::new();
@@ -19,15 +26,16 @@ pub(crate) async fn cli(pool: &PgPool, args: &[&str]) -> anyhow::Result<Value> {
         .with_context(|| format!("{args:?} printed {:?}", String::from_utf8_lossy(&out)))
 }
 
-/// `raptor <args>` as a process with `env` only (and PATH), in the temp directory (no `.env` of
-/// the checkout is read).
+/// `raptor <args>` as a process with `env` only (and PATH, and `RAPTOR_ENV=development` and
+/// `RUST_LOG=warn` unless `env` sets them), in the temp directory (no `.env` of the checkout is read).
 pub(crate) fn raptor(env: &[(&str, String)], args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_raptor-cli"))
         .args(args)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .env("RAPTOR_ENV", "development")
         .env("RUST_LOG", "warn")
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .current_dir(std::env::temp_dir())
         .stdin(std::process::Stdio::null())
         .output()

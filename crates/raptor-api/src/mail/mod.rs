@@ -88,6 +88,9 @@ enum Delivery {
     Smtp(AsyncSmtpTransport<Tokio1Executor>),
     /// Development: the link is logged.
     Log,
+    /// No SMTP relay outside development: nothing leaves, the link is never logged (anyone
+    /// who reads the log could sign in with it), and the message waits for a relay.
+    Withheld,
 }
 
 /// The relay: a delivery, a sender address and a retry policy. Cheap to clone.
@@ -200,6 +203,15 @@ impl Relay {
             from,
             retry: normalized(retry),
             conversation: timeout.saturating_mul(5).min(LEASE / 2),
+        })
+    }
+
+    /// A relay without SMTP outside development: it sends nothing and logs no link; each
+    /// message is retried (with the back-off) until a relay with SMTP sends it.
+    pub fn withheld(from: &str, retry: RetryPolicy) -> Result<Self, MailConfigError> {
+        Ok(Self {
+            delivery: Delivery::Withheld,
+            ..Self::log(from, retry)?
         })
     }
 
@@ -339,6 +351,12 @@ impl Relay {
                 );
                 Ok(())
             }
+            Delivery::Withheld => Err(Failure {
+                permanent: false,
+                reason: "RAPTOR_SMTP_URL is not set: not sent (its link is not logged outside \
+                         development)"
+                    .to_owned(),
+            }),
             Delivery::Smtp(transport) => {
                 let message = self.message(due, body)?;
                 let started = std::time::Instant::now();

@@ -115,7 +115,7 @@ impl MailArgs {
                 );
             }
         }
-        self.relay()?;
+        self.relay(false)?;
         Ok(())
     }
 
@@ -130,8 +130,10 @@ impl MailArgs {
         })
     }
 
-    /// The relay these settings describe: SMTP when `RAPTOR_SMTP_URL` is set, else the log.
-    pub fn relay(&self) -> anyhow::Result<Relay> {
+    /// The relay these settings describe: SMTP when `RAPTOR_SMTP_URL` is set; else, with
+    /// `log_links` (development), the log, and otherwise a relay that withholds every message
+    /// (a sign-in link in the log lets anyone who reads it sign in).
+    pub fn relay(&self, log_links: bool) -> anyhow::Result<Relay> {
         let retry = RetryPolicy {
             max_attempts: self.mail_max_attempts,
             base: Duration::from_millis(self.mail_retry_base_ms),
@@ -153,7 +155,8 @@ impl MailArgs {
                 ca.as_deref(),
             )?,
             None if ca.is_some() => bail!("RAPTOR_SMTP_CA_FILE is set without RAPTOR_SMTP_URL"),
-            None => Relay::log(from, retry)?,
+            None if log_links => Relay::log(from, retry)?,
+            None => Relay::withheld(from, retry)?,
         })
     }
 

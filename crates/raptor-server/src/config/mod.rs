@@ -33,7 +33,7 @@ pub use billing::BillingArgs;
 pub use database::{DatabaseArgs, PoolMode, SessionSettings};
 pub use idempotency::{IdempotencyArgs, RequireKeyLevel};
 pub use mail::MailArgs;
-pub use server::{ForwardedHeaderArg, LogFormat, ServerArgs};
+pub use server::{ForwardedHeaderArg, LogFormat, RaptorEnv, ServerArgs};
 pub use sessions::SessionArgs;
 pub use traces::{OtlpProtocolArg, SamplerArg, TraceArgs, TracesExporterArg};
 pub use trading::TradingArgs;
@@ -205,6 +205,84 @@ impl Config {
             bail!("STRIPE_API_BASE must be an http(s) URL, got {base:?}");
         }
         Ok(())
+    }
+
+    /// What `raptor serve` refuses to start without in production (`RAPTOR_ENV`), every
+    /// problem in one message; nothing in development.
+    pub fn check_production(&self) -> anyhow::Result<()> {
+        if self.server.environment == RaptorEnv::Development {
+            return Ok(());
+        }
+        let mut missing = Vec::new();
+        if self.mail.smtp_url.is_none() {
+            missing.push("RAPTOR_SMTP_URL is not set: sign-in email cannot be sent");
+        }
+        if self.idempotency.response_keys()?.current_kid().is_none() {
+            missing.push(
+                "RAPTOR_RESPONSE_KEYS is not set: stored responses would be kept in plain text",
+            );
+        }
+        if self.sessions.session_key.is_none() {
+            missing.push(
+                "RAPTOR_SESSION_KEY is not set: a retried sign-in on another replica would get \
+                 another session",
+            );
+        }
+        if self.billing.stripe_secret_key.is_some() && self.billing.stripe_webhook_secret.is_none()
+        {
+            missing.push(
+                "STRIPE_SECRET_KEY is set without STRIPE_WEBHOOK_SECRET: Stripe's webhooks could \
+                 not be verified",
+            );
+        }
+        if !missing.is_empty() {
+            bail!(
+                "RAPTOR_ENV=production (the default) refuses to start: {} (set them, or \
+                 RAPTOR_ENV=development on a developer's machine)",
+                missing.join("; ")
+            );
+        }
+        Ok(())
+    }
+
+    /// Warnings for a production start: a database URL whose TLS does not verify the server
+    /// (`sslmode` weaker than `verify-ca`) to a host that is not this machine.
+    pub fn production_warnings(&self) -> Vec<String> {
+        if self.server.environment == RaptorEnv::Development {
+            return Vec::new();
+        }
+        let mut urls = vec![("DATABASE_URL", self.database.url().ok().map(str::to_owned))];
+        urls.push((
+            "IDEMPOTENCY_STORE_DATABASE_URL",
+            self.database
+                .idempotency_store_database_url
+                .as_ref()
+                .map(|url| url.expose().to_owned()),
+        ));
+        urls.into_iter()
+            .filter_map(|(name, url)| {
+                let url = url?;
+                let options: sqlx::postgres::PgConnectOptions = url.parse().ok()?;
+                let weak = !matches!(
+                    options.get_ssl_mode(),
+                    sqlx::postgres::PgSslMode::VerifyCa | sqlx::postgres::PgSslMode::VerifyFull
+                );
+                let host = options.get_host();
+                let local = host.starts_with('/')
+                    || host == "localhost"
+                    || host
+                        .trim_start_matches('[')
+                        .trim_end_matches(']')
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback());
+                (weak && !local).then(|| {
+                    format!(
+                        "{name} reaches {host} with sslmode weaker than verify-ca: the server's \
+                         certificate is not checked, so anyone on the path can pose as it"
+                    )
+                })
+            })
+            .collect()
     }
 
     /// The API's settings.

@@ -60,6 +60,21 @@ pub enum ForwardedHeaderArg {
 /// `RAPTOR_DOCS_ASSETS`, `RAPTOR_LOG_FORMAT`.
 #[derive(Debug, Clone, Args)]
 pub struct ServerArgs {
+    /// `production` (the default): `raptor serve` refuses to start without what a deployment
+    /// needs (RAPTOR_SMTP_URL, RAPTOR_RESPONSE_KEYS, RAPTOR_SESSION_KEY; STRIPE_WEBHOOK_SECRET
+    /// with STRIPE_SECRET_KEY), listing every problem in one message, and sign-in links are
+    /// never written to the log. `development` (`make run` writes it into `.env`): those may be
+    /// missing, and without an SMTP relay sign-in links are logged.
+    #[arg(
+        long = "env",
+        env = "RAPTOR_ENV",
+        value_name = "RAPTOR_ENV",
+        value_enum,
+        default_value = "production",
+        global = true
+    )]
+    pub environment: RaptorEnv,
+
     /// Address `raptor serve` listens on.
     #[arg(
         long,
@@ -221,4 +236,13 @@ mod tests {
         assert!(err.contains("not a CIDR"), "{err}");
         assert!(parse_proxy("bogus").is_err());
     }
+}
+
+/// `RAPTOR_ENV`: what the process is run as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RaptorEnv {
+    /// Secure by default: nothing a deployment needs may be missing.
+    Production,
+    /// A developer's machine (`make run`): development keys, links in the log.
+    Development,
 }
