@@ -7,7 +7,7 @@ export CARGO_TERM_COLOR ?= never
 
 .PHONY: run test lint fmt openapi bench build db-up db-down ci docs-assets openapi-lint fuzz-api \
         client-generate client-e2e docs-check quickstart-check chaos chaos-quick model profile profile-postgres \
-        flamegraph
+        flamegraph upgrade-check
 
 # RAPTOR_ENV=development in .env unless set (production, the default, refuses to start without an
 # SMTP relay and real keys, and never logs sign-in links).
@@ -59,6 +59,12 @@ openapi:
 bench:
 	@$(DB) && cargo build --locked --release -p raptor-server --bin raptor \
 	  && cargo run --locked --release -p raptor-integration-tests --bin raptor-bench
+
+## upgrade-check: the previous release's raptor (release/previous, built from its commit into
+## target/previous-release/) serves while this release migrates the database and serves beside it;
+## orders, fills and settlement written by either reconcile (tests/api/upgrade.rs)
+upgrade-check:
+	@scripts/upgrade-check.sh
 
 ## profile: instructions the server executes per keyed, unkeyed and replayed order (valgrind's
 ## callgrind, user space; a count that a busy machine does not move), on the release build with

@@ -35,3 +35,4 @@ mod store_failures;
 mod tls;
 mod traces;
 mod trading;
+mod upgrade;
