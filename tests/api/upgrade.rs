@@ -221,3 +221,47 @@ async fn the_previous_release_serves_beside_this_one(pool: PgPool) {
     .await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The upgrade rule, checked on every migration written since it was made (20261203200000):
+/// one that runs in a transaction sets its own `lock_timeout` (`SET LOCAL`), and an index on an
+/// existing table is built `CONCURRENTLY`, in a file of its own outside a transaction
+/// (`-- no-transaction`). (`raptor migrate` also runs every migration with a lock timeout.)
+#[test]
+fn migrations_follow_the_upgrade_rule() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations");
+    let mut wrong = Vec::new();
+    let mut checked = 0;
+    for entry in std::fs::read_dir(dir).expect("migrations") {
+        let path = entry.expect("entry").path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_owned();
+        if !name.ends_with(".sql") || name.as_str() < "20261203200000" {
+            continue;
+        }
+        checked += 1;
+        let sql = std::fs::read_to_string(&path).expect("read");
+        let code: String = sql
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("--"))
+            .collect::<Vec<_>>()
+            .join("\n")
+            .to_lowercase();
+        let no_transaction = sql.starts_with("-- no-transaction");
+        if !no_transaction && !code.contains("set local lock_timeout") {
+            wrong.push(format!("{name}: no SET LOCAL lock_timeout"));
+        }
+        if code.contains("create index") && !code.contains("create index concurrently") {
+            wrong.push(format!("{name}: CREATE INDEX without CONCURRENTLY"));
+        }
+        if no_transaction && code.matches(';').count() > 1 {
+            wrong.push(format!(
+                "{name}: more than one statement outside a transaction"
+            ));
+        }
+    }
+    assert!(checked >= 4, "only {checked} migrations checked");
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
