@@ -986,7 +986,7 @@ export interface components {
          * @description Every error code; `/docs/errors#<code>` explains each (the malformed-key sentence's section is `idempotency_key_invalid`).
          * @enum {string}
          */
-        ErrorCode: "Idempotency-Key must be a UUID string" | "bad_request" | "billing_busy" | "billing_not_configured" | "billing_request_rejected" | "contract_expired" | "database_busy" | "database_unavailable" | "duplicate_client_order_id" | "forbidden" | "idempotency_in_flight" | "idempotency_key_body_mismatch" | "idempotency_key_required" | "idempotency_previous_failed" | "idempotency_store_unavailable" | "insufficient_buying_power" | "insufficient_qty" | "internal" | "invalid_billing_request" | "invalid_body" | "invalid_display_name" | "invalid_email" | "invalid_json" | "invalid_marketing_opt_in" | "invalid_order" | "invalid_path" | "invalid_payload" | "invalid_query" | "invalid_quote" | "invalid_signature" | "invalid_subscription" | "invalid_symbol" | "invalid_time_zone" | "invalid_token" | "live_trading_unavailable" | "method_not_allowed" | "new_orders_disabled" | "not_found" | "order_not_cancelable" | "payload_too_large" | "quote_unavailable" | "rate_limited" | "request_headers_too_large" | "request_timeout" | "stripe_timeout" | "stripe_unavailable" | "subscription_active" | "too_many_connections" | "too_many_open_orders" | "unauthenticated" | "uncovered_short_option" | "unsupported_media_type";
+        ErrorCode: "Idempotency-Key must be a UUID string" | "bad_request" | "billing_busy" | "billing_not_configured" | "billing_request_rejected" | "contract_expired" | "database_busy" | "database_unavailable" | "duplicate_client_order_id" | "duplicate_reset" | "forbidden" | "idempotency_in_flight" | "idempotency_key_body_mismatch" | "idempotency_key_required" | "idempotency_previous_failed" | "idempotency_store_unavailable" | "insufficient_buying_power" | "insufficient_qty" | "internal" | "invalid_billing_request" | "invalid_body" | "invalid_display_name" | "invalid_email" | "invalid_json" | "invalid_marketing_opt_in" | "invalid_order" | "invalid_path" | "invalid_payload" | "invalid_query" | "invalid_quote" | "invalid_signature" | "invalid_subscription" | "invalid_symbol" | "invalid_time_zone" | "invalid_token" | "live_trading_unavailable" | "method_not_allowed" | "new_orders_disabled" | "not_found" | "order_not_cancelable" | "payload_too_large" | "quote_unavailable" | "rate_limited" | "request_headers_too_large" | "request_timeout" | "stripe_timeout" | "stripe_unavailable" | "subscription_active" | "too_many_connections" | "too_many_open_orders" | "unauthenticated" | "uncovered_short_option" | "unsupported_media_type";
         /** @description A flag's value. */
         FlagResponse: {
             /** @description Its value now. */
@@ -2018,6 +2018,36 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
                         error: "forbidden";
+                    };
+                };
+            };
+            /**
+             * @description Too Many Requests:
+             *     - `rate_limited`: too many requests; retry after Retry-After
+             */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests; retry after Retry-After",
+                     *       "error": "rate_limited",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "too many requests; retry after Retry-After",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests",
+                     *       "type": "/docs/errors#rate_limited"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"] & {
+                        /** @enum {string} */
+                        error: "rate_limited";
                     };
                 };
             };
@@ -6845,6 +6875,7 @@ export interface operations {
             };
             /**
              * @description Unprocessable Entity:
+             *     - `duplicate_reset`: this Idempotency-Key already reset the account
              *     - `idempotency_key_body_mismatch`: this key was used with another request
              *     - `invalid_body`: the body does not match the route's schema
              */
@@ -6859,18 +6890,18 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "detail": "this key was used with another request",
-                     *       "error": "idempotency_key_body_mismatch",
+                     *       "detail": "this Idempotency-Key already reset the account",
+                     *       "error": "duplicate_reset",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
-                     *       "message": "this key was used with another request",
+                     *       "message": "this Idempotency-Key already reset the account",
                      *       "status": 422,
                      *       "title": "Unprocessable Entity",
-                     *       "type": "/docs/errors#idempotency_key_body_mismatch"
+                     *       "type": "/docs/errors#duplicate_reset"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"] & {
                         /** @enum {string} */
-                        error: "idempotency_key_body_mismatch" | "invalid_body";
+                        error: "duplicate_reset" | "idempotency_key_body_mismatch" | "invalid_body";
                     };
                 };
             };

@@ -239,6 +239,8 @@ from .export_account_response_401 import ExportAccountResponse401
 from .export_account_response_401_error import ExportAccountResponse401Error
 from .export_account_response_403 import ExportAccountResponse403
 from .export_account_response_403_error import ExportAccountResponse403Error
+from .export_account_response_429 import ExportAccountResponse429
+from .export_account_response_429_error import ExportAccountResponse429Error
 from .export_account_response_431 import ExportAccountResponse431
 from .export_account_response_431_error import ExportAccountResponse431Error
 from .export_account_response_500 import ExportAccountResponse500
@@ -875,6 +877,8 @@ __all__ = (
     "ExportAccountResponse401Error",
     "ExportAccountResponse403",
     "ExportAccountResponse403Error",
+    "ExportAccountResponse429",
+    "ExportAccountResponse429Error",
     "ExportAccountResponse431",
     "ExportAccountResponse431Error",
     "ExportAccountResponse500",

@@ -10,6 +10,7 @@ class ErrorCode(StrEnum):
     DATABASE_BUSY = "database_busy"
     DATABASE_UNAVAILABLE = "database_unavailable"
     DUPLICATE_CLIENT_ORDER_ID = "duplicate_client_order_id"
+    DUPLICATE_RESET = "duplicate_reset"
     FORBIDDEN = "forbidden"
     IDEMPOTENCY_IN_FLIGHT = "idempotency_in_flight"
     IDEMPOTENCY_KEY_BODY_MISMATCH = "idempotency_key_body_mismatch"

@@ -8,6 +8,7 @@ from ...client import AuthenticatedClient, Client
 from ...models.account_export import AccountExport
 from ...models.export_account_response_401 import ExportAccountResponse401
 from ...models.export_account_response_403 import ExportAccountResponse403
+from ...models.export_account_response_429 import ExportAccountResponse429
 from ...models.export_account_response_431 import ExportAccountResponse431
 from ...models.export_account_response_500 import ExportAccountResponse500
 from ...models.export_account_response_503 import ExportAccountResponse503
@@ -30,6 +31,7 @@ def _parse_response(
     AccountExport
     | ExportAccountResponse401
     | ExportAccountResponse403
+    | ExportAccountResponse429
     | ExportAccountResponse431
     | ExportAccountResponse500
     | ExportAccountResponse503
@@ -49,6 +51,11 @@ def _parse_response(
         response_403 = ExportAccountResponse403.from_dict(response.json())
 
         return response_403
+
+    if response.status_code == 429:
+        response_429 = ExportAccountResponse429.from_dict(response.json())
+
+        return response_429
 
     if response.status_code == 431:
         response_431 = ExportAccountResponse431.from_dict(response.json())
@@ -77,6 +84,7 @@ def _build_response(
     AccountExport
     | ExportAccountResponse401
     | ExportAccountResponse403
+    | ExportAccountResponse429
     | ExportAccountResponse431
     | ExportAccountResponse500
     | ExportAccountResponse503
@@ -96,6 +104,7 @@ def sync_detailed(
     AccountExport
     | ExportAccountResponse401
     | ExportAccountResponse403
+    | ExportAccountResponse429
     | ExportAccountResponse431
     | ExportAccountResponse500
     | ExportAccountResponse503
@@ -111,7 +120,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AccountExport | ExportAccountResponse401 | ExportAccountResponse403 | ExportAccountResponse431 | ExportAccountResponse500 | ExportAccountResponse503]
+        Response[AccountExport | ExportAccountResponse401 | ExportAccountResponse403 | ExportAccountResponse429 | ExportAccountResponse431 | ExportAccountResponse500 | ExportAccountResponse503]
     """
 
     kwargs = _get_kwargs()
@@ -130,6 +139,7 @@ def sync(
     AccountExport
     | ExportAccountResponse401
     | ExportAccountResponse403
+    | ExportAccountResponse429
     | ExportAccountResponse431
     | ExportAccountResponse500
     | ExportAccountResponse503
@@ -146,7 +156,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AccountExport | ExportAccountResponse401 | ExportAccountResponse403 | ExportAccountResponse431 | ExportAccountResponse500 | ExportAccountResponse503
+        AccountExport | ExportAccountResponse401 | ExportAccountResponse403 | ExportAccountResponse429 | ExportAccountResponse431 | ExportAccountResponse500 | ExportAccountResponse503
     """
 
     return sync_detailed(
@@ -161,6 +171,7 @@ async def asyncio_detailed(
     AccountExport
     | ExportAccountResponse401
     | ExportAccountResponse403
+    | ExportAccountResponse429
     | ExportAccountResponse431
     | ExportAccountResponse500
     | ExportAccountResponse503
@@ -176,7 +187,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AccountExport | ExportAccountResponse401 | ExportAccountResponse403 | ExportAccountResponse431 | ExportAccountResponse500 | ExportAccountResponse503]
+        Response[AccountExport | ExportAccountResponse401 | ExportAccountResponse403 | ExportAccountResponse429 | ExportAccountResponse431 | ExportAccountResponse500 | ExportAccountResponse503]
     """
 
     kwargs = _get_kwargs()
@@ -193,6 +204,7 @@ async def asyncio(
     AccountExport
     | ExportAccountResponse401
     | ExportAccountResponse403
+    | ExportAccountResponse429
     | ExportAccountResponse431
     | ExportAccountResponse500
     | ExportAccountResponse503
@@ -209,7 +221,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AccountExport | ExportAccountResponse401 | ExportAccountResponse403 | ExportAccountResponse431 | ExportAccountResponse500 | ExportAccountResponse503
+        AccountExport | ExportAccountResponse401 | ExportAccountResponse403 | ExportAccountResponse429 | ExportAccountResponse431 | ExportAccountResponse500 | ExportAccountResponse503
     """
 
     return (
