@@ -6,8 +6,8 @@
 -- position whose `open_expiry_date` is NULL is never settled: the previous release's binary,
 -- which still serves during a rolling deploy (it knew `expiry_date` as a generated column and
 -- `open_expiry_date` not at all), opened option positions that never settled. So every row is
--- checked on its way in, by two BEFORE triggers whose WHEN conditions hold only for a row
--- whose dates are wrong or missing; then `keep_position_expiry` sets them:
+-- checked on its way in, by a BEFORE trigger whose WHEN condition holds only for a row whose
+-- dates are wrong or missing; then `keep_position_expiry` sets them:
 --
 --   expiry_date      = occ_expiry_date(symbol) when unset;
 --   open_expiry_date = CASE WHEN qty <> 0 THEN expiry_date END.
@@ -30,21 +30,14 @@ BEGIN
 END
 $$;
 
-CREATE TRIGGER paper_positions_expiry_on_insert
-    BEFORE INSERT ON paper_positions
+CREATE TRIGGER paper_positions_keep_expiry
+    BEFORE INSERT OR UPDATE ON paper_positions
     FOR EACH ROW
     WHEN (NEW.open_expiry_date IS DISTINCT FROM (CASE WHEN NEW.qty <> 0 THEN NEW.expiry_date END)
           OR (NEW.expiry_date IS NULL AND NEW.symbol ~ '[0-9]{6}[CP][0-9]{8}$'))
     EXECUTE FUNCTION keep_position_expiry();
 
-CREATE TRIGGER paper_positions_expiry_on_update
-    BEFORE UPDATE ON paper_positions
-    FOR EACH ROW
-    WHEN (NEW.open_expiry_date IS DISTINCT FROM (CASE WHEN NEW.qty <> 0 THEN NEW.expiry_date END)
-          OR (NEW.expiry_date IS NULL AND NEW.symbol ~ '[0-9]{6}[CP][0-9]{8}$'))
-    EXECUTE FUNCTION keep_position_expiry();
-
--- Rows the previous binary wrote since 20261203150000 (the update trigger above sets them).
+-- Rows the previous binary wrote since 20261203150000 (the trigger above sets them).
 UPDATE paper_positions SET qty = qty
  WHERE open_expiry_date IS DISTINCT FROM (CASE WHEN qty <> 0 THEN expiry_date END)
     OR (expiry_date IS NULL AND symbol ~ '[0-9]{6}[CP][0-9]{8}$');

@@ -9,6 +9,18 @@ use uuid::Uuid;
 use crate::helpers::{assert_problem, label, Call, Options, Order, TestApp};
 use raptor_api::codes::ErrorCode;
 
+/// 6,000 audit rows of 200-odd bytes for `user_id`: an export larger than the chunks the server
+/// writes ahead of its reader.
+async fn bulk_audit_rows(app: &TestApp, user_id: i32) {
+    app.execute_where(
+        "insert into audit_log (user_id, action, context)
+         select $1, 'bulk.row', jsonb_build_object('n', g, 'pad', repeat('x', 200))
+           from generate_series(1, 6000) g",
+        user_id,
+    )
+    .await;
+}
+
 /// A large account's export is streamed in chunks (no `Content-Length`, many body frames,
 /// none larger than the server's chunk size plus one row), and is one whole JSON document with
 /// every row.
@@ -19,13 +31,7 @@ async fn gdpr_export_of_a_large_account_is_streamed(pool: PgPool) {
 
     TestApp::run(&pool, Options::default(), async |app| {
         let (user_id, token) = app.user("large@example.com").await;
-        app.execute_where(
-            "insert into audit_log (user_id, action, context)
-         select $1, 'bulk.row', jsonb_build_object('n', g, 'pad', repeat('x', 200))
-           from generate_series(1, 6000) g",
-            user_id,
-        )
-        .await;
+        bulk_audit_rows(app, user_id).await;
         let request = axum::http::Request::builder()
             .uri("/api/account/export")
             .header("authorization", format!("Bearer {token}"))
@@ -338,14 +344,7 @@ async fn exports_are_bounded_per_user_and_per_process(pool: PgPool) {
     };
     TestApp::run(&pool, options, async |app| {
         let (user_id, token) = app.user("holder@example.com").await;
-        // Larger than the chunks the server writes ahead of a reader that does not read.
-        app.execute_where(
-            "insert into audit_log (user_id, action, context)
-         select $1, 'bulk.row', jsonb_build_object('n', g, 'pad', repeat('x', 200))
-           from generate_series(1, 6000) g",
-            user_id,
-        )
-        .await;
+        bulk_audit_rows(app, user_id).await;
         let request = axum::http::Request::builder()
             .uri("/api/account/export")
             .header("authorization", format!("Bearer {token}"))

@@ -7,7 +7,6 @@ use raptor_api::codes::ErrorCode;
 use std::time::{Duration, Instant};
 
 use axum::http::{Method, StatusCode};
-use raptor_api::ApiState;
 use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::PgPool;
@@ -237,15 +236,7 @@ async fn store_that_refuses_the_login_fails_open(pool: PgPool) {
         let store = PgPoolOptions::new()
             .max_connections(2)
             .connect_lazy_with(nobody);
-        app.close_after(store.clone());
-        let state = ApiState::with_store_pool(
-            app.pool.clone(),
-            store,
-            app.state.config.clone(),
-            Options::default().idempotency,
-            app.state.clock.clone(),
-        );
-        let router = raptor_api::app_with(state.clone(), crate::probe::routes());
+        let router = app.with_store(store);
         let (_, token) = app.user("no-login@example.com").await;
         let post = |path: &str, label: &str| {
             send(

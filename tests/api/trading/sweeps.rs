@@ -31,6 +31,14 @@ impl TestApp {
     async fn pending_sweeps(&self) -> i64 {
         self.count("select count(*) from quote_sweeps").await
     }
+
+    /// The quote event the (one) quote-driven fill's audit row names.
+    async fn fill_quote_event(&self) -> i64 {
+        self.scalar(
+            "select (context->>'quote_event_id')::bigint from audit_log where action = 'order.filled'",
+        )
+        .await
+    }
 }
 
 /// An event that crossed a resting order is not skipped when a later one uncrosses it before
@@ -63,9 +71,7 @@ async fn a_crossing_event_is_never_skipped(pool: PgPool) {
         let order = app.order(&token, resting.id()).await;
         assert_eq!(order.body["status"], "filled", "{}", order.text);
         assert_eq!(order.body["filled_avg_price"], "100.00");
-        let event: i64 = app
-            .scalar("select (context->>'quote_event_id')::bigint from audit_log where action = 'order.filled'")
-            .await;
+        let event = app.fill_quote_event().await;
         assert_eq!(Value::from(event), crossing["sequence"]);
         assert_ne!(crossing["sequence"], uncrossing["sequence"]);
         assert_eq!(app.count("select count(*) from paper_fills").await, 1);
@@ -425,8 +431,13 @@ async fn a_spread_never_fills_at_a_price_that_never_existed(pool: PgPool) {
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn a_spread_crossed_by_an_event_fills_at_that_moment(pool: PgPool) {
     TestApp::run(&pool, Options::default(), async |app| {
-        let (token, spread) =
-            resting_spread(app, "crossed@example.com", ("1.30", "1.40"), ("0.40", "0.50")).await;
+        let (token, spread) = resting_spread(
+            app,
+            "crossed@example.com",
+            ("1.30", "1.40"),
+            ("0.40", "0.50"),
+        )
+        .await;
         let crossing = app.quote_unswept(SNAP_LONG, "0.90", "1.00").await;
         app.quote_unswept(SNAP_SHORT, "0.10", "0.20").await;
 
@@ -439,9 +450,7 @@ async fn a_spread_crossed_by_an_event_fills_at_that_moment(pool: PgPool) {
         let legs = order.body["legs"].as_array().expect("legs");
         assert_eq!(legs[0]["filled_avg_price"], "1.00");
         assert_eq!(legs[1]["filled_avg_price"], "0.40");
-        let event: i64 = app
-            .scalar("select (context->>'quote_event_id')::bigint from audit_log where action = 'order.filled'")
-            .await;
+        let event = app.fill_quote_event().await;
         assert_eq!(Value::from(event), crossing["sequence"]);
     })
     .await;
@@ -495,9 +504,7 @@ async fn expiry_never_overtakes_a_pending_sweep(pool: PgPool) {
         let order = evening.order(&token, resting.id()).await;
         assert_eq!(order.body["status"], "filled", "{}", order.text);
         assert_eq!(order.body["filled_avg_price"], "100.00");
-        let event: i64 = app
-            .scalar("select (context->>'quote_event_id')::bigint from audit_log where action = 'order.filled'")
-            .await;
+        let event = app.fill_quote_event().await;
         assert_eq!(Value::from(event), crossing["sequence"]);
         let pass = raptor_api::trading::expire_orders(&evening.state)
             .await
