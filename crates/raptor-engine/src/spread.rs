@@ -1,5 +1,5 @@
 //! What a cash account holds against its short calls: each short call is paired with long
-//! calls on the same root expiring no earlier (the coverage rule, [`crate::risk`]), and a pair
+//! calls on the same root expiring no earlier (the coverage rule of the order checks), and a pair
 //! whose long strike is above the short strike can lose the difference. That maximum loss is
 //! set aside from buying power for as long as the pair is held, so a credit spread never turns
 //! its credit into buying power: a vertical spread short the 100 call and long the 110 call
