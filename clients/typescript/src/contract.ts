@@ -94,6 +94,7 @@ export function retryAdvice(code: ErrorCode): Advice {
     case "billing_request_rejected":
     case "contract_expired":
     case "duplicate_client_order_id":
+    case "duplicate_reset":
     case "forbidden":
     case "insufficient_buying_power":
     case "insufficient_qty":
