@@ -207,16 +207,14 @@ impl Engine {
         // Multi-leg orders are options only, so the first leg's multiplier is every leg's.
         let notional = (limit * spec.qty * leg.instrument.multiplier())
             .round_dp_with_strategy(MONEY_DP, RoundingStrategy::ToPositiveInfinity);
-        let mut after = account.positions.clone();
-        for leg in &spec.legs {
-            let symbol = leg.instrument.symbol();
-            let position = after
-                .entry(symbol.to_owned())
-                .or_insert_with(|| Position::flat(symbol));
-            position.qty += leg.side.sign() * leg.fill_qty(spec.qty);
-        }
-        let added =
-            crate::spread::spread_requirement(after.values()) - account.spread_requirement();
+        let added = requirement_added(
+            account,
+            spec.legs.iter().map(|leg| {
+                let symbol = leg.instrument.symbol();
+                let qty = account.qty(symbol) + leg.side.sign() * leg.fill_qty(spec.qty);
+                (symbol, qty)
+            }),
+        );
         (notional + self.fees.fee_for(spec) + added).max(Decimal::ZERO)
     }
 
@@ -419,13 +417,37 @@ fn is_marketable(spec: &OrderSpec, prices: &[Decimal]) -> bool {
 /// credit counts against) plus what it adds to the spread requirement. A credit spread takes
 /// its maximum loss less its credit; closing one gives its reservation back.
 fn needed(account: &AccountState, execution: &Execution) -> Decimal {
-    let before = account.spread_requirement();
-    let mut after = account.positions.clone();
-    for position in &execution.positions {
-        after.insert(position.symbol.clone(), position.clone());
+    let changes = execution
+        .positions
+        .iter()
+        .map(|p| (p.symbol.as_str(), p.qty));
+    requirement_added(account, changes) - execution.cash_delta
+}
+
+/// What `account`'s spread requirement grows by once the positions named in `changes` hold the
+/// quantities given (signed). Zero at once when none of them is an option (every equity order):
+/// only options move the requirement.
+fn requirement_added<'a>(
+    account: &AccountState,
+    changes: impl IntoIterator<Item = (&'a str, Decimal)>,
+) -> Decimal {
+    let mut after: Option<BTreeMap<String, Position>> = None;
+    for (symbol, qty) in changes {
+        if !crate::symbol::Instrument::parse(symbol).is_ok_and(|i| i.is_option()) {
+            continue;
+        }
+        let positions = after.get_or_insert_with(|| account.positions.clone());
+        positions
+            .entry(symbol.to_owned())
+            .or_insert_with(|| Position::flat(symbol))
+            .qty = qty;
     }
-    let after = crate::spread::spread_requirement(after.values());
-    (after - before) - execution.cash_delta
+    match after {
+        Some(after) => {
+            crate::spread::spread_requirement(after.values()) - account.spread_requirement()
+        }
+        None => Decimal::ZERO,
+    }
 }
 
 /// Refuses an order that needs more buying power than `account` has (`cost` at or below zero

@@ -25,26 +25,20 @@ use crate::symbol::{Instrument, Right};
 /// module docs). Short calls that no long covers are not counted here: the order checks never
 /// let one open (`uncovered_short_option`), and the account read lists any that remain.
 pub fn spread_requirement<'a>(positions: impl IntoIterator<Item = &'a Position>) -> Decimal {
-    let mut by_root: BTreeMap<&str, Calls> = BTreeMap::new();
-    let mut parsed = Vec::new();
+    let mut by_root: BTreeMap<String, Calls> = BTreeMap::new();
     for position in positions {
         if position.is_flat() {
             continue;
         }
-        if let Ok(instrument) = Instrument::parse(&position.symbol) {
-            parsed.push((instrument, position.qty));
-        }
-    }
-    for (instrument, qty) in &parsed {
-        let Some(contract) = instrument.contract() else {
+        let Ok(Instrument::Option { contract, .. }) = Instrument::parse(&position.symbol) else {
             continue;
         };
         if contract.right != Right::Call {
             continue;
         }
-        let calls = by_root.entry(contract.root.as_str()).or_default();
-        let entry = (contract.expiry, contract.strike, qty.abs());
-        if qty.is_sign_negative() {
+        let entry = (contract.expiry, contract.strike, position.qty.abs());
+        let calls = by_root.entry(contract.root).or_default();
+        if position.qty.is_sign_negative() {
             calls.shorts.push(entry);
         } else {
             calls.longs.push(entry);

@@ -55,19 +55,13 @@ pub(crate) async fn cancel(
         .ok_or(ApiError::NotFound("order"))?
 }
 
-/// Namespace of reset ids (UUIDv5 of the account and the Idempotency-Key).
-const RESET_ID_NAMESPACE: Uuid = Uuid::from_u128(0x3f0c_9a51_7d2e_4b86_a1c4_5e9b_0d7f_22c3);
-
 /// How long a reset id is remembered: the retention of the Tier 1 key it comes from.
 const RESET_ID_RETENTION: std::time::Duration = <Tier1 as Policy>::TTL;
 
 /// The natural key of a reset sent with `key`, as an order's derived `client_order_id` is: the
 /// same for every retry of one key, never the key itself.
 pub(crate) fn reset_id(user_id: i32, key: IdempotencyKey) -> Uuid {
-    Uuid::new_v5(
-        &RESET_ID_NAMESPACE,
-        format!("{user_id}:account_reset:{key}").as_bytes(),
-    )
+    super::client_order_id::natural_key(user_id, "account_reset", key, "")
 }
 
 /// Resets the paper account: open orders canceled, positions gone, starting cash.

@@ -27,6 +27,16 @@ pub(super) struct ClientOrderId {
     requested: bool,
 }
 
+/// The natural key of what `user_id` asked for with `key` (an order's `client_order_id`, an
+/// account reset's id): UUIDv5 of the account, the purpose, the key and `suffix`; the same for
+/// every retry of one key, and never the key itself.
+pub(super) fn natural_key(user_id: i32, purpose: &str, key: IdempotencyKey, suffix: &str) -> Uuid {
+    Uuid::new_v5(
+        &CLIENT_ORDER_ID_NAMESPACE,
+        format!("{user_id}:{purpose}:{key}{suffix}").as_bytes(),
+    )
+}
+
 impl ClientOrderId {
     pub(super) fn new(
         user_id: i32,
@@ -49,13 +59,7 @@ impl ClientOrderId {
                 requested: false,
             });
         };
-        let derive = |suffix: String| {
-            Uuid::new_v5(
-                &CLIENT_ORDER_ID_NAMESPACE,
-                format!("{user_id}:{purpose}:{key}{suffix}").as_bytes(),
-            )
-            .to_string()
-        };
+        let derive = |suffix: String| natural_key(user_id, purpose, key, &suffix).to_string();
         let lifetime = lineage.unwrap_or_else(Uuid::new_v4);
         Ok(Self {
             first: derive(String::new()),
