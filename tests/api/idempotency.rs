@@ -328,6 +328,66 @@ async fn assert_fenced_off(app: &TestApp, path: &str, name: &str) {
     assert_eq!(replay.body_without_marker(), third.body);
 }
 
+/// The fence itself: the stale attempt resumes while its successor still holds the key
+/// in flight (the model's `no-fence` counterexample). Its completion must match nothing, even
+/// though the row is `in_flight` again: only the attempt token tells the two apart. The stale
+/// attempt is answered 409 with nothing committed; the successor's answer is the one stored.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_stale_attempt_never_completes_its_successors_claim(pool: PgPool) {
+    TestApp::run(&pool, fast_stale(), async |app| {
+        for (path, name) in [("/probe/items", "succ"), ("/probe/inline", "succ-inline")] {
+            assert_successor_keeps_the_key(app, path, name).await;
+        }
+    })
+    .await;
+}
+
+/// An attempt on `path` sleeps past the 1 s threshold; a duplicate releases it; a successor
+/// claims the key and sleeps longer, so it is still in flight when the first wakes.
+async fn assert_successor_keeps_the_key(app: &TestApp, path: &str, name: &str) {
+    let (_, token) = app.user(&format!("{name}@example.com")).await;
+    let key = Uuid::new_v4();
+    let body = label(name);
+    let slow = |sleep_ms: &str| {
+        Call::new(Method::POST, path)
+            .token(&token)
+            .key(key)
+            .header(SLEEP_HEADER, sleep_ms)
+            .json(&body)
+    };
+    let first = tokio::spawn(send(app.router.clone(), slow("2500")));
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let releaser = app.post(path, &token, key, &body).await;
+    assert_problem(
+        &releaser,
+        StatusCode::CONFLICT,
+        ErrorCode::IdempotencyInFlight,
+    );
+    assert_eq!(releaser.body["retry_after_ms"], 0);
+    // The successor claims the released row and is still sleeping when the first wakes (at
+    // 2.5 s) and reaches its completion.
+    let successor = tokio::spawn(send(app.router.clone(), slow("2500")));
+    let first = first.await.expect("join");
+    assert_eq!(
+        app.key_status(key).await.as_deref(),
+        Some("in_flight"),
+        "the successor still holds the key"
+    );
+    let successor = successor.await.expect("join");
+    assert_eq!(
+        first.status,
+        StatusCode::CONFLICT,
+        "the stale attempt completed its successor's claim: {}",
+        first.text
+    );
+    assert_eq!(successor.status, StatusCode::CREATED, "{}", successor.text);
+    assert_eq!(app.probe_items(name).await, 1, "exactly one execution");
+    let replay = app.post(path, &token, key, &body).await;
+    assert_eq!(replay.status, StatusCode::CREATED, "{}", replay.text);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.body_without_marker(), successor.body);
+}
+
 /// A 500 rolls back and marks the key failed, so a retry is refused; a panic too.
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn server_errors_roll_back_and_fail_the_key(pool: PgPool) {

@@ -12,6 +12,7 @@ mod auth;
 mod behind_a_proxy;
 mod billing;
 mod cli;
+mod conformance;
 mod connection_edge;
 mod connection_use;
 mod deployment;

@@ -17,19 +17,8 @@ pub async fn delete_expired(pool: &PgPool, batch_size: i64) -> Result<u64, sqlx:
     for statuses in [&["completed", "failed", "released"][..], &["in_flight"][..]] {
         loop {
             let mut conn = raptor_db::conn(pool).await?;
-            let deleted = raptor_db::query(
-                "delete from idempotency_keys
-                  where id in (select id from idempotency_keys
-                                where status = any($1) and expires_at < now()
-                                order by expires_at
-                                limit $2
-                                for update skip locked)",
-            )
-            .bind(statuses)
-            .bind(batch_size)
-            .execute(&mut *conn)
-            .await?
-            .rows_affected();
+            let deleted =
+                crate::protocol::delete_expired_batch(&mut conn, statuses, batch_size).await?;
             conn.finish().await?;
             total += deleted;
             if deleted < u64::try_from(batch_size).unwrap_or(u64::MAX) {

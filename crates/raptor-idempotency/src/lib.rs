@@ -12,6 +12,7 @@ pub mod key;
 mod keyless;
 mod outcome;
 mod policy;
+pub mod protocol;
 mod reply;
 pub mod seal;
 mod service;

@@ -165,6 +165,8 @@ impl Transition {
         const GUARD: &str = "raptor-idempotency/src/claim/guard.rs";
         const EXTRACT: &str = "raptor-idempotency/src/extract.rs";
         const CLEANUP: &str = "raptor-idempotency/src/cleanup.rs";
+        const PROTOCOL: &str = "raptor-idempotency/src/protocol.rs";
+        const ORDERS: &str = "raptor-api/src/trading/store/orders.rs";
         const REACH: &str = "raptor-db/src/reach.rs";
         const DB_ERROR: &str = "raptor-db/src/error.rs";
         match self {
@@ -180,6 +182,7 @@ impl Transition {
                 "insert … on conflict do update … where expired or (released and same request_hash) \
                  returning, union the unexpired row; judged; a replay writes its audit row",
                 &[
+                    at!(PROTOCOL, "claim"),
                     at!(ROUND, "Idempotency::round"),
                     at!(ROUND, "Idempotency::claim"),
                     at!(JUDGE, "Idempotency::judge"),
@@ -225,7 +228,7 @@ impl Transition {
                 "release_stale",
                 Protocol,
                 "update … set status = 'released' where id = $1 and attempt = $2 and status = 'in_flight'",
-                &[at!(JUDGE, "Idempotency::judge")],
+                &[at!(PROTOCOL, "settle"), at!(JUDGE, "Idempotency::judge")],
             ),
             Transition::ReleaseStaleFailed => (
                 "release_stale_failed",
@@ -238,7 +241,12 @@ impl Transition {
                 Protocol,
                 "update … set status = 'completed', response_* = … where id = $1 and attempt = $2 \
                  and status = 'in_flight' (in the business transaction; no row: rollback, 409)",
-                &[at!(CLAIM, "Claim::finish")],
+                &[
+                    at!(PROTOCOL, "complete"),
+                    at!(PROTOCOL, "completion_cte"),
+                    at!(CLAIM, "Claim::finish"),
+                    at!(ORDERS, "insert_order"),
+                ],
             ),
             Transition::Retryable503 => (
                 "rollback_retryable",
@@ -269,14 +277,14 @@ impl Transition {
                 "release_retryable",
                 Protocol,
                 "update … set status = 'released' where id = $1 and attempt = $2 and status = 'in_flight'",
-                &[at!(GUARD, "settle"), at!(GUARD, "KeyGuard::settle_error")],
+                &[at!(PROTOCOL, "settle"), at!(GUARD, "settle"), at!(GUARD, "KeyGuard::settle_error")],
             ),
             Transition::Fail => (
                 "settle_failed",
                 Protocol,
                 "update … set status = 'failed' where id = $1 and attempt = $2 and status = 'in_flight'",
                 &[
-                    at!(GUARD, "settle"),
+                    at!(PROTOCOL, "settle"), at!(GUARD, "settle"),
                     at!(GUARD, "KeyGuard::settle_error"),
                     at!(GUARD, "KeyGuard::fail"),
                 ],
@@ -286,13 +294,13 @@ impl Transition {
                 Protocol,
                 "update … set status = 'released' where id = $1 and attempt = $2 and status = 'in_flight' \
                  (spawned by the dropped guard)",
-                &[at!(GUARD, "settle"), at!(GUARD, "KeyGuard::drop")],
+                &[at!(PROTOCOL, "settle"), at!(GUARD, "settle"), at!(GUARD, "KeyGuard::drop")],
             ),
             Transition::SettleLost => (
                 "settle_lost",
                 Protocol,
                 "the settle UPDATE errs (logged: the key stays in flight until stale); the answer goes out",
-                &[at!(GUARD, "settle")],
+                &[at!(PROTOCOL, "settle"), at!(GUARD, "settle")],
             ),
             Transition::ReleaseWon => (
                 "release_won",
@@ -302,7 +310,7 @@ impl Transition {
                 &[
                     at!(ROUND, "Idempotency::release_won"),
                     at!(ROUND, "UntakenWin::drop"),
-                    at!(GUARD, "settle"),
+                    at!(PROTOCOL, "settle"), at!(GUARD, "settle"),
                 ],
             ),
             Transition::ReleaseAttempt => (
@@ -310,7 +318,10 @@ impl Transition {
                 Protocol,
                 "update … set status = 'released' where idem_key = $1 and … and attempt = $4 and \
                  status = 'in_flight'",
-                &[at!(ROUND, "Idempotency::release_attempt")],
+                &[
+                    at!(PROTOCOL, "release_attempt"),
+                    at!(ROUND, "Idempotency::release_attempt"),
+                ],
             ),
             Transition::FailOpen => (
                 "fail_open",
@@ -326,7 +337,10 @@ impl Transition {
                 "cleanup",
                 Protocol,
                 "delete … where expires_at < now() … for update skip locked",
-                &[at!(CLEANUP, "delete_expired")],
+                &[
+                    at!(PROTOCOL, "delete_expired_batch"),
+                    at!(CLEANUP, "delete_expired"),
+                ],
             ),
             Transition::Crash => (
                 "crash",

@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 pub mod code;
+pub mod export;
 pub mod liveness;
 pub mod model;
 pub mod properties;

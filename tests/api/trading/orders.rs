@@ -433,3 +433,73 @@ async fn nul_characters_are_rejected_cleanly(pool: PgPool) {
     })
     .await;
 }
+
+/// The fence on the order's own statement (its completion is a part of the insert): an order
+/// whose attempt went stale while it waited for its account resumes while its successor holds
+/// the key in flight, waiting for the same account. The stale order writes nothing and is
+/// answered 409; the successor's order is the one placed, and the key replays it.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_stale_order_never_completes_its_successors_claim(pool: PgPool) {
+    let options = Options::default().stale_after(std::time::Duration::from_secs(1));
+    TestApp::run(&pool, options, async |app| {
+        let (user_id, token) = app.user("fenced-order@example.com").await;
+        app.quote("AAPL", "101.00", "102.00").await;
+        assert_eq!(app.account(&token).await.status, StatusCode::OK);
+        let key = Uuid::new_v4();
+        let body = Order::market("AAPL").buy().qty("1").json();
+        // The account row locked from outside: every order of this user waits for it, after
+        // its claim, inside its business transaction.
+        let mut holder = pool.begin().await.expect("begin");
+        sqlx::query("select 1 from paper_accounts where user_id = $1 for update")
+            .bind(user_id)
+            .execute(&mut *holder)
+            .await
+            .expect("lock the account");
+        let place = |router: axum::Router| {
+            let call = crate::helpers::Call::new(axum::http::Method::POST, "/api/trading/orders")
+                .token(&token)
+                .key(key)
+                .json(&body);
+            tokio::spawn(crate::helpers::send(router, call))
+        };
+        let first = place(app.router.clone());
+        tokio::time::sleep(std::time::Duration::from_millis(1300)).await;
+        let releaser = app.create_order(&token, key, &body).await;
+        assert_problem(
+            &releaser,
+            StatusCode::CONFLICT,
+            ErrorCode::IdempotencyInFlight,
+        );
+        assert_eq!(releaser.body["retry_after_ms"], 0);
+        let successor = place(app.router.clone());
+        // The successor's claim is in (in flight, waiting for the account) before the lock goes.
+        for _ in 0..100 {
+            if app.key_status(key).await.as_deref() == Some("in_flight") {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(app.key_status(key).await.as_deref(), Some("in_flight"));
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        holder.commit().await.expect("unlock the account");
+        let (first, successor) = (first.await.expect("join"), successor.await.expect("join"));
+        assert_eq!(
+            first.status,
+            StatusCode::CONFLICT,
+            "the stale order completed its successor's claim: {}",
+            first.text
+        );
+        assert_eq!(successor.status, StatusCode::CREATED, "{}", successor.text);
+        let orders = app.list_orders(&token, "status=all").await;
+        assert_eq!(
+            orders.body["data"].as_array().map(Vec::len),
+            Some(1),
+            "exactly one order: {}",
+            orders.text
+        );
+        let replay = app.create_order(&token, key, &body).await;
+        assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+        assert_eq!(replay.body_without_marker(), successor.body);
+    })
+    .await;
+}

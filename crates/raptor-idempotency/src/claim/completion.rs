@@ -11,49 +11,16 @@
 //! the answer replayed are one. A statement that completed nothing (the attempt was fenced off as stale)
 //! is rolled back by [`Claim::finish`](super::Claim), as with the claim's own completion.
 
-use std::sync::LazyLock;
-
 use serde_json::value::RawValue;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
-use sqlx::types::Json;
 use sqlx::{PgConnection, Postgres, Row};
 use uuid::Uuid;
 
 use super::Tracked;
+use crate::protocol::{self, CompletionValues};
 use crate::reply::{self, Reply};
 use crate::seal::{ResponseKeys, RowIdentity, SealError, Sealed, SEAL_V2};
-
-/// The fenced completion update, its parameters numbered from `first` (the id, the attempt,
-/// then the seven response columns in [`Completion::bind`]'s order): one row while the attempt
-/// still holds the key, none once it was declared stale and released or re-claimed.
-fn update_sql(first: usize) -> String {
-    let p = |offset: usize| format!("${}", first + offset);
-    format!(
-        "update idempotency_keys
-            set status = 'completed', response_code = {code}::smallint,
-                response_body = {body}::jsonb, response_kid = {kid}::text,
-                response_nonce = {nonce}::bytea, response_ciphertext = {ciphertext}::bytea,
-                response_headers = {headers}::jsonb, response_seal = {seal}::smallint,
-                completed_at = now()
-          where id = {id}::bigint and attempt = {attempt}::uuid and status = 'in_flight'",
-        id = p(0),
-        attempt = p(1),
-        code = p(2),
-        body = p(3),
-        kid = p(4),
-        nonce = p(5),
-        ciphertext = p(6),
-        headers = p(7),
-        seal = p(8),
-    )
-}
-
-/// The claim's own completion statement.
-fn alone_sql() -> &'static str {
-    static SQL: LazyLock<String> = LazyLock::new(|| update_sql(1));
-    &SQL
-}
 
 /// The completion of a key: what its row keeps of `reply`.
 pub(super) struct Completion {
@@ -110,31 +77,23 @@ impl Completion {
         })
     }
 
-    /// Binds the update's nine parameters, in [`update_sql`]'s order; `None` binds NULLs of
-    /// the same types (an update that matches no row).
-    fn bind<'q>(
-        completion: Option<&'q Self>,
-        query: Query<'q, Postgres, PgArguments>,
-    ) -> Query<'q, Postgres, PgArguments> {
-        let sealed = completion.and_then(|c| c.sealed.as_ref());
-        query
-            .bind(completion.map(|c| c.id))
-            .bind(completion.map(|c| c.attempt))
-            .bind(completion.map(|c| c.code))
-            .bind(completion.and_then(|c| c.plain_body.as_deref()).map(Json))
-            .bind(sealed.map(|s| s.kid.as_str()))
-            .bind(sealed.map(|s| s.nonce.as_slice()))
-            .bind(sealed.map(|s| s.ciphertext.as_slice()))
-            .bind(completion.and_then(|c| c.plain_headers.as_ref()))
-            .bind(sealed.map(|_| SEAL_V2))
+    /// The values the completion binds ([`protocol::completion_sql`]'s order).
+    fn values(&self) -> CompletionValues<'_> {
+        let sealed = self.sealed.as_ref();
+        CompletionValues {
+            id: self.id,
+            attempt: self.attempt,
+            code: self.code,
+            body: self.plain_body.as_deref(),
+            sealed: sealed.map(|s| (s.kid.as_str(), s.nonce.as_slice(), s.ciphertext.as_slice())),
+            headers: self.plain_headers.as_ref(),
+            seal: sealed.map(|_| SEAL_V2),
+        }
     }
 
     /// The completion in a statement of its own: how many rows it completed (0: fenced off).
     pub(super) async fn write(&self, conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
-        Ok(Self::bind(Some(self), raptor_db::query(alone_sql()))
-            .execute(conn)
-            .await?
-            .rows_affected())
+        protocol::complete(conn, &self.values()).await
     }
 }
 
@@ -176,8 +135,7 @@ pub struct PendingCompletion {
 
 impl PendingCompletion {
     /// The column [`PendingCompletion::written`] reads: the handler's statement selects it.
-    pub const COMPLETED_COLUMN: &'static str =
-        "(select token from idempotency_completion) as idempotency_completed";
+    pub const COMPLETED_COLUMN: &'static str = protocol::COMPLETED_COLUMN;
 
     /// A common table expression `idempotency_completion` for the handler's statement: the
     /// completion update, its ten parameters numbered from `first` (bound by
@@ -185,11 +143,7 @@ impl PendingCompletion {
     /// `when` holds (e.g. `exists (select 1 from inserted)`, so a statement that wrote nothing
     /// completes nothing). The statement must select [`PendingCompletion::COMPLETED_COLUMN`].
     pub fn cte(first: usize, when: &str) -> String {
-        format!(
-            "idempotency_completion as ({} and ({when}) returning ${}::uuid as token)",
-            update_sql(first),
-            first + 9
-        )
+        protocol::completion_cte(first, when)
     }
 
     /// Binds the completion's ten parameters (NULLs when there is nothing to write, which
@@ -198,11 +152,8 @@ impl PendingCompletion {
         &'q self,
         query: Query<'q, Postgres, PgArguments>,
     ) -> Query<'q, Postgres, PgArguments> {
-        Completion::bind(
-            self.completion.as_ref().ok().and_then(Option::as_ref),
-            query,
-        )
-        .bind(self.token)
+        let completion = self.completion.as_ref().ok().and_then(Option::as_ref);
+        CompletionValues::bind(completion.map(Completion::values).as_ref(), query).bind(self.token)
     }
 
     /// The completion, once the handler's statement ran with its `when` holding: `row` is the

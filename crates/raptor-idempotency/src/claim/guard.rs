@@ -92,31 +92,14 @@ impl Drop for KeyGuard {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Settle {
-    Fail,
-    Release,
-}
+pub(crate) use crate::protocol::Settle;
 
+/// Settles `tracked`'s row ([`crate::protocol::settle`]) on the store pool, logging a failure:
+/// the row then stays in flight until stale.
 pub(crate) async fn settle(idem: &Idempotency, tracked: Tracked, how: Settle) {
-    let sql = match how {
-        Settle::Fail => {
-            "update idempotency_keys set status = 'failed', completed_at = now()
-              where id = $1 and attempt = $2 and status = 'in_flight'"
-        }
-        // The row is kept (with its lineage) and is free for the next claim.
-        Settle::Release => {
-            "update idempotency_keys set status = 'released', completed_at = now()
-              where id = $1 and attempt = $2 and status = 'in_flight'"
-        }
-    };
     let result = async {
         let mut conn = raptor_db::conn(idem.store_pool()).await?;
-        raptor_db::query(sql)
-            .bind(tracked.id)
-            .bind(tracked.attempt)
-            .execute(&mut *conn)
-            .await?;
+        crate::protocol::settle(&mut conn, how, tracked.id, tracked.attempt).await?;
         conn.finish().await
     }
     .await;

@@ -107,15 +107,13 @@ impl Idempotency {
                 // transaction rolls back even if it is still alive. The row keeps its lineage.
                 let release = async {
                     let mut conn = self.store_conn(row.conn.take()).await?;
-                    let released = raptor_db::query(
-                        "update idempotency_keys set status = 'released', completed_at = now()
-                          where id = $1 and attempt = $2 and status = 'in_flight'",
+                    let released = crate::protocol::settle(
+                        &mut conn,
+                        crate::protocol::Settle::Release,
+                        row.id,
+                        row.attempt,
                     )
-                    .bind(row.id)
-                    .bind(row.attempt)
-                    .execute(&mut *conn)
-                    .await?
-                    .rows_affected();
+                    .await?;
                     conn.finish().await?;
                     Ok::<u64, sqlx::Error>(released)
                 };

@@ -13,8 +13,8 @@ use crate::claim::{Claim, KeyGuard, Tracked};
 use crate::key::IdempotencyKey;
 use crate::outcome::Outcome;
 use crate::policy::{Replay, Tier};
+use crate::protocol;
 use crate::reply::Refusal;
-use crate::seal::StoredColumns;
 
 use super::judge::{ExistingRow, Judgement};
 use crate::service::Idempotency;
@@ -36,22 +36,6 @@ pub struct ClaimRequest {
     pub tier: Tier,
     /// What a completed key keeps of the response, and whether a retry re-executes.
     pub replay: Replay,
-}
-
-/// What the claim statement returns: the row it won, or the existing row.
-#[derive(sqlx::FromRow)]
-struct RoundRow {
-    id: i64,
-    lineage: Uuid,
-    won: bool,
-    status: Option<String>,
-    attempt: Option<Uuid>,
-    request_hash: Option<String>,
-    response_code: Option<i16>,
-    #[sqlx(flatten)]
-    stored: StoredColumns,
-    stale: bool,
-    in_flight_ms: i64,
 }
 
 /// The receiving end of a claim round. Dropped before its answer was taken (the request was
@@ -328,16 +312,13 @@ impl Idempotency {
     async fn release_attempt(&self, request: &ClaimRequest, attempt: Uuid) {
         let released = async {
             let mut conn = raptor_db::conn(&self.inner.store).await?;
-            raptor_db::query(
-                "update idempotency_keys set status = 'released', completed_at = now()
-                  where idem_key = $1 and scope_user_id is not distinct from $2
-                    and scope_endpoint = $3 and attempt = $4 and status = 'in_flight'",
+            crate::protocol::release_attempt(
+                &mut conn,
+                &request.key.to_string(),
+                request.scope_user_id,
+                &request.endpoint,
+                attempt,
             )
-            .bind(request.key.to_string())
-            .bind(request.scope_user_id)
-            .bind(&request.endpoint)
-            .bind(attempt)
-            .execute(&mut *conn)
             .await?;
             conn.finish().await
         }
@@ -414,57 +395,20 @@ impl Idempotency {
             Ok(Err(raptor_db::ConnError::Begin(err))) => return Err(RoundError::Statement(err)),
             Err(_) => return Err(RoundError::NoConnection(sqlx::Error::PoolTimedOut)),
         };
-        let row: Option<RoundRow> = raptor_db::query_as(
-            "with won as (
-                insert into idempotency_keys
-                    (idem_key, scope_user_id, scope_endpoint, request_hash, status, attempt,
-                     locked_at, expires_at)
-                values ($1, $2, $3, $4, 'in_flight', $5, now(),
-                        now() + $6::bigint * interval '1 millisecond')
-                on conflict on constraint uq_idem_key_user_endpoint do update
-                   set request_hash = excluded.request_hash, status = 'in_flight',
-                       attempt = excluded.attempt, response_code = null,
-                       response_body = null, response_kid = null, response_nonce = null,
-                       response_ciphertext = null, response_headers = null,
-                       response_seal = null, created_at = now(),
-                       locked_at = now(), completed_at = null, expires_at = excluded.expires_at,
-                       lineage = case when idempotency_keys.expires_at > now()
-                                      then idempotency_keys.lineage
-                                      else excluded.lineage end
-                 where idempotency_keys.expires_at <= now()
-                    or (idempotency_keys.request_hash = excluded.request_hash
-                        and (idempotency_keys.status = 'released'
-                             or (idempotency_keys.status = 'completed' and $8)))
-                returning id, lineage)
-             select id, lineage, true as won, null::text as status, null::uuid as attempt,
-                    null::text as request_hash, null::smallint as response_code,
-                    null::jsonb as response_body, null::text as response_kid,
-                    null::bytea as response_nonce, null::bytea as response_ciphertext,
-                    null::jsonb as response_headers, null::smallint as response_seal,
-                    false as stale, 0::bigint as in_flight_ms
-               from won
-             union all
-             select k.id, k.lineage, false, k.status, k.attempt, k.request_hash,
-                    k.response_code, k.response_body, k.response_kid, k.response_nonce,
-                    k.response_ciphertext, k.response_headers, k.response_seal,
-                    now() - k.locked_at > $7::bigint * interval '1 millisecond',
-                    (extract(epoch from (now() - k.locked_at)) * 1000)::bigint
-               from idempotency_keys k
-              where k.idem_key = $1 and k.scope_user_id is not distinct from $2
-                and k.scope_endpoint = $3 and k.expires_at > now()
-                and not exists (select 1 from won)",
-        )
-        .bind(request.key.to_string())
-        .bind(request.scope_user_id)
-        .bind(&request.endpoint)
-        .bind(&request.request_hash)
-        .bind(attempt)
-        .bind(ttl_ms)
-        .bind(stale_ms)
-        .bind(request.replay == Replay::ReExecute)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(RoundError::Statement)?;
+        let key = request.key.to_string();
+        let values = protocol::ClaimValues {
+            key: &key,
+            scope_user_id: request.scope_user_id,
+            endpoint: &request.endpoint,
+            request_hash: &request.request_hash,
+            attempt,
+            ttl_ms,
+            stale_ms,
+            re_execute: request.replay == Replay::ReExecute,
+        };
+        let row = protocol::claim(&mut conn, &values)
+            .await
+            .map_err(RoundError::Statement)?;
         // Kept (session mode) for what the judge may write next: a replay's audit row, a stale
         // release.
         let conn = conn.finish_keeping().await.map_err(RoundError::Statement)?;
