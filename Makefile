@@ -7,7 +7,7 @@ export CARGO_TERM_COLOR ?= never
 
 .PHONY: run test lint fmt openapi bench build db-up db-down ci docs-assets openapi-lint fuzz-api \
         client-generate client-e2e docs-check quickstart-check chaos chaos-quick model profile profile-postgres \
-        flamegraph upgrade-check
+        flamegraph upgrade-check mutants
 
 # RAPTOR_ENV=development in .env unless set (production, the default, refuses to start without an
 # SMTP relay and real keys, and never logs sign-in links).
@@ -140,10 +140,21 @@ chaos-quick:
 
 ## model: the model checker of the claim protocol (crates/raptor-model) at its larger bound
 ## (3 clients, budget 3; `cargo test` checks smaller ones): state counts, every property's
-## verdict, a shortest counterexample for a violation (about 3 min, 1.5 GB).
+## verdict, a shortest counterexample for a violation (about 3 min, 1.5 GB); then 2,000 seeded
+## walks of the model replayed through the service's statements on Postgres (REPLAY_WALKS).
 ## MODEL_ARGS passes flags (e.g. MODEL_ARGS="--clients 2 --lifetimes 1 --mutant no-fence").
+REPLAY_WALKS ?= 2000
 model:
 	cargo run --locked --release -q -p raptor-model -- $(MODEL_ARGS)
+	@$(DB) && RAPTOR_REPLAY_WALKS=$(REPLAY_WALKS) cargo test --locked -q -p raptor-integration-tests \
+	    --test api -- --exact conformance::model_traces_replay_on_the_real_statements --nocapture
+
+## mutants: the known-bad changes of the claim protocol (tests/mutants/*.patch: no fence,
+## select-then-insert, fail-open on a busy pool or a probe timeout, no stale takeover, a release
+## without `status = 'in_flight'`), each applied in a worktree; fails if the tests a patch names
+## pass with it (MUTANTS="no-fence" runs one)
+mutants:
+	@$(DB) && scripts/mutants.sh
 
 build:
 	cargo build --workspace --locked
