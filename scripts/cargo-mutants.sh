@@ -17,7 +17,7 @@ fi
 export RUST_BACKTRACE=0
 out="$root/target/cargo-mutants"
 status=0
-cargo mutants --output "$out" --timeout 300 --cargo-arg=--package=raptor-integration-tests -- --test api -- \
+cargo mutants --output "$out" --timeout 300 --jobs 2 --cargo-arg=--package=raptor-integration-tests -- --test api -- \
   idempotency:: conformance:: store_failures:: encryption:: connection_edge:: connection_use:: \
   pool_mode:: trading::orders:: "$@" || status=$?
 mkdir -p docs/mutants

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use raptor_integration_tests::{free_port, raptor_binary, ORDERS, ORDER_BODY};
+use sha2::{Digest, Sha256};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -473,6 +474,8 @@ impl Answer {
 #[derive(Clone)]
 pub(crate) struct Http {
     client: reqwest::Client,
+    /// Every keyed order sent through this client and its answer (`history.rs`).
+    pub(crate) history: crate::history::History,
 }
 
 impl Http {
@@ -482,19 +485,36 @@ impl Http {
                 .pool_max_idle_per_host(64)
                 .timeout(Duration::from_secs(REQUEST_TIMEOUT_SECS + 6))
                 .build()?,
+            history: crate::history::History::default(),
         })
     }
 
     pub(crate) async fn order(&self, base: &str, token: &str, key: Option<&str>) -> Answer {
-        self.send(
-            reqwest::Method::POST,
-            base,
-            ORDERS,
-            token,
-            key,
-            Some(ORDER_BODY.to_owned()),
-        )
-        .await
+        let invoked = Instant::now();
+        let answer = self
+            .send(
+                reqwest::Method::POST,
+                base,
+                ORDERS,
+                token,
+                key,
+                Some(ORDER_BODY.to_owned()),
+            )
+            .await;
+        if let Some(key) = key {
+            self.history.record(crate::history::Record {
+                scope: hex::encode(&Sha256::digest(token.as_bytes())[..8]),
+                key: key.to_owned(),
+                body: hex::encode(&Sha256::digest(ORDER_BODY.as_bytes())[..8]),
+                invoked,
+                returned: Instant::now(),
+                status: answer.status,
+                code: answer.code.clone(),
+                order_id: answer.order_id.clone(),
+                replayed: answer.replayed.clone(),
+            });
+        }
+        answer
     }
 
     pub(crate) async fn send(

@@ -43,6 +43,7 @@
 mod env;
 mod failover;
 mod ha;
+mod history;
 mod scenarios;
 
 use std::process::ExitCode;
@@ -136,6 +137,7 @@ async fn highly_available(
         let name = "8 failover under keyed load (synchronous replication)";
         println!("\n== {name} ==");
         let t = Instant::now();
+        world.http.history.take();
         let mut o = failover::run(&mut world, name, true, &[1, 2, 3])
             .await
             .map(|(o, f)| {
@@ -143,12 +145,15 @@ async fn highly_available(
                 o
             })
             .unwrap_or_else(|err| could_not_run(name, &err));
+        histories(&world.http.history.take(), &mut o, true);
         o.secs = t.elapsed().as_secs_f64();
         outcomes.push(o);
         println!("\n== 8b control: the same run with asynchronous replication ==");
         let rounds: &[u8] = if args.quick { &[2] } else { &[1, 2] };
         let name = "8b control: asynchronous replication";
-        outcomes.push(timed(name, failover::control(&mut world, rounds)).await);
+        let mut control = timed(name, failover::control(&mut world, rounds)).await;
+        histories(&world.http.history.take(), &mut control, false);
+        outcomes.push(control);
         println!("\n== 8c synchronous standby latency ==");
         let name = "8c synchronous standby latency";
         outcomes.push(timed(name, failover::latency(&world)).await);
@@ -216,11 +221,18 @@ async fn single_server(
     };
     let quick = world.quick;
 
+    let history = world.http.history.clone();
     macro_rules! scenario {
         ($n:expr, $title:expr, $body:expr) => {
             if wanted($n) {
                 println!("\n== {} ==", $title);
-                outcomes.push(timed($title, async { $body }).await);
+                history.take();
+                let mut outcome = timed($title, async { $body }).await;
+                // The kill switch turns deduplication off on purpose: its keys are not checked.
+                if $n != 7 {
+                    histories(&history.take(), &mut outcome, true);
+                }
+                outcomes.push(outcome);
             }
         };
     }
@@ -259,9 +271,12 @@ async fn single_server(
             })
     );
     if wanted(5) {
-        for outcome in bouncer(&world, quick).await {
-            outcomes.push(outcome);
+        history.take();
+        let mut five = bouncer(&world, quick).await;
+        if let Some(last) = five.last_mut() {
+            histories(&history.take(), last, true);
         }
+        outcomes.extend(five);
     }
     scenario!(6, "6 slow database", scenarios::slow_database(&world).await);
     scenario!(
@@ -364,6 +379,33 @@ async fn bouncer(world: &World, quick: bool) -> Vec<Outcome> {
     bouncer.stop().await;
     reset_log_statement(world, &mut outcomes).await;
     outcomes
+}
+
+/// Checks the keyed orders a scenario sent (`history.rs`): every key's answers must be a
+/// write-once register's history. `must_hold`: false for a control, whose history must fail.
+fn histories(records: &[history::Record], outcome: &mut Outcome, must_hold: bool) {
+    let verdict = history::check(records);
+    let summary = format!(
+        "histories: {} keys, {} keyed orders ({} indeterminate), {} not linearizable",
+        verdict.keys,
+        verdict.requests,
+        verdict.indeterminate,
+        verdict.violations.len()
+    );
+    if must_hold {
+        outcome.check(verdict.violations.is_empty(), summary);
+        for v in verdict.violations.iter().take(5) {
+            outcome.check(false, v.clone());
+        }
+    } else {
+        outcome.check(
+            !verdict.violations.is_empty(),
+            format!("{summary}: the checker rejects the control, as it must"),
+        );
+        if let Some(v) = verdict.violations.first() {
+            outcome.fact(format!("first: {v}"));
+        }
+    }
 }
 
 /// Runs one scenario: its outcome, or the error that stopped it as a violation; timed.
