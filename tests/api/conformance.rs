@@ -148,6 +148,8 @@ struct Run {
     lineages: HashMap<u8, Uuid>,
     /// Open business transactions with the key row locked by their completion, by token.
     open: HashMap<u8, PgConnection>,
+    /// The same, of attempts whose process died: held until the session ends.
+    dead: HashMap<u8, PgConnection>,
     /// An expiry that waits for the row's lock (the clock moved while a completion held it).
     expiring: Option<tokio::task::JoinHandle<Result<(), String>>>,
     log: String,
@@ -226,6 +228,14 @@ impl Replayer {
         let Action::Step { attempt, step } = action else {
             return match action {
                 Action::Expire => self.expire(run, before).await.map(|()| false),
+                Action::SessionEnds => {
+                    let token = before.row.and_then(|row| row.locked_by);
+                    let conn = token
+                        .and_then(|token| run.dead.remove(&token))
+                        .ok_or("no dead session holds the lock")?;
+                    conn_end(conn, false).await?;
+                    Ok(false)
+                }
                 Action::Cleanup => {
                     raptor_idempotency::cleanup::delete_expired(&self.pool, 100)
                         .await
@@ -243,7 +253,8 @@ impl Replayer {
             .ok_or("no such attempt")?;
         let body = a.body;
         match (a.pc, step) {
-            (Pc::Round { .. }, Step::Claim | Step::ClaimConnLost { executed: true }) => {
+            (Pc::Round { .. }, Step::Claim | Step::ClaimConnLost { executed: true })
+            | (Pc::Landing, Step::Claim) => {
                 let attempt = Uuid::new_v4();
                 let row = self.claim(run, before, body, attempt, None).await?;
                 let won = after.next_token > before.next_token;
@@ -309,15 +320,24 @@ impl Replayer {
                 }
                 Ok(false)
             }
-            (Pc::Committing { token, .. }, Step::Commit | Step::CommitLost { landed: true }) => {
+            (
+                Pc::Committing { token, .. },
+                Step::Commit | Step::CommitLost { landed: true } | Step::CancelCommitLanded,
+            ) => {
                 let conn = run.open.remove(&token).ok_or("no open transaction")?;
                 conn_end(conn, true).await?;
                 Ok(false)
             }
-            (Pc::Committing { token, .. }, Step::CommitLost { landed: false } | Step::Cancel)
-            | (Pc::Committing { token, .. }, Step::Crash) => {
+            (Pc::Committing { token, .. }, Step::CommitLost { landed: false } | Step::Cancel) => {
                 let conn = run.open.remove(&token).ok_or("no open transaction")?;
                 conn_end(conn, false).await?;
+                Ok(false)
+            }
+            (Pc::Committing { token, .. }, Step::Crash) => {
+                // The process is gone; its session (and the row's lock) stays until Postgres
+                // ends it (`session_ends`).
+                let conn = run.open.remove(&token).ok_or("no open transaction")?;
+                run.dead.insert(token, conn);
                 Ok(false)
             }
             (Pc::Settling { token, row_id, how }, Step::Settle(_)) => {
@@ -691,7 +711,7 @@ impl Run {
     }
 
     async fn close(&mut self) {
-        for (_, conn) in self.open.drain() {
+        for (_, conn) in self.open.drain().chain(self.dead.drain()) {
             let _ = conn_end(conn, false).await;
         }
         if let Some(expiring) = self.expiring.take() {

@@ -46,6 +46,9 @@ pub enum Transition {
     Claim,
     /// The claim waited on the key row's lock past `lock_timeout`: 409 on every tier.
     ClaimBlocked,
+    /// The claim's snapshot read misses a row committed after the statement began: claim
+    /// again.
+    ClaimVanished,
     /// No connection to the store at all: 503 (Tier 1) or fail-open (Tier 2).
     ClaimUnreachable,
     /// The store pool is busy: 503 on every tier.
@@ -94,6 +97,8 @@ pub enum Transition {
     ClockStale,
     /// The clock: `expires_at` passes.
     ClockExpire,
+    /// Postgres ends a dead process's session, which held the row's lock.
+    SessionEnds,
     /// Mutant `SelectThenInsert`: the `SELECT` of the key row.
     MutantClaimSelect,
     /// Mutant `SelectThenInsert`: the unguarded upsert.
@@ -102,10 +107,11 @@ pub enum Transition {
 
 impl Transition {
     /// Every transition.
-    pub const ALL: [Transition; 29] = [
+    pub const ALL: [Transition; 31] = [
         Transition::Send,
         Transition::Claim,
         Transition::ClaimBlocked,
+        Transition::ClaimVanished,
         Transition::ClaimUnreachable,
         Transition::ClaimPoolBusy,
         Transition::ClaimTimeout,
@@ -130,6 +136,7 @@ impl Transition {
         Transition::Detach,
         Transition::ClockStale,
         Transition::ClockExpire,
+        Transition::SessionEnds,
         Transition::MutantClaimSelect,
         Transition::MutantClaimInsert,
     ];
@@ -195,6 +202,13 @@ impl Transition {
                 Protocol,
                 "the claim's lock wait ends (55P03/57014): the store answered, 409 on every tier",
                 &[at!(ROUND, "Idempotency::claim"), at!(DB_ERROR, "classify")],
+            ),
+            Transition::ClaimVanished => (
+                "claim_vanished",
+                Protocol,
+                "the union's read (the statement's snapshot) misses a row committed after the \
+                 statement began: no row, claim again (three rounds at most)",
+                &[at!(ROUND, "Idempotency::claim")],
             ),
             Transition::ClaimUnreachable => (
                 "claim_unreachable",
@@ -371,6 +385,13 @@ impl Transition {
                 Adversary,
                 "now() passes expires_at (read by the claim and by cleanup)",
                 &[at!(ROUND, "Idempotency::round"), at!(CLEANUP, "delete_expired")],
+            ),
+            Transition::SessionEnds => (
+                "session_ends",
+                Adversary,
+                "Postgres ends a dead process's session: its open transaction aborts, the row's \
+                 lock goes",
+                &[],
             ),
             Transition::MutantClaimSelect => (
                 "mutant_claim_select",

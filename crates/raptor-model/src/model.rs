@@ -328,6 +328,10 @@ pub enum Pc {
         /// Its token.
         token: u8,
     },
+    /// The claim statement of a round whose connection failed before it answered, released by
+    /// its token already (`release_attempt` matched nothing): it may still land on the server
+    /// later, and nobody will complete or release what it wins (the row goes stale).
+    Landing,
     /// Fail-open: the request runs untracked.
     Untracked {
         /// Its execution id.
@@ -417,6 +421,9 @@ pub enum Step {
     ClaimInsert,
     /// The claim waited on the row's lock past `lock_timeout`.
     ClaimLockTimeout,
+    /// The claim's read (the statement's snapshot, taken when it began) misses the row another
+    /// claim committed meanwhile: no row comes back, and the round claims again.
+    ClaimVanished,
     /// No connection to the store can be made.
     ClaimUnreachable,
     /// The store pool is busy.
@@ -460,6 +467,8 @@ pub enum Step {
     Crash,
     /// The client times out and the server drops the request future.
     Cancel,
+    /// The request future is dropped while its COMMIT is on the wire, and the COMMIT lands.
+    CancelCommitLanded,
     /// The client times out; the server goes on (its answer is lost).
     Detach,
 }
@@ -487,6 +496,9 @@ pub enum Action {
     Expire,
     /// Cleanup deletes the expired row.
     Cleanup,
+    /// Postgres ends the session of a process that died holding the row's lock (its
+    /// connection closes, or keepalives find it gone): the transaction aborts, the lock goes.
+    SessionEnds,
 }
 
 impl Action {
@@ -497,6 +509,7 @@ impl Action {
             Action::Stale => Transition::ClockStale,
             Action::Expire => Transition::ClockExpire,
             Action::Cleanup => Transition::Cleanup,
+            Action::SessionEnds => Transition::SessionEnds,
             Action::Step { step, .. } => match step {
                 Step::Claim if mutant == Some(Mutant::SelectThenInsert) => {
                     Transition::MutantClaimSelect
@@ -504,6 +517,7 @@ impl Action {
                 Step::Claim => Transition::Claim,
                 Step::ClaimInsert => Transition::MutantClaimInsert,
                 Step::ClaimLockTimeout => Transition::ClaimBlocked,
+                Step::ClaimVanished => Transition::ClaimVanished,
                 Step::ClaimUnreachable => Transition::ClaimUnreachable,
                 Step::ClaimPoolBusy => Transition::ClaimPoolBusy,
                 Step::ClaimTimeout => Transition::ClaimTimeout,
@@ -523,7 +537,7 @@ impl Action {
                 Step::ReleaseAttempt => Transition::ReleaseAttempt,
                 Step::CommitUntracked => Transition::FailOpen,
                 Step::Crash => Transition::Crash,
-                Step::Cancel => Transition::Cancel,
+                Step::Cancel | Step::CancelCommitLanded => Transition::Cancel,
                 Step::Detach => Transition::Detach,
             },
         }
@@ -808,6 +822,9 @@ impl ClaimProtocol {
                     if !free {
                         push(Step::ClaimLockTimeout);
                     }
+                    if free && !Self::free_for(s.row.as_ref(), a.body) {
+                        push(Step::ClaimVanished);
+                    }
                     push(Step::ClaimUnreachable);
                     push(Step::ClaimPoolBusy);
                     push(Step::ClaimTimeout);
@@ -865,6 +882,11 @@ impl ClaimProtocol {
                     push(Step::ReleaseAttempt);
                 }
             }
+            Pc::Landing => {
+                if free {
+                    push(Step::Claim);
+                }
+            }
             Pc::Untracked { .. } => push(Step::CommitUntracked),
         }
         if faults {
@@ -881,6 +903,9 @@ impl ClaimProtocol {
             // The client went away, or the server's request timeout fired.
             if cancellable {
                 push(Step::Cancel);
+            }
+            if matches!(a.pc, Pc::Committing { .. }) {
+                push(Step::CancelCommitLanded);
             }
             if a.waiting {
                 push(Step::Detach);
@@ -903,6 +928,19 @@ impl ClaimProtocol {
                 } else {
                     let round = self.claim_statement(s, a.body);
                     self.after_round(s, i, round, rounds, orphan);
+                }
+            }
+            (Pc::Landing, Step::Claim) => {
+                // Whatever it wins stays in flight under a token nobody holds, until stale.
+                self.claim_statement(s, a.body);
+                s.attempts.remove(i);
+            }
+            (Pc::Round { rounds, orphan }, Step::ClaimVanished) => {
+                s.spend_fault();
+                if orphan {
+                    s.attempts.remove(i);
+                } else {
+                    self.again(s, i, rounds);
                 }
             }
             (Pc::Selected { rounds, orphan }, Step::ClaimInsert) => {
@@ -944,8 +982,14 @@ impl ClaimProtocol {
                         return;
                     }
                 }
-                // Nothing of this attempt is in the row: `release_attempt` matches nothing.
-                s.finish(i, Reply::Retry);
+                // Nothing of this attempt is in the row: `release_attempt` matches nothing. The
+                // statement may still be on its way and land later (`Landing`).
+                s.answer(i, Reply::Retry);
+                if executed {
+                    s.attempts.remove(i);
+                } else {
+                    s.attempts[i].pc = Pc::Landing;
+                }
             }
             (
                 Pc::ReleaseStale {
@@ -1090,13 +1134,31 @@ impl ClaimProtocol {
                 s.effects.push(Effect::Untracked { token, cause, tier });
                 s.finish(i, Reply::Final(Final::Untracked { token }));
             }
-            (pc, Step::Crash) => {
+            (_, Step::Crash) => {
+                // A transaction the process had open keeps the row's lock until Postgres ends
+                // the dead session (`SessionEnds`).
                 s.spend_fault();
-                if let Pc::Committing { token, .. } = pc {
-                    s.unlock(token);
-                }
                 s.drop_client(i);
                 s.attempts.remove(i);
+            }
+            (
+                Pc::Committing {
+                    token,
+                    lineage,
+                    code,
+                },
+                Step::CancelCommitLanded,
+            ) => {
+                s.spend_fault();
+                s.drop_client(i);
+                self.commit(s, token, lineage, code, a.body);
+                let row_id = s.row.map_or(u8::MAX, |row| row.id);
+                // `KeyGuard::drop`: the release it spawns finds the row completed.
+                s.attempts[i].pc = Pc::Settling {
+                    token,
+                    row_id,
+                    how: Settle::Cancelled,
+                };
             }
             (pc, Step::Cancel) => {
                 s.spend_fault();
@@ -1230,6 +1292,9 @@ impl Model for ClaimProtocol {
             if row.expired && row.locked_by.is_none() {
                 actions.push(Action::Cleanup);
             }
+            if row.locked_by.is_some_and(|token| !s.holder_alive(token)) {
+                actions.push(Action::SessionEnds);
+            }
         }
     }
 
@@ -1270,6 +1335,11 @@ impl Model for ClaimProtocol {
                 }
             }
             Action::Cleanup => s.row = None,
+            Action::SessionEnds => {
+                if let Some(row) = &mut s.row {
+                    row.locked_by = None;
+                }
+            }
         }
         s.attempts.sort_unstable();
         if self.symmetry {

@@ -60,6 +60,7 @@ fn actor(state: &State, action: &Action) -> String {
             .map_or_else(|| String::from("?"), attempt_name),
         Action::Stale | Action::Expire => String::from("clock"),
         Action::Cleanup => String::from("cleanup job"),
+        Action::SessionEnds => String::from("postgres"),
     }
 }
 
