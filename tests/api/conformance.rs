@@ -33,12 +33,13 @@ const WALK_STEPS: usize = 80;
 
 /// The transitions that send a statement or a COMMIT (the others are decisions in Rust, the
 /// adversary's, or a statement that did not get through).
-const STATEMENTS: [&str; 12] = [
+const STATEMENTS: [&str; 13] = [
     "claim",
     "claim_blocked",
     "claim_connection_lost",
     "release_stale",
     "complete",
+    "complete_alone",
     "commit",
     "commit_lost",
     "release_retryable",
@@ -320,6 +321,21 @@ impl Replayer {
                 }
                 Ok(false)
             }
+            (Pc::CompletingAlone { token, row_id, .. }, Step::CompleteAlone) => {
+                let matched = before.row.is_some_and(|row| {
+                    row.id == row_id && row.attempt == token && row.status == Status::InFlight
+                });
+                let rows = self
+                    .complete_alone(run, token, run.row(row_id)?, body)
+                    .await?;
+                if rows != u64::from(matched) {
+                    return Err(format!(
+                        "the refusal's completion matched {rows} row(s), the model: {}",
+                        u64::from(matched)
+                    ));
+                }
+                Ok(false)
+            }
             (
                 Pc::Committing { token, .. },
                 Step::Commit | Step::CommitLost { landed: true } | Step::CancelCommitLanded,
@@ -468,6 +484,7 @@ impl Replayer {
             code: match code {
                 Code::Success => 201,
                 Code::Rejection => 422,
+                Code::Refusal => 400,
             },
             body: Some(&response),
             ..CompletionValues::default()
@@ -509,6 +526,23 @@ impl Replayer {
             conn_end(conn, false).await?;
         }
         Ok(rows)
+    }
+
+    /// A refusal stored on its own, on a connection of its own (autocommit), fenced.
+    async fn complete_alone(&self, run: &Run, token: u8, id: i64, body: u8) -> Result<u64, String> {
+        let response = serde_json::json!({ "token": token, "body": body }).to_string();
+        let response = RawValue::from_string(response).map_err(|e| e.to_string())?;
+        let values = CompletionValues {
+            id,
+            attempt: run.token(token)?,
+            code: 400,
+            body: Some(&response),
+            ..CompletionValues::default()
+        };
+        let mut conn = self.conn().await?;
+        protocol::complete(&mut conn, &values)
+            .await
+            .map_err(|e| format!("complete alone: {e}"))
     }
 
     /// The clock passes the row's `expires_at`. A row locked by a completion is updated once
@@ -601,10 +635,10 @@ impl Replayer {
                 let body: Option<serde_json::Value> = db.try_get("response_body").map_err(get)?;
                 let stored = code.zip(body).map(|(code, body)| Resp {
                     token: u8::try_from(body["token"].as_u64().unwrap_or(255)).unwrap_or(255),
-                    code: if code == 201 {
-                        Code::Success
-                    } else {
-                        Code::Rejection
+                    code: match code {
+                        201 => Code::Success,
+                        400 => Code::Refusal,
+                        _ => Code::Rejection,
                     },
                     body: u8::try_from(body["body"].as_u64().unwrap_or(255)).unwrap_or(255),
                 });

@@ -63,6 +63,12 @@ pub enum Transition {
     ReleaseStaleFailed,
     /// The completion `UPDATE` in the business transaction (fenced by `attempt`).
     Complete,
+    /// The handler's refusal (`Err` below 500): ROLLBACK.
+    Refuse,
+    /// The refusal stored by a statement of its own (fenced).
+    CompleteAlone,
+    /// That statement failed: release, 503.
+    CompleteAloneFailed,
     /// The handler's retryable 503: ROLLBACK.
     Retryable503,
     /// The handler's other 5xx or panic: ROLLBACK.
@@ -107,7 +113,7 @@ pub enum Transition {
 
 impl Transition {
     /// Every transition.
-    pub const ALL: [Transition; 31] = [
+    pub const ALL: [Transition; 34] = [
         Transition::Send,
         Transition::Claim,
         Transition::ClaimBlocked,
@@ -119,6 +125,9 @@ impl Transition {
         Transition::ReleaseStale,
         Transition::ReleaseStaleFailed,
         Transition::Complete,
+        Transition::Refuse,
+        Transition::CompleteAlone,
+        Transition::CompleteAloneFailed,
         Transition::Retryable503,
         Transition::ServerError,
         Transition::Commit,
@@ -172,6 +181,7 @@ impl Transition {
         const GUARD: &str = "raptor-idempotency/src/claim/guard.rs";
         const EXTRACT: &str = "raptor-idempotency/src/extract.rs";
         const CLEANUP: &str = "raptor-idempotency/src/cleanup.rs";
+        const COMPLETION: &str = "raptor-idempotency/src/claim/completion.rs";
         const PROTOCOL: &str = "raptor-idempotency/src/protocol.rs";
         const ORDERS: &str = "raptor-api/src/trading/store/orders.rs";
         const REACH: &str = "raptor-db/src/reach.rs";
@@ -261,6 +271,30 @@ impl Transition {
                     at!(CLAIM, "Claim::finish"),
                     at!(ORDERS, "insert_order"),
                 ],
+            ),
+            Transition::Refuse => (
+                "rollback_refused",
+                Protocol,
+                "ROLLBACK of a refusal (the handler's Err below 500): nothing it wrote is kept",
+                &[at!(CLAIM, "Claim::end"), at!(CLAIM, "rollback")],
+            ),
+            Transition::CompleteAlone => (
+                "complete_alone",
+                Protocol,
+                "update … set status = 'completed', response_* = … where id = $1 and attempt = $2 \
+                 and status = 'in_flight', on its own on the store pool (no row: 409)",
+                &[
+                    at!(PROTOCOL, "complete"),
+                    at!(CLAIM, "complete_alone"),
+                    at!(COMPLETION, "Completion::write"),
+                ],
+            ),
+            Transition::CompleteAloneFailed => (
+                "complete_alone_failed",
+                Protocol,
+                "that update errs or times out: release (fenced), 503: the refusal is never \
+                 answered without being stored",
+                &[at!(CLAIM, "complete_alone"), at!(GUARD, "KeyGuard::settle_error")],
             ),
             Transition::Retryable503 => (
                 "rollback_retryable",

@@ -147,6 +147,9 @@ pub enum Code {
     Success,
     /// A 4xx (a business rejection): stored and replayed like a success.
     Rejection,
+    /// A 4xx whose writes were rolled back (the handler's `Err` below 500): stored on the key
+    /// by a statement of its own, after the rollback (`complete_alone`); no effect.
+    Refusal,
 }
 
 /// A response, identified by the execution that produced it.
@@ -307,6 +310,16 @@ pub enum Pc {
         /// What the handler answered.
         code: Code,
     },
+    /// The handler refused (`Err` below 500): rolled back; the refusal is to be stored on the
+    /// key by a statement of its own.
+    CompletingAlone {
+        /// Its token.
+        token: u8,
+        /// Its lineage.
+        lineage: u8,
+        /// Its row.
+        row_id: u8,
+    },
     /// Rolled back; the key is to be settled (released or failed), fenced by the token.
     Settling {
         /// Its token.
@@ -360,6 +373,7 @@ impl Attempt {
         match self.pc {
             Pc::Executing { token, .. }
             | Pc::Committing { token, .. }
+            | Pc::CompletingAlone { token, .. }
             | Pc::Settling { token, .. }
             | Pc::ReleaseWon { token, .. }
             | Pc::ReleaseAttempt { token } => Some(token),
@@ -441,6 +455,12 @@ pub enum Step {
     ReleaseStaleFailed,
     /// The handler answered `code`: the completion `UPDATE`.
     Complete(Code),
+    /// The handler refused (`Err` below 500): roll back, then store the refusal alone.
+    Refuse,
+    /// The refusal's own completion statement (fenced, on the store pool).
+    CompleteAlone,
+    /// That statement failed: release the key and answer 503 (the refusal was never stored).
+    CompleteAloneFailed,
     /// The handler answered a retryable 503: roll back.
     Retryable503,
     /// The handler answered another 5xx (or panicked): roll back.
@@ -525,6 +545,9 @@ impl Action {
                 Step::ReleaseStale => Transition::ReleaseStale,
                 Step::ReleaseStaleFailed => Transition::ReleaseStaleFailed,
                 Step::Complete(_) => Transition::Complete,
+                Step::Refuse => Transition::Refuse,
+                Step::CompleteAlone => Transition::CompleteAlone,
+                Step::CompleteAloneFailed => Transition::CompleteAloneFailed,
                 Step::Retryable503 => Transition::Retryable503,
                 Step::ServerError => Transition::ServerError,
                 Step::Commit => Transition::Commit,
@@ -853,8 +876,17 @@ impl ClaimProtocol {
                     push(Step::Complete(Code::Rejection));
                 }
                 push(Step::ServerError);
+                push(Step::Refuse);
                 if faults {
                     push(Step::Retryable503);
+                }
+            }
+            Pc::CompletingAlone { .. } => {
+                if free {
+                    push(Step::CompleteAlone);
+                }
+                if faults {
+                    push(Step::CompleteAloneFailed);
                 }
             }
             Pc::Committing { .. } => {
@@ -897,6 +929,7 @@ impl ClaimProtocol {
                     | Pc::Selected { orphan: false, .. }
                     | Pc::ReleaseStale { .. }
                     | Pc::Executing { .. }
+                    | Pc::CompletingAlone { .. }
                     | Pc::Committing { .. }
                     | Pc::Untracked { .. }
             );
@@ -1043,6 +1076,67 @@ impl ClaimProtocol {
                     s.finish(i, Reply::Retry);
                 }
             }
+            (
+                Pc::Executing {
+                    token,
+                    lineage,
+                    row_id,
+                },
+                Step::Refuse,
+            ) => {
+                s.attempts[i].pc = Pc::CompletingAlone {
+                    token,
+                    lineage,
+                    row_id,
+                };
+            }
+            (
+                Pc::CompletingAlone {
+                    token,
+                    lineage,
+                    row_id,
+                },
+                Step::CompleteAlone,
+            ) => {
+                let resp = Resp {
+                    token,
+                    code: Code::Refusal,
+                    body: a.body,
+                };
+                let matched = match &mut s.row {
+                    Some(row)
+                        if row.id == row_id
+                            && row.attempt == token
+                            && row.status == Status::InFlight =>
+                    {
+                        row.status = Status::Completed;
+                        row.response = Some(resp);
+                        true
+                    }
+                    _ => false,
+                };
+                if matched {
+                    s.finish(
+                        i,
+                        Reply::Final(Final::Stored {
+                            lineage,
+                            resp,
+                            replayed: false,
+                        }),
+                    );
+                } else {
+                    s.events |= event::FENCED;
+                    s.finish(i, Reply::Retry);
+                }
+            }
+            (Pc::CompletingAlone { token, row_id, .. }, Step::CompleteAloneFailed) => {
+                s.spend_fault();
+                s.attempts[i].pc = Pc::Settling {
+                    token,
+                    row_id,
+                    how: Settle::Retryable,
+                };
+            }
             (Pc::Executing { token, row_id, .. }, Step::Retryable503) => {
                 s.spend_fault();
                 s.attempts[i].pc = Pc::Settling {
@@ -1178,7 +1272,8 @@ impl ClaimProtocol {
                         }
                     }
                     // `KeyGuard::drop`: rolled back, the release runs in a spawned task.
-                    Pc::Executing { token, row_id, .. } => {
+                    Pc::Executing { token, row_id, .. }
+                    | Pc::CompletingAlone { token, row_id, .. } => {
                         s.attempts[i].pc = Pc::Settling {
                             token,
                             row_id,

@@ -5,7 +5,7 @@
 use stateright::Property;
 
 use crate::model::{
-    event, ClaimProtocol, Client, Effect, Final, Pc, State, Status, StoreFault, Tier,
+    event, ClaimProtocol, Client, Code, Effect, Final, Pc, State, Status, StoreFault, Tier,
 };
 
 /// At most one business effect per key lifetime.
@@ -43,6 +43,7 @@ pub const SOMETIMES: &[&str] = &[
     "a different body is refused",
     "a failed key refuses its retry",
     "a lost commit that landed is replayed",
+    "a refusal stored on its own is replayed",
 ];
 
 /// Every property of the model.
@@ -102,6 +103,12 @@ pub fn all() -> Vec<Property<ClaimProtocol>> {
                     .iter()
                     .any(|c| matches!(c, Client::Done(Final::Stored { replayed: true, .. })))
         }),
+        Property::sometimes(SOMETIMES[10], |_, s: &State| {
+            s.clients.iter().any(|c| {
+                matches!(c, Client::Done(Final::Stored { replayed: true, resp, .. })
+                    if resp.code == Code::Refusal)
+            })
+        }),
     ]
 }
 
@@ -111,7 +118,10 @@ pub fn all_answered(s: &State) -> bool {
 }
 
 fn replay_audits_named(s: &State) -> bool {
-    s.replay_audits.iter().all(|resp| committed(s, resp.token))
+    // A refusal is stored without an effect (its writes rolled back): its replays name it.
+    s.replay_audits
+        .iter()
+        .all(|resp| resp.code == Code::Refusal || committed(s, resp.token))
 }
 
 fn second_lifetime_committed(s: &State) -> bool {
@@ -147,11 +157,13 @@ fn completed_row_has_its_effect(s: &State) -> bool {
     if row.status != Status::Completed {
         return true;
     }
-    row.response.is_some_and(|resp| resp.token == row.attempt)
-        && s.effects.iter().any(|e| {
-            matches!(e, Effect::Tracked { token, lineage, .. }
-                if *token == row.attempt && *lineage == row.lineage)
-        })
+    let has_effect = s.effects.iter().any(|e| {
+        matches!(e, Effect::Tracked { token, lineage, .. }
+            if *token == row.attempt && *lineage == row.lineage)
+    });
+    // A stored refusal is the one execution's answer, and that execution committed nothing.
+    row.response
+        .is_some_and(|resp| resp.token == row.attempt && (resp.code == Code::Refusal) != has_effect)
 }
 
 fn effect_completes_its_row(s: &State) -> bool {

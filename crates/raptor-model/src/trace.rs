@@ -135,6 +135,7 @@ fn answer(done: &Final) -> String {
             let code = match resp.code {
                 Code::Success => "2xx",
                 Code::Rejection => "4xx",
+                Code::Refusal => "4xx refused",
             };
             let how = if *replayed { " replayed" } else { "" };
             format!("{code} of #{}{how}", resp.token)
