@@ -443,3 +443,32 @@ async fn a_refusal_that_cannot_be_stored_is_503(pool: PgPool) {
     })
     .await;
 }
+
+/// A key whose row another transaction holds locked (an original completing slowly) is in
+/// flight: the claim's lock wait runs out on the server (55P03, classified busy) and the answer
+/// is `409 idempotency_in_flight` with a one-second `Retry-After`, on both tiers: the store
+/// answered, so it is neither unavailable (503) nor run again.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_locked_key_row_is_in_flight_not_unavailable(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (_, token) = app.user("row-locked@example.com").await;
+        for (path, name) in [("/probe/items", "row-closed"), ("/probe/open", "row-open")] {
+            let key = Uuid::new_v4();
+            let body = label(name);
+            let first = app.post(path, &token, key, &body).await;
+            assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
+            let holder = app
+                .lock_where(
+                    "select 1 from idempotency_keys where idem_key = $1 for update",
+                    key.to_string(),
+                )
+                .await;
+            let retry = app.post(path, &token, key, &body).await;
+            holder.rollback().await.expect("unlock");
+            assert_problem(&retry, StatusCode::CONFLICT, ErrorCode::IdempotencyInFlight);
+            assert_eq!(retry.body["retry_after_ms"], 1000, "{path}: {}", retry.text);
+            assert_eq!(app.probe_items(name).await, 1, "{path}: executed once");
+        }
+    })
+    .await;
+}
