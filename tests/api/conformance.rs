@@ -489,7 +489,7 @@ impl Replayer {
             body: Some(&response),
             ..CompletionValues::default()
         };
-        let rows = if token % 2 == 0 {
+        let rows = if token.is_multiple_of(2) {
             let sql = format!(
                 "with effect as (insert into model_effects (trace, token, lineage)
                                  values ($1, $2, $3) returning 1),

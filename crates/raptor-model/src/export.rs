@@ -109,7 +109,7 @@ pub fn counterexample(mutant: Mutant) -> Option<Named> {
 /// walk): at every state one of the enabled actions, uniformly. The tier alternates with the
 /// seed.
 pub fn random_walk(seed: u64, steps: usize) -> Named {
-    let tier = if seed % 2 == 0 {
+    let tier = if seed.is_multiple_of(2) {
         Tier::FailClosed
     } else {
         Tier::FailOpen
