@@ -4,7 +4,8 @@
 //! model says blocks on the row's lock does block (a short `lock_timeout` ends it with 55P03),
 //! and every other step proceeds without waiting.
 //!
-//! `make test` replays every `sometimes` witness, the no-fence counterexample and a bounded
+//! `make test` replays every `sometimes` witness, a trace ending in each transition, the safety
+//! mutants' counterexamples (which must part from the code) and a bounded
 //! number of seeded random walks; `make model` replays more walks
 //! (`RAPTOR_REPLAY_WALKS`). A code change that makes a statement disagree with the model (the
 //! mutants of `make mutants`) fails here, at the step where they part.
@@ -95,20 +96,32 @@ async fn model_traces_replay_on_the_real_statements(pool: PgPool) {
     assert!(missed.is_empty(), "never replayed: {missed:?}");
 }
 
-/// The model's no-fence counterexample is a path the real statements refuse to follow: they
-/// part at the stale attempt's completion, which the fenced statement does not let match.
+/// The safety mutants' counterexamples are paths the real statements refuse to follow: no
+/// fence parts at the stale attempt's completion, which the fenced statement does not let
+/// match; select-then-insert at its first step, since the real claim writes where the mutant
+/// only reads. (The third safety mutant, fail-open on a busy pool, is a decision in Rust with no
+/// statement of its own: `make mutants` shows its code mutant rejected by the store failure
+/// tests.)
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
-async fn the_no_fence_counterexample_parts_from_the_code_at_the_completion(pool: PgPool) {
+async fn the_mutants_counterexamples_part_from_the_code(pool: PgPool) {
     let replay = Replayer::new(&pool).await;
-    let named = export::counterexample(Mutant::NoFence).expect("a counterexample");
-    let parted = replay
-        .run(0, &named)
-        .await
-        .expect_err("the real completion is fenced: the mutant's trace cannot be followed");
-    assert!(
-        parted.contains("`complete`"),
-        "parted elsewhere than at the completion:\n{parted}"
-    );
+    for (n, (mutant, step)) in [
+        (Mutant::NoFence, "`complete`"),
+        (Mutant::SelectThenInsert, "`mutant_claim_select`"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let named = export::counterexample(mutant).expect("a counterexample");
+        let parted = replay
+            .run(n, &named)
+            .await
+            .expect_err("the mutant's trace cannot be followed by the real statements");
+        assert!(
+            parted.contains(step),
+            "{mutant:?} parted elsewhere than at {step}:\n{parted}"
+        );
+    }
 }
 
 /// The statements the protocol sends all prepare against the migrated schema: a changed
