@@ -504,6 +504,7 @@ impl Http {
         if let Some(key) = key {
             self.history.record(crate::history::Record {
                 scope: hex::encode(&Sha256::digest(token.as_bytes())[..8]),
+                token: token.to_owned(),
                 key: key.to_owned(),
                 body: hex::encode(&Sha256::digest(ORDER_BODY.as_bytes())[..8]),
                 invoked,

@@ -125,7 +125,7 @@ impl HaWorld {
         })
     }
 
-    fn bases(&self) -> Vec<String> {
+    pub(crate) fn bases(&self) -> Vec<String> {
         self.replicas.iter().map(|r| r.base.clone()).collect()
     }
 

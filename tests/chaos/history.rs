@@ -28,6 +28,8 @@ use stateright::semantics::{ConsistencyTester, LinearizabilityTester};
 pub(crate) struct Record {
     /// The user (a prefix of the token's hash) and the key.
     pub(crate) scope: String,
+    /// The token itself, for the final reads (kept in memory only).
+    pub(crate) token: String,
     pub(crate) key: String,
     pub(crate) body: String,
     pub(crate) invoked: Instant,
@@ -50,6 +52,11 @@ impl History {
         }
     }
 
+    /// A copy of the history so far.
+    pub(crate) fn snapshot(&self) -> Vec<Record> {
+        self.0.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
     /// The history so far, leaving an empty one.
     pub(crate) fn take(&self) -> Vec<Record> {
         self.0
@@ -57,6 +64,37 @@ impl History {
             .map(|mut records| std::mem::take(&mut *records))
             .unwrap_or_default()
     }
+}
+
+/// Sends one more request for up to `n` keys that got a determinate answer (a fresh execution
+/// or a replay), spread over `bases`, after the scenario: each is a read of what the key stored,
+/// recorded with the rest, so the check also holds every acknowledged answer against the stored
+/// one.
+pub(crate) async fn final_reads(http: &crate::env::Http, bases: &[String], n: usize) -> usize {
+    let records = http.history.snapshot();
+    let mut keys: BTreeMap<(String, String), String> = BTreeMap::new();
+    for r in &records {
+        if !matches!(seen(r), Seen::Unknown) && keys.len() < n {
+            keys.entry((r.scope.clone(), r.key.clone()))
+                .or_insert_with(|| r.token.clone());
+        }
+    }
+    if bases.is_empty() {
+        return 0;
+    }
+    let mut set = tokio::task::JoinSet::new();
+    let mut sent = 0;
+    for (i, ((_, key), token)) in keys.into_iter().enumerate() {
+        let (http, base) = (http.clone(), bases[i % bases.len()].clone());
+        set.spawn(async move { http.order(&base, &token, Some(&key)).await });
+        while set.len() >= 16 && set.join_next().await.is_some() {
+            sent += 1;
+        }
+    }
+    while set.join_next().await.is_some() {
+        sent += 1;
+    }
+    sent
 }
 
 /// What a record says about the key's register.
@@ -203,6 +241,7 @@ mod tests {
         let t0 = *START;
         Record {
             scope: "u".into(),
+            token: "t".into(),
             key: "k".into(),
             body: "b".into(),
             invoked: t0 + Duration::from_millis(at),

@@ -145,6 +145,8 @@ async fn highly_available(
                 o
             })
             .unwrap_or_else(|err| could_not_run(name, &err));
+        let read = history::final_reads(&world.http, &world.bases(), FINAL_READS).await;
+        o.fact(format!("{read} keys read once more after the scenario"));
         histories(&world.http.history.take(), &mut o, true);
         o.secs = t.elapsed().as_secs_f64();
         outcomes.push(o);
@@ -230,6 +232,8 @@ async fn single_server(
                 let mut outcome = timed($title, async { $body }).await;
                 // The kill switch turns deduplication off on purpose: its keys are not checked.
                 if $n != 7 {
+                    let read = history::final_reads(&world.http, &world.bases(), FINAL_READS).await;
+                    outcome.fact(format!("{read} keys read once more after the scenario"));
                     histories(&history.take(), &mut outcome, true);
                 }
                 outcomes.push(outcome);
@@ -273,6 +277,7 @@ async fn single_server(
     if wanted(5) {
         history.take();
         let mut five = bouncer(&world, quick).await;
+        history::final_reads(&world.http, &world.bases(), FINAL_READS).await;
         if let Some(last) = five.last_mut() {
             histories(&history.take(), last, true);
         }
@@ -380,6 +385,9 @@ async fn bouncer(world: &World, quick: bool) -> Vec<Outcome> {
     reset_log_statement(world, &mut outcomes).await;
     outcomes
 }
+
+/// Keys sent once more after each checked scenario (`history::final_reads`).
+const FINAL_READS: usize = 200;
 
 /// Checks the keyed orders a scenario sent (`history.rs`): every key's answers must be a
 /// write-once register's history. `must_hold`: false for a control, whose history must fail.
