@@ -6,7 +6,8 @@
 # (caught, missed, timeout, unviable, and not-run: listed but not tested, when the run was
 # stopped). Takes hours on two cores: run it by hand after changing the claim, not in CI (the
 # curated mutants of `make mutants` run there). Extra arguments go to cargo-mutants (e.g.
-# `-f crates/raptor-idempotency/src/protocol.rs` for one file).
+# `-f crates/raptor-idempotency/src/protocol.rs` for one file); MUTANTS_BASELINE=skip skips the
+# unmutated run when `make test` just passed.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -21,7 +22,7 @@ out="$root/target/cargo-mutants"
 status=0
 # The mutated crates' packages plus the integration tests' one; only its `api` binary runs, and
 # in it only the modules that exercise the claim.
-cargo mutants --output "$out" --timeout 300 --jobs 2 --no-shuffle \
+cargo mutants --output "$out" --timeout 300 --jobs 2 --no-shuffle ${MUTANTS_BASELINE:+--baseline="$MUTANTS_BASELINE"} \
   --cargo-arg=--package=raptor-integration-tests "$@" -- --test api -- \
   idempotency:: conformance:: store_failures:: encryption:: connection_edge:: connection_use:: \
   pool_mode:: trading::orders:: || status=$?
