@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cargo-mutants over the claim module, the protocol's statements and raptor-db's failure
-# classification (.cargo/mutants.toml), tested by the integration tests that exercise them.
+# classification, tested by the integration tests that exercise them.
 # Installs cargo-mutants when missing; builds into target/cargo-mutants-target (seeded from
 # target/debug, so the dependencies are not rebuilt). Writes the outcome lists to docs/mutants/
 # (caught, missed, timeout, unviable, and not-run: listed but not tested, when the run was
@@ -18,6 +18,10 @@ if [ ! -d "$CARGO_TARGET_DIR/debug" ] && [ -d target/debug ]; then
   mkdir -p "$CARGO_TARGET_DIR" && cp -a target/debug "$CARGO_TARGET_DIR/"
 fi
 export RUST_BACKTRACE=0
+if [ "$#" -eq 0 ]; then
+  set -- -f 'crates/raptor-idempotency/src/protocol.rs' -f 'crates/raptor-idempotency/src/claim/**' \
+    -f crates/raptor-db/src/error.rs -f crates/raptor-db/src/reach.rs
+fi
 out="$root/target/cargo-mutants"
 status=0
 # The mutated crates' packages plus the integration tests' one; only its `api` binary runs, and
