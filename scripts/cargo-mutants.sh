@@ -24,10 +24,10 @@ if [ "$#" -eq 0 ]; then
 fi
 out="$root/target/cargo-mutants"
 status=0
-# The mutated crates' packages plus the integration tests' one; only its `api` binary runs, and
-# in it only the modules that exercise the claim.
+# The mutated crates' packages plus the integration tests' one: their unit tests (`tests::`) and
+# the `api` binary's modules that exercise the claim.
 cargo mutants --output "$out" --timeout 300 --jobs 2 --no-shuffle ${MUTANTS_BASELINE:+--baseline="$MUTANTS_BASELINE"} \
-  --cargo-arg=--package=raptor-integration-tests "$@" -- --test api -- \
+  --cargo-arg=--package=raptor-integration-tests "$@" -- --lib --test api -- tests:: \
   idempotency:: conformance:: store_failures:: encryption:: connection_edge:: connection_use:: \
   pool_mode:: trading::orders:: || status=$?
 mkdir -p docs/mutants

@@ -130,7 +130,22 @@ async fn the_mutants_counterexamples_part_from_the_code(pool: PgPool) {
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn the_protocol_statements_prepare(pool: PgPool) {
     let mut conn = pool.acquire().await.expect("conn");
-    for (name, sql) in protocol::statements() {
+    let statements = protocol::statements();
+    let names: Vec<&str> = statements.iter().map(|(name, _)| *name).collect();
+    assert_eq!(
+        names,
+        [
+            "claim",
+            "settle_fail",
+            "settle_release",
+            "release_attempt",
+            "complete",
+            "complete_in_statement",
+            "cleanup"
+        ],
+        "every statement of the protocol is checked"
+    );
+    for (name, sql) in statements {
         sqlx::Executor::prepare(&mut *conn, sql.as_str())
             .await
             .unwrap_or_else(|err| panic!("{name} does not prepare: {err}"));

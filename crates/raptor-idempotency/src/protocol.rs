@@ -68,13 +68,6 @@ pub struct ClaimRow {
     pub in_flight_ms: i64,
 }
 
-impl ClaimRow {
-    /// The existing row's plain (unsealed) `response_body`.
-    pub fn response_body(&self) -> Option<&serde_json::Value> {
-        self.stored.response_body.as_ref()
-    }
-}
-
 /// The claim: one autocommit statement that inserts the key row `in_flight` for `attempt`, or
 /// takes an existing row over when it is free for this request (expired: a new lifetime with a
 /// new lineage; released, or completed on a route that re-executes, with the same request
