@@ -63,6 +63,7 @@ async fn model_traces_replay_on_the_real_statements(pool: PgPool) {
     let mut traces = export::witnesses();
     assert!(traces.len() >= 8, "the witnesses are exported");
     traces.extend(export::transition_witnesses());
+    traces.extend(export::fence_witnesses());
     traces.extend((0..walks).map(|seed| export::random_walk(seed, WALK_STEPS)));
     let (mut steps, mut blocked) = (0, 0);
     let mut taken: HashMap<&str, usize> = HashMap::new();

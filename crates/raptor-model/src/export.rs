@@ -10,7 +10,7 @@ use stateright::{Expectation, Model};
 
 use crate::code::{Kind, Transition};
 use crate::liveness::{self, Trace};
-use crate::model::{Action, State};
+use crate::model::{Action, Pc, Settle, State, Status, Step};
 use crate::{Bounds, ClaimProtocol, Mutant, Tier};
 
 /// A trace with a name: which scenario or mutant it shows, or which seed drew it.
@@ -84,6 +84,57 @@ pub fn transition_witnesses() -> Vec<Named> {
             })
         })
         .collect()
+}
+
+/// Traces that end in a fenced statement that must change nothing: the settle of an attempt
+/// whose COMMIT landed (a lost reply, or a cancel during the COMMIT) finds its row completed.
+/// A walk may never take one; a statement that lost its fence (`status = 'in_flight'`) is
+/// caught only here.
+pub fn fence_witnesses() -> Vec<Named> {
+    let model = ClaimProtocol::new(BOUNDS);
+    let settle_on_completed = |s: &State| {
+        s.attempts.iter().enumerate().find_map(|(i, a)| match a.pc {
+            Pc::Settling { token, .. }
+                if s.row
+                    .is_some_and(|row| row.status == Status::Completed && row.attempt == token) =>
+            {
+                let mut actions = Vec::new();
+                model.actions(s, &mut actions);
+                actions.into_iter().find(|action| {
+                    matches!(action, Action::Step { attempt, step: Step::Settle(_) }
+                        if usize::from(*attempt) == i)
+                })
+            }
+            _ => None,
+        })
+    };
+    let mut traces = Vec::new();
+    for how in [Settle::Retryable, Settle::Cancelled] {
+        let found = liveness::shortest(&model, |s| {
+            settle_on_completed(s).is_some()
+                && s.attempts
+                    .iter()
+                    .any(|a| matches!(a.pc, Pc::Settling { how: h, .. } if h == how))
+        });
+        let Some((mut states, mut actions)) = found else {
+            continue;
+        };
+        let Some(last) = states.last() else { continue };
+        let Some(action) = settle_on_completed(last) else {
+            continue;
+        };
+        let Some(next) = model.next_state(last, action) else {
+            continue;
+        };
+        actions.push(action);
+        states.push(next);
+        traces.push(Named {
+            name: format!("fence: a {how:?} settle after its commit landed"),
+            model: model.clone(),
+            trace: (states, actions),
+        });
+    }
+    traces
 }
 
 /// The shortest counterexample of a safety mutant: a path on which the mutant's model breaks
@@ -185,6 +236,11 @@ mod tests {
             "every transition is reachable"
         );
         assert!(counterexample(Mutant::NoFence).is_some());
+        assert_eq!(
+            fence_witnesses().len(),
+            2,
+            "both landed-commit settles are reachable"
+        );
         assert!(counterexample(Mutant::NoStaleTakeover).is_none());
     }
 }
