@@ -297,14 +297,7 @@ async fn assert_fenced_off(app: &TestApp, path: &str, name: &str) {
     let first = tokio::spawn(send(router, call));
 
     // Past the 1 s threshold the duplicate releases the abandoned (still running) attempt...
-    tokio::time::sleep(Duration::from_millis(1300)).await;
-    let releaser = app.post(path, &token, key, &body).await;
-    assert_problem(
-        &releaser,
-        StatusCode::CONFLICT,
-        ErrorCode::IdempotencyInFlight,
-    );
-    assert_eq!(releaser.body["retry_after_ms"], 0);
+    let releaser = release_after_threshold(app, path, &token, key, &body).await;
     assert_eq!(releaser.header("retry-after"), Some("0"));
 
     // ...and the next retry claims it and executes while the first still sleeps.
@@ -326,6 +319,26 @@ async fn assert_fenced_off(app: &TestApp, path: &str, name: &str) {
     let replay = app.post(path, &token, key, &body).await;
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
     assert_eq!(replay.body_without_marker(), third.body);
+}
+
+/// Waits past the 1 s stale threshold, then sends a duplicate of `key`, which must release the
+/// abandoned attempt: 409 in flight, "retry now" (`retry_after_ms` 0).
+async fn release_after_threshold(
+    app: &TestApp,
+    path: &str,
+    token: &str,
+    key: Uuid,
+    body: &Value,
+) -> crate::helpers::TestResponse {
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let releaser = app.post(path, token, key, body).await;
+    assert_problem(
+        &releaser,
+        StatusCode::CONFLICT,
+        ErrorCode::IdempotencyInFlight,
+    );
+    assert_eq!(releaser.body["retry_after_ms"], 0);
+    releaser
 }
 
 /// The fence itself: the stale attempt resumes while its successor still holds the key
@@ -356,14 +369,7 @@ async fn assert_successor_keeps_the_key(app: &TestApp, path: &str, name: &str) {
             .json(&body)
     };
     let first = tokio::spawn(send(app.router.clone(), slow("2500")));
-    tokio::time::sleep(Duration::from_millis(1300)).await;
-    let releaser = app.post(path, &token, key, &body).await;
-    assert_problem(
-        &releaser,
-        StatusCode::CONFLICT,
-        ErrorCode::IdempotencyInFlight,
-    );
-    assert_eq!(releaser.body["retry_after_ms"], 0);
+    release_after_threshold(app, path, &token, key, &body).await;
     // The successor claims the released row and is still sleeping when the first wakes (at
     // 2.5 s) and reaches its completion.
     let successor = tokio::spawn(send(app.router.clone(), slow("2500")));
