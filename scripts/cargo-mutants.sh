@@ -2,12 +2,13 @@
 # cargo-mutants over the claim module, the protocol's statements and raptor-db's failure
 # classification, tested by the integration tests that exercise them.
 # Installs cargo-mutants when missing; builds into target/cargo-mutants-target (seeded from
-# target/debug, so the dependencies are not rebuilt). Writes the outcome lists to docs/mutants/
-# (caught, missed, timeout, unviable, and not-run: listed but not tested, when the run was
-# stopped). Takes hours on two cores: run it by hand after changing the claim, not in CI (the
-# curated mutants of `make mutants` run there). Extra arguments go to cargo-mutants (e.g.
-# `-f crates/raptor-idempotency/src/protocol.rs` for one file); MUTANTS_BASELINE=skip skips the
-# unmutated run when `make test` just passed.
+# target/debug, so the dependencies are not rebuilt). Folds the outcome into the lists in
+# docs/mutants/ (caught, missed, timeout, unviable, and not-run: mutants of those files not yet
+# tested): a run of some files replaces those mutants' earlier outcomes and keeps the others, and a
+# mutant the code no longer has drops out. Takes hours on two cores: run it by hand after changing
+# the claim, not in CI (the curated mutants of `make mutants` run there). Extra arguments go to
+# cargo-mutants (e.g. `-f crates/raptor-idempotency/src/claim/judge.rs` for one file);
+# MUTANTS_BASELINE=skip skips the unmutated run when `make test` just passed.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -18,24 +19,32 @@ if [ ! -d "$CARGO_TARGET_DIR/debug" ] && [ -d target/debug ]; then
   mkdir -p "$CARGO_TARGET_DIR" && cp -a target/debug "$CARGO_TARGET_DIR/"
 fi
 export RUST_BACKTRACE=0
-if [ "$#" -eq 0 ]; then
-  set -- -f 'crates/raptor-idempotency/src/protocol.rs' -f 'crates/raptor-idempotency/src/claim/**' \
-    -f crates/raptor-db/src/error.rs -f crates/raptor-db/src/reach.rs
-fi
+files=(-f 'crates/raptor-idempotency/src/protocol.rs' -f 'crates/raptor-idempotency/src/claim/**'
+  -f crates/raptor-db/src/error.rs -f crates/raptor-db/src/reach.rs)
+[ "$#" -gt 0 ] || set -- "${files[@]}"
 out="$root/target/cargo-mutants"
+rm -rf "$out/mutants.out"
 status=0
 # The mutated crates' packages plus the integration tests' one: their unit tests (`tests::`) and
-# the `api` binary's modules that exercise the claim.
+# the `api` binary's modules that exercise the claim, and those of the claim's users that read
+# what it lends them (the key behind a derived client order id or reset id, Stripe's forwarded
+# key, an upstream timeout that releases the key).
 cargo mutants --output "$out" --timeout 300 --jobs 2 --no-shuffle ${MUTANTS_BASELINE:+--baseline="$MUTANTS_BASELINE"} \
   --cargo-arg=--package=raptor-integration-tests "$@" -- --lib --test api -- tests:: \
   idempotency:: conformance:: store_failures:: encryption:: connection_edge:: connection_use:: \
-  pool_mode:: trading::orders:: || status=$?
+  pool_mode:: trading::orders:: trading::client_order_id:: billing:: || status=$?
 mkdir -p docs/mutants
-tested=$(mktemp)
+all=$(mktemp) run=$(mktemp) tested=$(mktemp)
+cargo mutants --list "${files[@]}" | sort > "$all"
+cat "$out"/mutants.out/{caught,missed,timeout,unviable}.txt 2>/dev/null | sort > "$run" || :
 for list in caught missed timeout unviable; do
-  sort "$out/mutants.out/$list.txt" > "docs/mutants/$list.txt" 2>/dev/null || : > "docs/mutants/$list.txt"
+  touch "docs/mutants/$list.txt"
+  # Earlier outcomes not re-tested now, plus this run's; only mutants the code still has.
+  { comm -23 <(sort "docs/mutants/$list.txt") "$run"; cat "$out/mutants.out/$list.txt" 2>/dev/null || :; } \
+    | sort -u | comm -12 - "$all" > "docs/mutants/$list.txt.new"
+  mv "docs/mutants/$list.txt.new" "docs/mutants/$list.txt"
   cat "docs/mutants/$list.txt" >> "$tested"
 done
-cargo mutants --list "$@" | sort | comm -23 - <(sort "$tested") > docs/mutants/not-run.txt
-rm -f "$tested"
+comm -23 "$all" <(sort "$tested") > docs/mutants/not-run.txt
+rm -f "$all" "$run" "$tested"
 exit "$status"

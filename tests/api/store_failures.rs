@@ -472,3 +472,109 @@ async fn a_locked_key_row_is_in_flight_not_unavailable(pool: PgPool) {
     })
     .await;
 }
+
+/// A deferred constraint trigger on the probe table that runs at COMMIT: for rows labelled
+/// `refused-at-commit` it raises (the COMMIT fails on its own), for `lost-at-commit` it sleeps
+/// so the test can end the backend in the middle of the COMMIT.
+async fn trigger_at_commit(pool: &PgPool) {
+    for statement in [
+        "create or replace function probe_at_commit() returns trigger language plpgsql as $$
+         begin
+           if new.label = 'refused-at-commit' then
+             raise exception 'refused at commit' using errcode = 'P0001';
+           elsif new.label = 'lost-at-commit' then
+             perform pg_sleep(30);
+           end if;
+           return null;
+         end $$",
+        "create constraint trigger probe_at_commit after insert on probe_items
+         deferrable initially deferred for each row execute function probe_at_commit()",
+    ] {
+        sqlx::query(statement)
+            .execute(pool)
+            .await
+            .expect("commit trigger");
+    }
+}
+
+/// A COMMIT that fails for another reason than a lost connection (here a deferred constraint
+/// the business writes break): nothing committed, the answer is `500 internal` as JSON, and the
+/// key fails, so a retry with it is refused rather than run.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_commit_that_fails_fails_the_key(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        trigger_at_commit(&app.pool).await;
+        let (_, token) = app.user("commit-refused@example.com").await;
+        let key = Uuid::new_v4();
+        let body = label("refused-at-commit");
+        let failed = app.post("/probe/items", &token, key, &body).await;
+        assert_problem(
+            &failed,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Internal,
+        );
+        assert_eq!(failed.header("idempotent-replayed"), Some("false"));
+        assert_eq!(app.probe_items("refused-at-commit").await, 0);
+        assert_eq!(app.key_status(key).await.as_deref(), Some("failed"));
+        let retry = app.post("/probe/items", &token, key, &body).await;
+        assert_problem(
+            &retry,
+            StatusCode::CONFLICT,
+            ErrorCode::IdempotencyPreviousFailed,
+        );
+    })
+    .await;
+}
+
+/// The connection is lost during the COMMIT (the backend is ended while the COMMIT runs, as when
+/// Postgres restarts): its outcome is unknown to the service, so it releases the key (fenced on
+/// `in_flight`, a no-op had the COMMIT landed) and answers `503` with `Retry-After`. Here the
+/// COMMIT did not land, so the retry with the same key executes, once.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_commit_whose_connection_is_lost_releases_the_key(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        trigger_at_commit(&app.pool).await;
+        let (_, token) = app.user("commit-lost@example.com").await;
+        let key = Uuid::new_v4();
+        let body = label("lost-at-commit");
+        let call = Call::new(Method::POST, "/probe/items")
+            .token(&token)
+            .key(key)
+            .json(&body);
+        let attempt = tokio::spawn(send(app.router.clone(), call));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let ended: Option<bool> = sqlx::query_scalar(
+                "select pg_terminate_backend(pid) from pg_stat_activity
+                  where datname = current_database() and query = 'COMMIT'
+                    and state = 'active' and wait_event = 'PgSleep'",
+            )
+            .fetch_optional(&app.pool)
+            .await
+            .expect("pg_stat_activity");
+            if ended == Some(true) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the COMMIT never started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let lost = attempt.await.expect("join");
+        assert_problem(
+            &lost,
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::IdempotencyStoreUnavailable,
+        );
+        assert!(lost.header("retry-after").is_some(), "{}", lost.text);
+        assert_eq!(app.probe_items("lost-at-commit").await, 0);
+        assert_eq!(app.key_status(key).await.as_deref(), Some("released"));
+        sqlx::query("drop trigger probe_at_commit on probe_items")
+            .execute(&app.pool)
+            .await
+            .expect("drop trigger");
+        let retry = app.post("/probe/items", &token, key, &body).await;
+        assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.text);
+        assert_eq!(retry.header("idempotent-replayed"), Some("false"));
+        assert_eq!(app.probe_items("lost-at-commit").await, 1, "executed once");
+    })
+    .await;
+}
