@@ -2,7 +2,7 @@
 
 /// mimalloc instead of glibc's malloc: allocation was a tenth of the server's CPU samples
 /// under keyed load, and the swap measured about 5 % less server CPU per keyed order
-/// (BENCHMARKS.md, "Profile").
+/// (docs/benchmarks/history.md, "Profile").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

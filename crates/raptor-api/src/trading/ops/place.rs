@@ -235,7 +235,8 @@ pub(crate) async fn place(
     };
     let mut order = store::NewOrder {
         // Time-ordered (UUIDv7): the order's row, legs and fills go to the right-hand edge of
-        // their primary-key indexes instead of a random page of each (BENCHMARKS.md, "soak").
+        // their primary-key indexes instead of a random page of each
+        // (docs/benchmarks/history.md, "The soak").
         id: Uuid::now_v7(),
         user_id,
         client_order_id: ids.first.clone(),

@@ -74,8 +74,9 @@ const BOOK_TEMPLATE: &str = "select
 /// `$2[1]`: an equality, so both columns of `(user_id, underlying)` bound the index scan.
 /// With `= any($2)` Postgres 15 often scans the account's whole open book by `user_id` and
 /// filters (measured: an account with 500 resting orders on another symbol read 20–30 more
-/// blocks per order, `BENCHMARKS.md`). It did so with the equality too while a user-only index
-/// on the open orders existed; that index is gone (migration `…_drop_open_orders_user_index`).
+/// blocks per order, `docs/benchmarks/history.md`). It did so with the equality too while a
+/// user-only index on the open orders existed; that index is gone (migration
+/// `…_drop_open_orders_user_index`).
 fn book_sql(scope: Option<Scope<'_>>) -> &'static str {
     static SQL: std::sync::LazyLock<[String; 3]> = std::sync::LazyLock::new(|| {
         let scoped = |simple| SCOPED_IDS.replace("{SIMPLE}", simple);
