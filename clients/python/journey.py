@@ -41,6 +41,7 @@ from raptor_client.models import (
     OrderResponse,
     OrderStatus,
     OrderType,
+    Retry,
     SessionResponse,
     SetQuoteRequest,
     Side,
@@ -117,6 +118,7 @@ def main() -> None:
         GetAccountResponse401,
     )
     check(refused.error == GetAccountResponse401Error.UNAUTHENTICATED, f"code {refused.error}")
+    check(refused.retry == Retry.NO, f"retry {refused.retry}")
 
     step("sign up: register, the emailed token, verify")
     email = f"py-journey-{uuid.uuid4()}@example.com"
@@ -176,6 +178,7 @@ def main() -> None:
     step("a malformed key: 400 with the malformed-key code (a named enum member)")
     malformed = expect("malformed key", place(market, "not-a-uuid"), HTTPStatus.BAD_REQUEST, CreateOrderResponse400)
     check(malformed.error == CreateOrderResponse400Error.IDEMPOTENCY_KEY_INVALID, f"code {malformed.error}")
+    check(malformed.retry == Retry.NO, f"retry {malformed.retry}")
 
     step("three resting limit orders (below the ask)")
     resting = [

@@ -45,7 +45,11 @@ export type ErrorCode = AnyDeclaredErrorCode;
 /** The codes one operation may answer. */
 export type ErrorCodeOf<P extends keyof paths, M extends Method> = DeclaredErrorCode<P, M>;
 
-/** What a client does after an error, per docs/api.md's retry recipe. */
+/** The `retry` member every error body carries (the one retry rule). */
+export type Retry = Schemas["Retry"];
+
+/** What a client does after an error: the body's `retry`, refined for the app (sign in again, a
+ * client bug), per docs/api.md's retry recipe. */
 export type Advice =
   | "retry_same_key" // the operation may still happen: same key, same body, after a wait
   | "final" // the outcome of this operation: stop, drop the key
@@ -66,14 +70,13 @@ export function retryAdvice(code: ErrorCode): Advice {
     case "request_timeout":
     case "billing_busy":
     case "stripe_unavailable":
-    case "new_orders_disabled":
+    case "stripe_timeout":
     case "rate_limited":
     case "too_many_connections":
       return "retry_same_key";
     case "idempotency_previous_failed":
     case "idempotency_key_body_mismatch":
     case "internal":
-    case "stripe_timeout":
       return "new_key";
     case "unauthenticated":
     case "invalid_token":
@@ -91,6 +94,7 @@ export function retryAdvice(code: ErrorCode): Advice {
     case "invalid_signature":
       return "client_bug";
     case "billing_not_configured":
+    case "new_orders_disabled":
     case "billing_request_rejected":
     case "contract_expired":
     case "duplicate_client_order_id":
@@ -119,6 +123,20 @@ export function retryAdvice(code: ErrorCode): Advice {
       const _never: never = code;
       throw new ContractError(`error code ${JSON.stringify(_never)} is not in the document`);
     }
+  }
+}
+
+/** The `retry` value the server must send with a code of this advice. */
+export function wireRetry(advice: Advice): Retry {
+  switch (advice) {
+    case "retry_same_key":
+      return "same_key";
+    case "new_key":
+      return "new_key";
+    case "final":
+    case "sign_in":
+    case "client_bug":
+      return "no";
   }
 }
 

@@ -18,11 +18,14 @@ import {
   isOpen,
   retryAdvice,
   signOf,
+  wireRetry,
   type Advice,
   type DeclaredStatus,
+  type ErrorCode,
   type Method,
   type OpenApiDocument,
   type OrderResponse,
+  type Retry,
   type Schemas,
   type Seen,
 } from "./contract.js";
@@ -61,11 +64,19 @@ function success<T>(label: string, result: { data?: T; error?: unknown; response
 }
 
 /** The error body's code, narrowed to the operation's declared codes (the middleware has
- * already checked it at run time against the document). */
-function errorCode<C>(label: string, result: { error?: { error: C }; response: Response }): C {
+ * already checked it at run time against the document), after checking that its `retry` is the
+ * one the recipe gives the code. */
+function errorCode<C>(
+  label: string,
+  result: { error?: { error: C; retry: Retry }; response: Response },
+): C {
   const code = result.error?.error;
   if (typeof code !== "string") {
     throw new ContractError(`${label}: expected an error, got ${result.response.status}`);
+  }
+  const expected = wireRetry(retryAdvice(code as unknown as ErrorCode));
+  if (result.error?.retry !== expected) {
+    throw new ContractError(`${label}: ${code} says retry ${result.error?.retry}, the recipe ${expected}`);
   }
   return code;
 }

@@ -956,6 +956,13 @@ export interface components {
              */
             requested?: string;
             /**
+             * @description What to do about it, a property of the code (`docs/errors.md` gives each code's):
+             *     `same_key` (retrying with the same `Idempotency-Key` and body can help, after
+             *     `Retry-After` when present), `new_key` (the key is spent: a new attempt is a new
+             *     operation with a new key) or `no`.
+             */
+            retry: components["schemas"]["Retry"];
+            /**
              * Format: int64
              * @description `idempotency_in_flight`: milliseconds until the first attempt may be taken over.
              */
@@ -1353,6 +1360,14 @@ export interface components {
         /** @description `POST /api/trading/account/reset` takes `{}`. */
         ResetAccountRequest: Record<string, never>;
         /**
+         * @description What a client should do about an error (every error body's `retry` member, a property of its
+         *     code): `same_key`, retry with the same `Idempotency-Key` and body, after `Retry-After` when
+         *     present; `new_key`, the key is spent and nothing was executed, so trying again is a new
+         *     operation with a new key; `no`, retrying does not change the answer.
+         * @enum {string}
+         */
+        Retry: "same_key" | "new_key" | "no";
+        /**
          * @description `POST /api/trading/positions/{symbol}/roll`: buy-to-close `{symbol}` and sell-to-open
          *     `to_symbol` as one all-or-none order.
          */
@@ -1561,6 +1576,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -1589,6 +1605,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -1619,6 +1636,7 @@ export interface operations {
                      *       "error": "subscription_active",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a subscription still renews",
+                     *       "retry": "no",
                      *       "status": 409,
                      *       "title": "Conflict",
                      *       "type": "/docs/errors#subscription_active"
@@ -1647,6 +1665,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -1675,6 +1694,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -1708,6 +1728,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -1982,6 +2003,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -2010,6 +2032,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -2040,6 +2063,7 @@ export interface operations {
                      *       "error": "rate_limited",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "too many requests; retry after Retry-After",
+                     *       "retry": "same_key",
                      *       "status": 429,
                      *       "title": "Too Many Requests",
                      *       "type": "/docs/errors#rate_limited"
@@ -2068,6 +2092,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -2096,6 +2121,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -2129,6 +2155,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -2191,6 +2218,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -2219,6 +2247,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -2247,6 +2276,7 @@ export interface operations {
                      *       "error": "not_found",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the resource does not exist for this caller",
+                     *       "retry": "no",
                      *       "status": 404,
                      *       "title": "Not Found",
                      *       "type": "/docs/errors#not_found"
@@ -2275,6 +2305,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -2303,6 +2334,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -2336,6 +2368,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -2423,6 +2456,7 @@ export interface operations {
                      *       "error": "Idempotency-Key must be a UUID string",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the Idempotency-Key header is not one UUID",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#idempotency_key_invalid"
@@ -2455,6 +2489,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -2485,6 +2520,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -2515,6 +2551,7 @@ export interface operations {
                      *       "error": "not_found",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the resource does not exist for this caller",
+                     *       "retry": "no",
                      *       "status": 404,
                      *       "title": "Not Found",
                      *       "type": "/docs/errors#not_found"
@@ -2548,6 +2585,7 @@ export interface operations {
                      *       "error": "idempotency_in_flight",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the first request with this key is still running",
+                     *       "retry": "same_key",
                      *       "status": 409,
                      *       "title": "Conflict",
                      *       "type": "/docs/errors#idempotency_in_flight"
@@ -2578,6 +2616,7 @@ export interface operations {
                      *       "error": "payload_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body exceeds the limit",
+                     *       "retry": "no",
                      *       "status": 413,
                      *       "title": "Payload Too Large",
                      *       "type": "/docs/errors#payload_too_large"
@@ -2608,6 +2647,7 @@ export interface operations {
                      *       "error": "unsupported_media_type",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body is not application/json",
+                     *       "retry": "no",
                      *       "status": 415,
                      *       "title": "Unsupported Media Type",
                      *       "type": "/docs/errors#unsupported_media_type"
@@ -2642,6 +2682,7 @@ export interface operations {
                      *       "error": "idempotency_key_body_mismatch",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "this key was used with another request",
+                     *       "retry": "new_key",
                      *       "status": 422,
                      *       "title": "Unprocessable Entity",
                      *       "type": "/docs/errors#idempotency_key_body_mismatch"
@@ -2672,6 +2713,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -2702,6 +2744,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -2738,6 +2781,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -2810,6 +2854,7 @@ export interface operations {
                      *       "error": "invalid_body",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body does not match the route's schema",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#invalid_body"
@@ -2840,6 +2885,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -2868,6 +2914,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -2896,6 +2943,7 @@ export interface operations {
                      *       "error": "not_found",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the resource does not exist for this caller",
+                     *       "retry": "no",
                      *       "status": 404,
                      *       "title": "Not Found",
                      *       "type": "/docs/errors#not_found"
@@ -2924,6 +2972,7 @@ export interface operations {
                      *       "error": "payload_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body exceeds the limit",
+                     *       "retry": "no",
                      *       "status": 413,
                      *       "title": "Payload Too Large",
                      *       "type": "/docs/errors#payload_too_large"
@@ -2952,6 +3001,7 @@ export interface operations {
                      *       "error": "unsupported_media_type",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body is not application/json",
+                     *       "retry": "no",
                      *       "status": 415,
                      *       "title": "Unsupported Media Type",
                      *       "type": "/docs/errors#unsupported_media_type"
@@ -2980,6 +3030,7 @@ export interface operations {
                      *       "error": "invalid_body",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body does not match the route's schema",
+                     *       "retry": "no",
                      *       "status": 422,
                      *       "title": "Unprocessable Entity",
                      *       "type": "/docs/errors#invalid_body"
@@ -3008,6 +3059,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -3036,6 +3088,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -3069,6 +3122,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -3146,6 +3200,7 @@ export interface operations {
                      *       "error": "invalid_body",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body does not match the route's schema",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#invalid_body"
@@ -3176,6 +3231,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -3204,6 +3260,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -3232,6 +3289,7 @@ export interface operations {
                      *       "error": "payload_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body exceeds the limit",
+                     *       "retry": "no",
                      *       "status": 413,
                      *       "title": "Payload Too Large",
                      *       "type": "/docs/errors#payload_too_large"
@@ -3260,6 +3318,7 @@ export interface operations {
                      *       "error": "unsupported_media_type",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body is not application/json",
+                     *       "retry": "no",
                      *       "status": 415,
                      *       "title": "Unsupported Media Type",
                      *       "type": "/docs/errors#unsupported_media_type"
@@ -3290,6 +3349,7 @@ export interface operations {
                      *       "error": "invalid_body",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body does not match the route's schema",
+                     *       "retry": "no",
                      *       "status": 422,
                      *       "title": "Unprocessable Entity",
                      *       "type": "/docs/errors#invalid_body"
@@ -3318,6 +3378,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -3346,6 +3407,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -3379,6 +3441,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -3444,6 +3507,7 @@ export interface operations {
                      *       "error": "invalid_body",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body does not match the route's schema",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#invalid_body"
@@ -3472,6 +3536,7 @@ export interface operations {
                      *       "error": "payload_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body exceeds the limit",
+                     *       "retry": "no",
                      *       "status": 413,
                      *       "title": "Payload Too Large",
                      *       "type": "/docs/errors#payload_too_large"
@@ -3500,6 +3565,7 @@ export interface operations {
                      *       "error": "unsupported_media_type",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body is not application/json",
+                     *       "retry": "no",
                      *       "status": 415,
                      *       "title": "Unsupported Media Type",
                      *       "type": "/docs/errors#unsupported_media_type"
@@ -3529,6 +3595,7 @@ export interface operations {
                      *       "error": "invalid_body",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body does not match the route's schema",
+                     *       "retry": "no",
                      *       "status": 422,
                      *       "title": "Unprocessable Entity",
                      *       "type": "/docs/errors#invalid_body"
@@ -3559,6 +3626,7 @@ export interface operations {
                      *       "error": "rate_limited",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "too many requests; retry after Retry-After",
+                     *       "retry": "same_key",
                      *       "status": 429,
                      *       "title": "Too Many Requests",
                      *       "type": "/docs/errors#rate_limited"
@@ -3587,6 +3655,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -3615,6 +3684,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -3646,6 +3716,7 @@ export interface operations {
                      *       "error": "request_timeout",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request ran past the server's request timeout",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#request_timeout"
@@ -3696,6 +3767,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -3724,6 +3796,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -3752,6 +3825,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -3780,6 +3854,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -3813,6 +3888,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -3878,6 +3954,7 @@ export interface operations {
                      *       "error": "invalid_body",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body does not match the route's schema",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#invalid_body"
@@ -3906,6 +3983,7 @@ export interface operations {
                      *       "error": "payload_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body exceeds the limit",
+                     *       "retry": "no",
                      *       "status": 413,
                      *       "title": "Payload Too Large",
                      *       "type": "/docs/errors#payload_too_large"
@@ -3934,6 +4012,7 @@ export interface operations {
                      *       "error": "unsupported_media_type",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body is not application/json",
+                     *       "retry": "no",
                      *       "status": 415,
                      *       "title": "Unsupported Media Type",
                      *       "type": "/docs/errors#unsupported_media_type"
@@ -3963,6 +4042,7 @@ export interface operations {
                      *       "error": "invalid_body",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body does not match the route's schema",
+                     *       "retry": "no",
                      *       "status": 422,
                      *       "title": "Unprocessable Entity",
                      *       "type": "/docs/errors#invalid_body"
@@ -3993,6 +4073,7 @@ export interface operations {
                      *       "error": "rate_limited",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "too many requests; retry after Retry-After",
+                     *       "retry": "same_key",
                      *       "status": 429,
                      *       "title": "Too Many Requests",
                      *       "type": "/docs/errors#rate_limited"
@@ -4021,6 +4102,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -4049,6 +4131,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -4080,6 +4163,7 @@ export interface operations {
                      *       "error": "request_timeout",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request ran past the server's request timeout",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#request_timeout"
@@ -4147,6 +4231,7 @@ export interface operations {
                      *       "error": "invalid_body",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body does not match the route's schema",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#invalid_body"
@@ -4175,6 +4260,7 @@ export interface operations {
                      *       "error": "payload_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body exceeds the limit",
+                     *       "retry": "no",
                      *       "status": 413,
                      *       "title": "Payload Too Large",
                      *       "type": "/docs/errors#payload_too_large"
@@ -4203,6 +4289,7 @@ export interface operations {
                      *       "error": "unsupported_media_type",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body is not application/json",
+                     *       "retry": "no",
                      *       "status": 415,
                      *       "title": "Unsupported Media Type",
                      *       "type": "/docs/errors#unsupported_media_type"
@@ -4231,6 +4318,7 @@ export interface operations {
                      *       "error": "invalid_body",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body does not match the route's schema",
+                     *       "retry": "no",
                      *       "status": 422,
                      *       "title": "Unprocessable Entity",
                      *       "type": "/docs/errors#invalid_body"
@@ -4259,6 +4347,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -4287,6 +4376,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -4318,6 +4408,7 @@ export interface operations {
                      *       "error": "request_timeout",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request ran past the server's request timeout",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#request_timeout"
@@ -4402,6 +4493,7 @@ export interface operations {
                      *       "error": "Idempotency-Key must be a UUID string",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the Idempotency-Key header is not one UUID",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#idempotency_key_invalid"
@@ -4434,6 +4526,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -4464,6 +4557,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -4498,6 +4592,7 @@ export interface operations {
                      *       "error": "idempotency_in_flight",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the first request with this key is still running",
+                     *       "retry": "same_key",
                      *       "status": 409,
                      *       "title": "Conflict",
                      *       "type": "/docs/errors#idempotency_in_flight"
@@ -4528,6 +4623,7 @@ export interface operations {
                      *       "error": "payload_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body exceeds the limit",
+                     *       "retry": "no",
                      *       "status": 413,
                      *       "title": "Payload Too Large",
                      *       "type": "/docs/errors#payload_too_large"
@@ -4558,6 +4654,7 @@ export interface operations {
                      *       "error": "unsupported_media_type",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body is not application/json",
+                     *       "retry": "no",
                      *       "status": 415,
                      *       "title": "Unsupported Media Type",
                      *       "type": "/docs/errors#unsupported_media_type"
@@ -4591,6 +4688,7 @@ export interface operations {
                      *       "error": "billing_request_rejected",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "Stripe refused the request's parameters",
+                     *       "retry": "no",
                      *       "status": 422,
                      *       "title": "Unprocessable Entity",
                      *       "type": "/docs/errors#billing_request_rejected"
@@ -4621,6 +4719,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -4651,6 +4750,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -4681,6 +4781,7 @@ export interface operations {
                      *       "error": "stripe_unavailable",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "Stripe failed or is rate limiting; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 502,
                      *       "title": "Bad Gateway",
                      *       "type": "/docs/errors#stripe_unavailable"
@@ -4720,6 +4821,7 @@ export interface operations {
                      *       "error": "billing_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "too many requests are waiting on Stripe; retry",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#billing_busy"
@@ -4750,6 +4852,7 @@ export interface operations {
                      *       "error": "stripe_timeout",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "Stripe did not answer in time; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 504,
                      *       "title": "Gateway Timeout",
                      *       "type": "/docs/errors#stripe_timeout"
@@ -4829,6 +4932,7 @@ export interface operations {
                      *       "error": "invalid_body",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body does not match the route's schema",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#invalid_body"
@@ -4859,6 +4963,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -4887,6 +4992,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -4915,6 +5021,7 @@ export interface operations {
                      *       "error": "payload_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body exceeds the limit",
+                     *       "retry": "no",
                      *       "status": 413,
                      *       "title": "Payload Too Large",
                      *       "type": "/docs/errors#payload_too_large"
@@ -4943,6 +5050,7 @@ export interface operations {
                      *       "error": "unsupported_media_type",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body is not application/json",
+                     *       "retry": "no",
                      *       "status": 415,
                      *       "title": "Unsupported Media Type",
                      *       "type": "/docs/errors#unsupported_media_type"
@@ -4972,6 +5080,7 @@ export interface operations {
                      *       "error": "invalid_body",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body does not match the route's schema",
+                     *       "retry": "no",
                      *       "status": 422,
                      *       "title": "Unprocessable Entity",
                      *       "type": "/docs/errors#invalid_body"
@@ -5000,6 +5109,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -5028,6 +5138,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -5061,6 +5172,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -5142,6 +5254,7 @@ export interface operations {
                      *       "error": "Idempotency-Key must be a UUID string",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the Idempotency-Key header is not one UUID",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#idempotency_key_invalid"
@@ -5174,6 +5287,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -5204,6 +5318,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -5237,6 +5352,7 @@ export interface operations {
                      *       "error": "idempotency_in_flight",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the first request with this key is still running",
+                     *       "retry": "same_key",
                      *       "status": 409,
                      *       "title": "Conflict",
                      *       "type": "/docs/errors#idempotency_in_flight"
@@ -5267,6 +5383,7 @@ export interface operations {
                      *       "error": "payload_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body exceeds the limit",
+                     *       "retry": "no",
                      *       "status": 413,
                      *       "title": "Payload Too Large",
                      *       "type": "/docs/errors#payload_too_large"
@@ -5297,6 +5414,7 @@ export interface operations {
                      *       "error": "unsupported_media_type",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body is not application/json",
+                     *       "retry": "no",
                      *       "status": 415,
                      *       "title": "Unsupported Media Type",
                      *       "type": "/docs/errors#unsupported_media_type"
@@ -5330,6 +5448,7 @@ export interface operations {
                      *       "error": "billing_request_rejected",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "Stripe refused the request's parameters",
+                     *       "retry": "no",
                      *       "status": 422,
                      *       "title": "Unprocessable Entity",
                      *       "type": "/docs/errors#billing_request_rejected"
@@ -5360,6 +5479,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -5390,6 +5510,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -5420,6 +5541,7 @@ export interface operations {
                      *       "error": "stripe_unavailable",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "Stripe failed or is rate limiting; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 502,
                      *       "title": "Bad Gateway",
                      *       "type": "/docs/errors#stripe_unavailable"
@@ -5459,6 +5581,7 @@ export interface operations {
                      *       "error": "billing_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "too many requests are waiting on Stripe; retry",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#billing_busy"
@@ -5489,6 +5612,7 @@ export interface operations {
                      *       "error": "stripe_timeout",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "Stripe did not answer in time; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 504,
                      *       "title": "Gateway Timeout",
                      *       "type": "/docs/errors#stripe_timeout"
@@ -5555,6 +5679,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -5583,6 +5708,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -5611,6 +5737,7 @@ export interface operations {
                      *       "error": "not_found",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the resource does not exist for this caller",
+                     *       "retry": "no",
                      *       "status": 404,
                      *       "title": "Not Found",
                      *       "type": "/docs/errors#not_found"
@@ -5639,6 +5766,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -5667,6 +5795,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -5700,6 +5829,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -5786,6 +5916,7 @@ export interface operations {
                      *       "error": "Idempotency-Key must be a UUID string",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the Idempotency-Key header is not one UUID",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#idempotency_key_invalid"
@@ -5818,6 +5949,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -5848,6 +5980,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -5878,6 +6011,7 @@ export interface operations {
                      *       "error": "not_found",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the resource does not exist for this caller",
+                     *       "retry": "no",
                      *       "status": 404,
                      *       "title": "Not Found",
                      *       "type": "/docs/errors#not_found"
@@ -5911,6 +6045,7 @@ export interface operations {
                      *       "error": "idempotency_in_flight",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the first request with this key is still running",
+                     *       "retry": "same_key",
                      *       "status": 409,
                      *       "title": "Conflict",
                      *       "type": "/docs/errors#idempotency_in_flight"
@@ -5941,6 +6076,7 @@ export interface operations {
                      *       "error": "payload_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body exceeds the limit",
+                     *       "retry": "no",
                      *       "status": 413,
                      *       "title": "Payload Too Large",
                      *       "type": "/docs/errors#payload_too_large"
@@ -5971,6 +6107,7 @@ export interface operations {
                      *       "error": "unsupported_media_type",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body is not application/json",
+                     *       "retry": "no",
                      *       "status": 415,
                      *       "title": "Unsupported Media Type",
                      *       "type": "/docs/errors#unsupported_media_type"
@@ -6003,6 +6140,7 @@ export interface operations {
                      *       "error": "billing_request_rejected",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "Stripe refused the request's parameters",
+                     *       "retry": "no",
                      *       "status": 422,
                      *       "title": "Unprocessable Entity",
                      *       "type": "/docs/errors#billing_request_rejected"
@@ -6033,6 +6171,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -6063,6 +6202,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -6093,6 +6233,7 @@ export interface operations {
                      *       "error": "stripe_unavailable",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "Stripe failed or is rate limiting; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 502,
                      *       "title": "Bad Gateway",
                      *       "type": "/docs/errors#stripe_unavailable"
@@ -6132,6 +6273,7 @@ export interface operations {
                      *       "error": "billing_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "too many requests are waiting on Stripe; retry",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#billing_busy"
@@ -6162,6 +6304,7 @@ export interface operations {
                      *       "error": "stripe_timeout",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "Stripe did not answer in time; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 504,
                      *       "title": "Gateway Timeout",
                      *       "type": "/docs/errors#stripe_timeout"
@@ -6257,6 +6400,7 @@ export interface operations {
                      *       "error": "invalid_payload",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the webhook's payload is not a Stripe event",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#invalid_payload"
@@ -6285,6 +6429,7 @@ export interface operations {
                      *       "error": "payload_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body exceeds the limit",
+                     *       "retry": "no",
                      *       "status": 413,
                      *       "title": "Payload Too Large",
                      *       "type": "/docs/errors#payload_too_large"
@@ -6313,6 +6458,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -6341,6 +6487,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -6375,6 +6522,7 @@ export interface operations {
                      *       "error": "billing_not_configured",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "billing is not configured on this server",
+                     *       "retry": "no",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#billing_not_configured"
@@ -6443,6 +6591,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -6471,6 +6620,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -6499,6 +6649,7 @@ export interface operations {
                      *       "error": "not_found",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the resource does not exist for this caller",
+                     *       "retry": "no",
                      *       "status": 404,
                      *       "title": "Not Found",
                      *       "type": "/docs/errors#not_found"
@@ -6527,6 +6678,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -6555,6 +6707,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -6588,6 +6741,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -6676,6 +6830,7 @@ export interface operations {
                      *       "error": "Idempotency-Key must be a UUID string",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the Idempotency-Key header is not one UUID",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#idempotency_key_invalid"
@@ -6708,6 +6863,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -6739,6 +6895,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -6769,6 +6926,7 @@ export interface operations {
                      *       "error": "not_found",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the resource does not exist for this caller",
+                     *       "retry": "no",
                      *       "status": 404,
                      *       "title": "Not Found",
                      *       "type": "/docs/errors#not_found"
@@ -6802,6 +6960,7 @@ export interface operations {
                      *       "error": "idempotency_in_flight",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the first request with this key is still running",
+                     *       "retry": "same_key",
                      *       "status": 409,
                      *       "title": "Conflict",
                      *       "type": "/docs/errors#idempotency_in_flight"
@@ -6832,6 +6991,7 @@ export interface operations {
                      *       "error": "payload_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body exceeds the limit",
+                     *       "retry": "no",
                      *       "status": 413,
                      *       "title": "Payload Too Large",
                      *       "type": "/docs/errors#payload_too_large"
@@ -6862,6 +7022,7 @@ export interface operations {
                      *       "error": "unsupported_media_type",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body is not application/json",
+                     *       "retry": "no",
                      *       "status": 415,
                      *       "title": "Unsupported Media Type",
                      *       "type": "/docs/errors#unsupported_media_type"
@@ -6894,6 +7055,7 @@ export interface operations {
                      *       "error": "duplicate_reset",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "this Idempotency-Key already reset the account",
+                     *       "retry": "no",
                      *       "status": 422,
                      *       "title": "Unprocessable Entity",
                      *       "type": "/docs/errors#duplicate_reset"
@@ -6926,6 +7088,7 @@ export interface operations {
                      *       "error": "rate_limited",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "too many requests; retry after Retry-After",
+                     *       "retry": "same_key",
                      *       "status": 429,
                      *       "title": "Too Many Requests",
                      *       "type": "/docs/errors#rate_limited"
@@ -6956,6 +7119,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -6986,6 +7150,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -7022,6 +7187,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -7096,6 +7262,7 @@ export interface operations {
                      *       "error": "invalid_query",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a query parameter is malformed",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#invalid_query"
@@ -7126,6 +7293,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -7154,6 +7322,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -7182,6 +7351,7 @@ export interface operations {
                      *       "error": "not_found",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the resource does not exist for this caller",
+                     *       "retry": "no",
                      *       "status": 404,
                      *       "title": "Not Found",
                      *       "type": "/docs/errors#not_found"
@@ -7210,6 +7380,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -7238,6 +7409,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -7271,6 +7443,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -7373,6 +7546,7 @@ export interface operations {
                      *       "error": "invalid_query",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a query parameter is malformed",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#invalid_query"
@@ -7403,6 +7577,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -7431,6 +7606,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -7459,6 +7635,7 @@ export interface operations {
                      *       "error": "not_found",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the resource does not exist for this caller",
+                     *       "retry": "no",
                      *       "status": 404,
                      *       "title": "Not Found",
                      *       "type": "/docs/errors#not_found"
@@ -7487,6 +7664,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -7515,6 +7693,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -7548,6 +7727,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -7667,6 +7847,7 @@ export interface operations {
                      *       "error": "Idempotency-Key must be a UUID string",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the Idempotency-Key header is not one UUID",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#idempotency_key_invalid"
@@ -7699,6 +7880,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -7733,6 +7915,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -7763,6 +7946,7 @@ export interface operations {
                      *       "error": "quote_unavailable",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "there is no quote for the symbol",
+                     *       "retry": "no",
                      *       "status": 404,
                      *       "title": "Not Found",
                      *       "type": "/docs/errors#quote_unavailable"
@@ -7796,6 +7980,7 @@ export interface operations {
                      *       "error": "idempotency_in_flight",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the first request with this key is still running",
+                     *       "retry": "same_key",
                      *       "status": 409,
                      *       "title": "Conflict",
                      *       "type": "/docs/errors#idempotency_in_flight"
@@ -7826,6 +8011,7 @@ export interface operations {
                      *       "error": "payload_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body exceeds the limit",
+                     *       "retry": "no",
                      *       "status": 413,
                      *       "title": "Payload Too Large",
                      *       "type": "/docs/errors#payload_too_large"
@@ -7856,6 +8042,7 @@ export interface operations {
                      *       "error": "unsupported_media_type",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body is not application/json",
+                     *       "retry": "no",
                      *       "status": 415,
                      *       "title": "Unsupported Media Type",
                      *       "type": "/docs/errors#unsupported_media_type"
@@ -7893,6 +8080,7 @@ export interface operations {
                      *       "error": "contract_expired",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the option contract has expired",
+                     *       "retry": "no",
                      *       "status": 422,
                      *       "title": "Unprocessable Entity",
                      *       "type": "/docs/errors#contract_expired"
@@ -7925,6 +8113,7 @@ export interface operations {
                      *       "error": "rate_limited",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "too many requests; retry after Retry-After",
+                     *       "retry": "same_key",
                      *       "status": 429,
                      *       "title": "Too Many Requests",
                      *       "type": "/docs/errors#rate_limited"
@@ -7955,6 +8144,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -7985,6 +8175,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -8022,6 +8213,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -8115,6 +8307,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -8143,6 +8336,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -8171,6 +8365,7 @@ export interface operations {
                      *       "error": "not_found",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the resource does not exist for this caller",
+                     *       "retry": "no",
                      *       "status": 404,
                      *       "title": "Not Found",
                      *       "type": "/docs/errors#not_found"
@@ -8199,6 +8394,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -8227,6 +8423,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -8260,6 +8457,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -8351,6 +8549,7 @@ export interface operations {
                      *       "error": "invalid_path",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a path parameter is malformed",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#invalid_path"
@@ -8381,6 +8580,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -8409,6 +8609,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -8437,6 +8638,7 @@ export interface operations {
                      *       "error": "not_found",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the resource does not exist for this caller",
+                     *       "retry": "no",
                      *       "status": 404,
                      *       "title": "Not Found",
                      *       "type": "/docs/errors#not_found"
@@ -8465,6 +8667,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -8493,6 +8696,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -8526,6 +8730,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -8617,6 +8822,7 @@ export interface operations {
                      *       "error": "invalid_path",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a path parameter is malformed",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#invalid_path"
@@ -8647,6 +8853,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -8676,6 +8883,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -8704,6 +8912,7 @@ export interface operations {
                      *       "error": "not_found",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the resource does not exist for this caller",
+                     *       "retry": "no",
                      *       "status": 404,
                      *       "title": "Not Found",
                      *       "type": "/docs/errors#not_found"
@@ -8732,6 +8941,7 @@ export interface operations {
                      *       "error": "order_not_cancelable",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the order is filled or expired",
+                     *       "retry": "no",
                      *       "status": 422,
                      *       "title": "Unprocessable Entity",
                      *       "type": "/docs/errors#order_not_cancelable"
@@ -8762,6 +8972,7 @@ export interface operations {
                      *       "error": "rate_limited",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "too many requests; retry after Retry-After",
+                     *       "retry": "same_key",
                      *       "status": 429,
                      *       "title": "Too Many Requests",
                      *       "type": "/docs/errors#rate_limited"
@@ -8790,6 +9001,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -8818,6 +9030,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -8851,6 +9064,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -8914,6 +9128,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -8942,6 +9157,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -8970,6 +9186,7 @@ export interface operations {
                      *       "error": "not_found",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the resource does not exist for this caller",
+                     *       "retry": "no",
                      *       "status": 404,
                      *       "title": "Not Found",
                      *       "type": "/docs/errors#not_found"
@@ -8998,6 +9215,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -9026,6 +9244,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -9059,6 +9278,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -9126,6 +9346,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -9154,6 +9375,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -9182,6 +9404,7 @@ export interface operations {
                      *       "error": "not_found",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the resource does not exist for this caller",
+                     *       "retry": "no",
                      *       "status": 404,
                      *       "title": "Not Found",
                      *       "type": "/docs/errors#not_found"
@@ -9210,6 +9433,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -9238,6 +9462,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -9271,6 +9496,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -9390,6 +9616,7 @@ export interface operations {
                      *       "error": "Idempotency-Key must be a UUID string",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the Idempotency-Key header is not one UUID",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#idempotency_key_invalid"
@@ -9422,6 +9649,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -9456,6 +9684,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -9487,6 +9716,7 @@ export interface operations {
                      *       "error": "not_found",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the resource does not exist for this caller",
+                     *       "retry": "no",
                      *       "status": 404,
                      *       "title": "Not Found",
                      *       "type": "/docs/errors#not_found"
@@ -9520,6 +9750,7 @@ export interface operations {
                      *       "error": "idempotency_in_flight",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the first request with this key is still running",
+                     *       "retry": "same_key",
                      *       "status": 409,
                      *       "title": "Conflict",
                      *       "type": "/docs/errors#idempotency_in_flight"
@@ -9550,6 +9781,7 @@ export interface operations {
                      *       "error": "payload_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body exceeds the limit",
+                     *       "retry": "no",
                      *       "status": 413,
                      *       "title": "Payload Too Large",
                      *       "type": "/docs/errors#payload_too_large"
@@ -9580,6 +9812,7 @@ export interface operations {
                      *       "error": "unsupported_media_type",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body is not application/json",
+                     *       "retry": "no",
                      *       "status": 415,
                      *       "title": "Unsupported Media Type",
                      *       "type": "/docs/errors#unsupported_media_type"
@@ -9617,6 +9850,7 @@ export interface operations {
                      *       "error": "contract_expired",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the option contract has expired",
+                     *       "retry": "no",
                      *       "status": 422,
                      *       "title": "Unprocessable Entity",
                      *       "type": "/docs/errors#contract_expired"
@@ -9649,6 +9883,7 @@ export interface operations {
                      *       "error": "rate_limited",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "too many requests; retry after Retry-After",
+                     *       "retry": "same_key",
                      *       "status": 429,
                      *       "title": "Too Many Requests",
                      *       "type": "/docs/errors#rate_limited"
@@ -9679,6 +9914,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -9709,6 +9945,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -9746,6 +9983,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -9875,6 +10113,7 @@ export interface operations {
                      *       "error": "Idempotency-Key must be a UUID string",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the Idempotency-Key header is not one UUID",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#idempotency_key_invalid"
@@ -9907,6 +10146,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -9941,6 +10181,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -9972,6 +10213,7 @@ export interface operations {
                      *       "error": "not_found",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the resource does not exist for this caller",
+                     *       "retry": "no",
                      *       "status": 404,
                      *       "title": "Not Found",
                      *       "type": "/docs/errors#not_found"
@@ -10005,6 +10247,7 @@ export interface operations {
                      *       "error": "idempotency_in_flight",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the first request with this key is still running",
+                     *       "retry": "same_key",
                      *       "status": 409,
                      *       "title": "Conflict",
                      *       "type": "/docs/errors#idempotency_in_flight"
@@ -10035,6 +10278,7 @@ export interface operations {
                      *       "error": "payload_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body exceeds the limit",
+                     *       "retry": "no",
                      *       "status": 413,
                      *       "title": "Payload Too Large",
                      *       "type": "/docs/errors#payload_too_large"
@@ -10065,6 +10309,7 @@ export interface operations {
                      *       "error": "unsupported_media_type",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body is not application/json",
+                     *       "retry": "no",
                      *       "status": 415,
                      *       "title": "Unsupported Media Type",
                      *       "type": "/docs/errors#unsupported_media_type"
@@ -10102,6 +10347,7 @@ export interface operations {
                      *       "error": "contract_expired",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the option contract has expired",
+                     *       "retry": "no",
                      *       "status": 422,
                      *       "title": "Unprocessable Entity",
                      *       "type": "/docs/errors#contract_expired"
@@ -10134,6 +10380,7 @@ export interface operations {
                      *       "error": "rate_limited",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "too many requests; retry after Retry-After",
+                     *       "retry": "same_key",
                      *       "status": 429,
                      *       "title": "Too Many Requests",
                      *       "type": "/docs/errors#rate_limited"
@@ -10164,6 +10411,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -10194,6 +10442,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -10231,6 +10480,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -10298,6 +10548,7 @@ export interface operations {
                      *       "error": "unauthenticated",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
                      *       "status": 401,
                      *       "title": "Unauthorized",
                      *       "type": "/docs/errors#unauthenticated"
@@ -10326,6 +10577,7 @@ export interface operations {
                      *       "error": "forbidden",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
                      *       "status": 403,
                      *       "title": "Forbidden",
                      *       "type": "/docs/errors#forbidden"
@@ -10354,6 +10606,7 @@ export interface operations {
                      *       "error": "quote_unavailable",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "there is no quote for the symbol",
+                     *       "retry": "no",
                      *       "status": 404,
                      *       "title": "Not Found",
                      *       "type": "/docs/errors#quote_unavailable"
@@ -10382,6 +10635,7 @@ export interface operations {
                      *       "error": "quote_unavailable",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "there is no quote for the symbol",
+                     *       "retry": "no",
                      *       "status": 422,
                      *       "title": "Unprocessable Entity",
                      *       "type": "/docs/errors#quote_unavailable"
@@ -10410,6 +10664,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -10438,6 +10693,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -10471,6 +10727,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -10536,6 +10793,7 @@ export interface operations {
                      *       "error": "invalid_body",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body does not match the route's schema",
+                     *       "retry": "no",
                      *       "status": 400,
                      *       "title": "Bad Request",
                      *       "type": "/docs/errors#invalid_body"
@@ -10564,6 +10822,7 @@ export interface operations {
                      *       "error": "payload_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body exceeds the limit",
+                     *       "retry": "no",
                      *       "status": 413,
                      *       "title": "Payload Too Large",
                      *       "type": "/docs/errors#payload_too_large"
@@ -10592,6 +10851,7 @@ export interface operations {
                      *       "error": "unsupported_media_type",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body is not application/json",
+                     *       "retry": "no",
                      *       "status": 415,
                      *       "title": "Unsupported Media Type",
                      *       "type": "/docs/errors#unsupported_media_type"
@@ -10621,6 +10881,7 @@ export interface operations {
                      *       "error": "invalid_body",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the body does not match the route's schema",
+                     *       "retry": "no",
                      *       "status": 422,
                      *       "title": "Unprocessable Entity",
                      *       "type": "/docs/errors#invalid_body"
@@ -10649,6 +10910,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -10677,6 +10939,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -10710,6 +10973,7 @@ export interface operations {
                      *       "error": "database_busy",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#database_busy"
@@ -10765,6 +11029,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -10793,6 +11058,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -10823,6 +11089,7 @@ export interface operations {
                      *       "error": "too_many_connections",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the server holds as many connections as it accepts; retry shortly",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#too_many_connections"
@@ -10879,6 +11146,7 @@ export interface operations {
                      *       "error": "not_found",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the resource does not exist for this caller",
+                     *       "retry": "no",
                      *       "status": 404,
                      *       "title": "Not Found",
                      *       "type": "/docs/errors#not_found"
@@ -10907,6 +11175,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -10935,6 +11204,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"
@@ -10965,6 +11235,7 @@ export interface operations {
                      *       "error": "too_many_connections",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the server holds as many connections as it accepts; retry shortly",
+                     *       "retry": "same_key",
                      *       "status": 503,
                      *       "title": "Service Unavailable",
                      *       "type": "/docs/errors#too_many_connections"
@@ -11024,6 +11295,7 @@ export interface operations {
                      *       "error": "request_headers_too_large",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
                      *       "status": 431,
                      *       "title": "Request Header Fields Too Large",
                      *       "type": "/docs/errors#request_headers_too_large"
@@ -11052,6 +11324,7 @@ export interface operations {
                      *       "error": "internal",
                      *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
                      *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
                      *       "status": 500,
                      *       "title": "Internal Server Error",
                      *       "type": "/docs/errors#internal"

@@ -25,11 +25,12 @@
 //! section in `docs/errors.md` (a test checks both list the same codes), and the code in the
 //! `ROUTE_CODES` of the operations that answer it.
 
-/// Generates [`ErrorCode`] from one table: `Variant "anchor" [= wire], [statuses] [cli],
+/// Generates [`ErrorCode`] from one table: `Variant "anchor" [= wire], [statuses] [cli], retry,
 /// "summary";`. The anchor is the code's section in `docs/errors.md` and, unless `= wire` says
-/// otherwise, its wire value; `cli` marks a code only the CLI reports (never an HTTP answer).
+/// otherwise, its wire value; `cli` marks a code only the CLI reports (never an HTTP answer);
+/// `retry` is the code's [`Retry`] advice (`same_key`, `new_key` or `no`).
 macro_rules! error_codes {
-    ($($variant:ident $anchor:literal $(= $wire:expr)?, [$($status:literal),+] $($cli:ident)?, $summary:literal;)*) => {
+    ($($variant:ident $anchor:literal $(= $wire:expr)?, [$($status:literal),+] $($cli:ident)?, $retry:ident, $summary:literal;)*) => {
         /// Every error code: an `error` member's value. The one source of codes: the document's
         /// error responses, `docs/errors.md`'s sections and every `ApiError` come from it.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -72,6 +73,13 @@ macro_rules! error_codes {
                 }
             }
 
+            /// What a client should do about it: the `retry` member of every error body.
+            pub const fn retry(self) -> Retry {
+                match self {
+                    $(Self::$variant => error_codes!(@retry $retry),)*
+                }
+            }
+
             /// Whether an HTTP answer can carry it (some codes are only the CLI's).
             pub const fn over_http(self) -> bool {
                 match self {
@@ -82,68 +90,101 @@ macro_rules! error_codes {
     };
     (@wire $anchor:literal) => { $anchor };
     (@wire $anchor:literal, $wire:expr) => { $wire };
+    (@retry same_key) => { Retry::SameKey };
+    (@retry new_key) => { Retry::NewKey };
+    (@retry no) => { Retry::No };
     (@http) => { true };
     (@http cli) => { false };
 }
 
 pub use raptor_idempotency::key::KEY_INVALID;
 
+// The one retry rule: `ErrorCode::retry` gives each code's, `docs/errors.md` states it per code,
+// `docs/api.md`'s recipe and the clients' retry helpers read it; tests keep them in step.
+/// What a client should do about an error (every error body's `retry` member, a property of its
+/// code): `same_key`, retry with the same `Idempotency-Key` and body, after `Retry-After` when
+/// present; `new_key`, the key is spent and nothing was executed, so trying again is a new
+/// operation with a new key; `no`, retrying does not change the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Retry {
+    /// Retrying with the same `Idempotency-Key` and body can help, after `Retry-After` when
+    /// present: nothing was executed (or the outcome is unknown and the retry is deduplicated).
+    SameKey,
+    /// The key is spent and nothing was executed: a new attempt is a new operation, with a new
+    /// key.
+    NewKey,
+    /// Retrying does not help: the answer is final, or the request must change.
+    No,
+}
+
+impl Retry {
+    /// The wire value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::SameKey => "same_key",
+            Self::NewKey => "new_key",
+            Self::No => "no",
+        }
+    }
+}
+
 error_codes! {
-    BadRequest "bad_request", [400], "an error without a code of its own (not expected)";
-    BillingBusy "billing_busy", [503], "too many requests are waiting on Stripe; retry";
-    BillingNotConfigured "billing_not_configured", [503], "billing is not configured on this server";
-    BillingRequestRejected "billing_request_rejected", [422], "Stripe refused the request's parameters";
-    ContractExpired "contract_expired", [422], "the option contract has expired";
-    DatabaseBusy "database_busy", [503], "a lock or statement timeout fired; nothing was committed";
-    DatabaseUnavailable "database_unavailable", [503], "the database did not answer; nothing was committed";
-    DuplicateClientOrderId "duplicate_client_order_id", [422], "the account already has an order with this client_order_id";
-    DuplicateReset "duplicate_reset", [422], "this Idempotency-Key already reset the account";
-    EmailTaken "email_taken", [409] cli, "the email address already has a user (the CLI)";
-    Forbidden "forbidden", [403], "the caller's role may not do this";
-    IdempotencyInFlight "idempotency_in_flight", [409], "the first request with this key is still running";
-    IdempotencyKeyBodyMismatch "idempotency_key_body_mismatch", [422], "this key was used with another request";
-    IdempotencyKeyInvalid "idempotency_key_invalid" = KEY_INVALID, [400], "the Idempotency-Key header is not one UUID";
-    IdempotencyKeyRequired "idempotency_key_required", [400], "this deployment requires an Idempotency-Key here";
-    IdempotencyPreviousFailed "idempotency_previous_failed", [409], "the first request with this key failed; use a new key";
-    IdempotencyStoreUnavailable "idempotency_store_unavailable", [503], "the key store did not answer; nothing was executed";
-    InsufficientBuyingPower "insufficient_buying_power", [403], "the order costs more than the buying power";
-    InsufficientQty "insufficient_qty", [403], "the position is smaller than the quantity";
-    Internal "internal", [500], "an unexpected error; nothing was committed";
-    InvalidBillingRequest "invalid_billing_request", [422], "a billing parameter is not acceptable";
-    InvalidBody "invalid_body", [400, 422], "the body does not match the route's schema";
-    InvalidDisplayName "invalid_display_name", [422], "the display name is too long or has control characters";
-    InvalidEmail "invalid_email", [422], "not an email address";
-    InvalidJson "invalid_json", [400], "the body is not JSON";
-    InvalidMarketingOptIn "invalid_marketing_opt_in", [422], "marketing_opt_in must be true or false";
-    InvalidName "invalid_name", [422] cli, "a service token needs a name (the CLI)";
-    InvalidOrder "invalid_order", [422], "the order's values are not acceptable";
-    InvalidPath "invalid_path", [400], "a path parameter is malformed";
-    InvalidPayload "invalid_payload", [400], "the webhook's payload is not a Stripe event";
-    InvalidQuery "invalid_query", [400], "a query parameter is malformed";
-    InvalidQuote "invalid_quote", [422], "bid and ask must be positive, bid at most ask";
-    InvalidSignature "invalid_signature", [400], "the Stripe-Signature header does not verify";
-    InvalidSubscription "invalid_subscription", [422], "the subscription's values are not acceptable";
-    InvalidSymbol "invalid_symbol", [422], "not an equity or OCC option symbol";
-    InvalidTimeZone "invalid_time_zone", [422], "not an IANA time zone name";
-    InvalidToken "invalid_token", [400], "the link is unknown, expired or spent";
-    LiveTradingUnavailable "live_trading_unavailable", [403], "the account is not a paper account";
-    MethodNotAllowed "method_not_allowed", [405], "the path does not take this method";
-    NewOrdersDisabled "new_orders_disabled", [503], "new orders are switched off for now";
-    NotFound "not_found", [404], "the resource does not exist for this caller";
-    OrderNotCancelable "order_not_cancelable", [422], "the order is filled or expired";
-    PayloadTooLarge "payload_too_large", [413], "the body exceeds the limit";
-    QuoteUnavailable "quote_unavailable", [404, 422], "there is no quote for the symbol";
-    RateLimited "rate_limited", [429], "too many requests; retry after Retry-After";
-    RequestHeadersTooLarge "request_headers_too_large", [431], "the request line and headers exceed 32 KiB";
-    RequestTimeout "request_timeout", [503], "the request ran past the server's request timeout";
-    StripeTimeout "stripe_timeout", [504], "Stripe did not answer in time; nothing was committed";
-    StripeUnavailable "stripe_unavailable", [502, 503], "Stripe failed or is rate limiting; nothing was committed";
-    SubscriptionActive "subscription_active", [409], "a subscription still renews";
-    TooManyConnections "too_many_connections", [503], "the server holds as many connections as it accepts; retry shortly";
-    TooManyOpenOrders "too_many_open_orders", [422], "the account has too many open orders for another to rest";
-    Unauthenticated "unauthenticated", [401], "missing, unknown or expired bearer token";
-    UncoveredShortOption "uncovered_short_option", [403], "the order would leave a short call uncovered";
-    UnsupportedMediaType "unsupported_media_type", [415], "the body is not application/json";
+    BadRequest "bad_request", [400], no, "an error without a code of its own (not expected)";
+    BillingBusy "billing_busy", [503], same_key, "too many requests are waiting on Stripe; retry";
+    BillingNotConfigured "billing_not_configured", [503], no, "billing is not configured on this server";
+    BillingRequestRejected "billing_request_rejected", [422], no, "Stripe refused the request's parameters";
+    ContractExpired "contract_expired", [422], no, "the option contract has expired";
+    DatabaseBusy "database_busy", [503], same_key, "a lock or statement timeout fired; nothing was committed";
+    DatabaseUnavailable "database_unavailable", [503], same_key, "the database did not answer; nothing was committed";
+    DuplicateClientOrderId "duplicate_client_order_id", [422], no, "the account already has an order with this client_order_id";
+    DuplicateReset "duplicate_reset", [422], no, "this Idempotency-Key already reset the account";
+    EmailTaken "email_taken", [409] cli, no, "the email address already has a user (the CLI)";
+    Forbidden "forbidden", [403], no, "the caller's role may not do this";
+    IdempotencyInFlight "idempotency_in_flight", [409], same_key, "the first request with this key is still running";
+    IdempotencyKeyBodyMismatch "idempotency_key_body_mismatch", [422], new_key, "this key was used with another request";
+    IdempotencyKeyInvalid "idempotency_key_invalid" = KEY_INVALID, [400], no, "the Idempotency-Key header is not one UUID";
+    IdempotencyKeyRequired "idempotency_key_required", [400], no, "this deployment requires an Idempotency-Key here";
+    IdempotencyPreviousFailed "idempotency_previous_failed", [409], new_key, "the first request with this key failed; use a new key";
+    IdempotencyStoreUnavailable "idempotency_store_unavailable", [503], same_key, "the key store did not answer; nothing was executed";
+    InsufficientBuyingPower "insufficient_buying_power", [403], no, "the order costs more than the buying power";
+    InsufficientQty "insufficient_qty", [403], no, "the position is smaller than the quantity";
+    Internal "internal", [500], new_key, "an unexpected error; nothing was committed";
+    InvalidBillingRequest "invalid_billing_request", [422], no, "a billing parameter is not acceptable";
+    InvalidBody "invalid_body", [400, 422], no, "the body does not match the route's schema";
+    InvalidDisplayName "invalid_display_name", [422], no, "the display name is too long or has control characters";
+    InvalidEmail "invalid_email", [422], no, "not an email address";
+    InvalidJson "invalid_json", [400], no, "the body is not JSON";
+    InvalidMarketingOptIn "invalid_marketing_opt_in", [422], no, "marketing_opt_in must be true or false";
+    InvalidName "invalid_name", [422] cli, no, "a service token needs a name (the CLI)";
+    InvalidOrder "invalid_order", [422], no, "the order's values are not acceptable";
+    InvalidPath "invalid_path", [400], no, "a path parameter is malformed";
+    InvalidPayload "invalid_payload", [400], no, "the webhook's payload is not a Stripe event";
+    InvalidQuery "invalid_query", [400], no, "a query parameter is malformed";
+    InvalidQuote "invalid_quote", [422], no, "bid and ask must be positive, bid at most ask";
+    InvalidSignature "invalid_signature", [400], no, "the Stripe-Signature header does not verify";
+    InvalidSubscription "invalid_subscription", [422], no, "the subscription's values are not acceptable";
+    InvalidSymbol "invalid_symbol", [422], no, "not an equity or OCC option symbol";
+    InvalidTimeZone "invalid_time_zone", [422], no, "not an IANA time zone name";
+    InvalidToken "invalid_token", [400], no, "the link is unknown, expired or spent";
+    LiveTradingUnavailable "live_trading_unavailable", [403], no, "the account is not a paper account";
+    MethodNotAllowed "method_not_allowed", [405], no, "the path does not take this method";
+    NewOrdersDisabled "new_orders_disabled", [503], no, "new orders are switched off for now";
+    NotFound "not_found", [404], no, "the resource does not exist for this caller";
+    OrderNotCancelable "order_not_cancelable", [422], no, "the order is filled or expired";
+    PayloadTooLarge "payload_too_large", [413], no, "the body exceeds the limit";
+    QuoteUnavailable "quote_unavailable", [404, 422], no, "there is no quote for the symbol";
+    RateLimited "rate_limited", [429], same_key, "too many requests; retry after Retry-After";
+    RequestHeadersTooLarge "request_headers_too_large", [431], no, "the request line and headers exceed 32 KiB";
+    RequestTimeout "request_timeout", [503], same_key, "the request ran past the server's request timeout";
+    StripeTimeout "stripe_timeout", [504], same_key, "Stripe did not answer in time; nothing was committed";
+    StripeUnavailable "stripe_unavailable", [502, 503], same_key, "Stripe failed or is rate limiting; nothing was committed";
+    SubscriptionActive "subscription_active", [409], no, "a subscription still renews";
+    TooManyConnections "too_many_connections", [503], same_key, "the server holds as many connections as it accepts; retry shortly";
+    TooManyOpenOrders "too_many_open_orders", [422], no, "the account has too many open orders for another to rest";
+    Unauthenticated "unauthenticated", [401], no, "missing, unknown or expired bearer token";
+    UncoveredShortOption "uncovered_short_option", [403], no, "the order would leave a short call uncovered";
+    UnsupportedMediaType "unsupported_media_type", [415], no, "the body is not application/json";
 }
 
 impl ErrorCode {
@@ -152,10 +193,11 @@ impl ErrorCode {
         Self::ALL.iter().copied().find(|code| code.as_str() == wire)
     }
 
-    /// Whether waiting and retrying can help (`Retry-After` means that): not for a halt of new
-    /// orders, nor for a deployment without billing keys, which no retry cures.
+    /// Whether waiting and retrying can help (`Retry-After` means that): the codes whose advice
+    /// is [`Retry::SameKey`]. Not a halt of new orders, nor a deployment without billing keys,
+    /// which no retry cures.
     pub fn retrying_helps(self) -> bool {
-        !matches!(self, Self::NewOrdersDisabled | Self::BillingNotConfigured)
+        self.retry() == Retry::SameKey
     }
 }
 
@@ -359,6 +401,65 @@ mod tests {
                 "docs/errors.md documents {anchor}, which is no ErrorCode"
             );
         }
+    }
+
+    /// `docs/errors.md`'s section of `anchor`, up to the next one.
+    fn section(anchor: &str) -> &'static str {
+        let doc = include_str!("../../../docs/errors.md");
+        let start = doc
+            .find(&format!("<a id=\"{anchor}\">"))
+            .map_or(doc.len(), |at| at + anchor.len());
+        let rest = &doc[start..];
+        &rest[..rest.find("<a id=\"").unwrap_or(rest.len())]
+    }
+
+    #[test]
+    fn every_section_gives_its_codes_retry_advice() {
+        for code in ErrorCode::ALL {
+            let advice = format!("- **Retry**: `{}`.", code.retry().as_str());
+            assert!(
+                section(code.anchor()).contains(&advice),
+                "docs/errors.md's section of {code} must say {advice}"
+            );
+        }
+    }
+
+    /// The retry recipe of `docs/api.md` names codes under three of its steps: 3 (same key),
+    /// 4 (stop) and 6 (new key). Each code named there has that advice in the table.
+    #[test]
+    fn the_retry_recipe_agrees_with_the_table() {
+        let doc = include_str!("../../../docs/api.md");
+        let recipe = doc
+            .split("## Retry recipe")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .unwrap_or_default();
+        let mut step = 0;
+        let mut named = 0;
+        for line in recipe.lines() {
+            if let Some((number, _)) = line.split_once(". **") {
+                step = number.trim().parse().unwrap_or(0);
+            }
+            let expected = match step {
+                3 => Retry::SameKey,
+                4 => Retry::No,
+                6 => Retry::NewKey,
+                _ => continue,
+            };
+            // `409 idempotency_in_flight` or `database_busy`: the code is the last word.
+            for quoted in line.split('`').skip(1).step_by(2) {
+                let word = quoted.rsplit(' ').next().unwrap_or(quoted);
+                if let Some(code) = ErrorCode::from_wire(word) {
+                    named += 1;
+                    assert_eq!(
+                        code.retry(),
+                        expected,
+                        "docs/api.md's retry recipe names {code} under step {step}"
+                    );
+                }
+            }
+        }
+        assert!(named >= 10, "the recipe names only {named} codes");
     }
 
     #[test]

@@ -147,6 +147,11 @@ pub struct ErrorBody {
     pub error: String,
     /// Human-readable explanation.
     pub message: String,
+    /// What to do about it, a property of the code (`docs/errors.md` gives each code's):
+    /// `same_key` (retrying with the same `Idempotency-Key` and body can help, after
+    /// `Retry-After` when present), `new_key` (the key is spent: a new attempt is a new
+    /// operation with a new key) or `no`.
+    pub retry: crate::codes::Retry,
     /// Where the code is explained: `/docs/errors#<code>`.
     #[serde(rename = "type")]
     #[schema(example = "/docs/errors#insufficient_buying_power")]

@@ -18,7 +18,7 @@ pub mod examples;
         description = "Orders, option rolls, billing and account changes with Idempotency-Key \
                        at-most-once execution. Errors are RFC 9457 problem details; every code \
                        is explained at /docs/errors.",
-        version = "0.4.0",
+        version = "0.5.0",
         license(name = "Proprietary", identifier = "LicenseRef-Proprietary")
     ),
     modifiers(&BearerAuth),
@@ -421,6 +421,7 @@ fn error_responses(operation: &mut utoipa::openapi::path::Operation) {
         let example = serde_json::json!({
             "error": first.as_str(),
             "message": first.summary(),
+            "retry": first.retry().as_str(),
             "type": crate::problem::type_uri(first.as_str()),
             "title": reason,
             "status": status,

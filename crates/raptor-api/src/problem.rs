@@ -1,6 +1,6 @@
 //! RFC 9457 problem details: every error body is `application/problem+json` with `type`,
-//! `title`, `status`, `detail` and `instance`, next to the stable `error` code, `message` and
-//! the context members clients already read. One function does it, for every error path (API
+//! `title`, `status`, `detail` and `instance`, next to the stable `error` code, `message`, the
+//! code's `retry` advice and the context members clients already read. One function does it, for every error path (API
 //! errors, the idempotency crate's replies, replays of stored rejections, the safety net for
 //! non-JSON errors): the response middleware calls [`enrich`] on the way out.
 
@@ -24,7 +24,8 @@ pub fn anchor(code: &str) -> &str {
     }
 }
 
-/// Adds the problem-details members to an error body (keeping every member it has).
+/// Adds the problem-details members and the code's `retry` advice to an error body (keeping
+/// every other member it has).
 pub fn enrich(body: &mut Map<String, Value>, status: StatusCode, request_id: Option<&str>) {
     let code = body
         .get("error")
@@ -36,6 +37,9 @@ pub fn enrich(body: &mut Map<String, Value>, status: StatusCode, request_id: Opt
         .and_then(Value::as_str)
         .map(str::to_owned)
         .unwrap_or_else(|| status.canonical_reason().unwrap_or("error").to_owned());
+    let retry = crate::codes::ErrorCode::from_wire(&code)
+        .map_or(crate::codes::Retry::No, crate::codes::ErrorCode::retry);
+    body.insert("retry".into(), Value::from(retry.as_str()));
     body.insert("type".into(), Value::from(type_uri(&code)));
     body.insert(
         "title".into(),
@@ -68,6 +72,15 @@ mod tests {
         assert_eq!(body["instance"], "urn:request:abc");
         assert_eq!(body["buying_power"], "1.00");
         assert_eq!(body["error"], "insufficient_buying_power");
+        assert_eq!(body["retry"], "no");
+        let mut in_flight = serde_json::Map::new();
+        in_flight.insert("error".into(), "idempotency_in_flight".into());
+        enrich(&mut in_flight, StatusCode::CONFLICT, None);
+        assert_eq!(in_flight["retry"], "same_key");
+        let mut failed = serde_json::Map::new();
+        failed.insert("error".into(), "idempotency_previous_failed".into());
+        enrich(&mut failed, StatusCode::CONFLICT, None);
+        assert_eq!(failed["retry"], "new_key");
         assert_eq!(
             type_uri("Idempotency-Key must be a UUID string"),
             "/docs/errors#idempotency_key_invalid"

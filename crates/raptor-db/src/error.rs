@@ -37,14 +37,6 @@ pub fn classify(err: &sqlx::Error) -> Failure {
     }
 }
 
-/// A lock wait that ran out on the server: `lock_timeout` (55P03), or `statement_timeout`
-/// (57014) while waiting, since both are set on the claim round.
-pub fn is_lock_wait(err: &sqlx::Error) -> bool {
-    err.as_database_error()
-        .and_then(|db| db.code())
-        .is_some_and(|code| code == "55P03" || code == "57014")
-}
-
 /// The connection was lost or the server is going away (the [`Failure::Unavailable`] cases
 /// other than a pool that lent nothing): the reply to a COMMIT sent this way is lost, so its
 /// outcome is unknown.

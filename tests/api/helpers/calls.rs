@@ -17,10 +17,11 @@ pub(crate) const PROBLEM_JSON: &str = "application/problem+json";
 pub(crate) const IDEMPOTENCY_FLAG: &str = "FLAG_IDEMPOTENCY_MIDDLEWARE";
 
 /// `response` is an error answer: `status`, the `error` member `code`, served as
-/// `application/problem+json`. The code is typed, so a test cannot expect one the API does not
+/// `application/problem+json`, with the code's `retry` advice. The code is typed, so a test cannot expect one the API does not
 /// have.
 #[track_caller]
 pub(crate) fn assert_problem(response: &TestResponse, status: StatusCode, code: ErrorCode) {
+    let retry = code.retry().as_str();
     let code = code.as_str();
     let media_type = response.header("content-type");
     assert!(
@@ -31,6 +32,13 @@ pub(crate) fn assert_problem(response: &TestResponse, status: StatusCode, code: 
         response.request,
         response.status,
         response.body["error"],
+        response.text
+    );
+    assert_eq!(
+        response.body["retry"].as_str(),
+        Some(retry),
+        "{}: `{code}` must advise `retry: {retry}`: {}",
+        response.request,
         response.text
     );
 }

@@ -540,6 +540,7 @@ from .reset_account_response_500 import ResetAccountResponse500
 from .reset_account_response_500_error import ResetAccountResponse500Error
 from .reset_account_response_503 import ResetAccountResponse503
 from .reset_account_response_503_error import ResetAccountResponse503Error
+from .retry import Retry
 from .roll_position_response_400 import RollPositionResponse400
 from .roll_position_response_400_error import RollPositionResponse400Error
 from .roll_position_response_401 import RollPositionResponse401
@@ -1144,6 +1145,7 @@ __all__ = (
     "ResetAccountResponse500Error",
     "ResetAccountResponse503",
     "ResetAccountResponse503Error",
+    "Retry",
     "RollPositionResponse400",
     "RollPositionResponse400Error",
     "RollPositionResponse401",

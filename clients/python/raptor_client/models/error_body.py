@@ -8,6 +8,7 @@ from attrs import field as _attrs_field
 
 from ..models.error_code import ErrorCode
 from ..models.order_status import OrderStatus
+from ..models.retry import Retry
 from ..types import UNSET, Unset
 
 T = TypeVar("T", bound="ErrorBody")
@@ -24,6 +25,10 @@ class ErrorBody:
             error (ErrorCode): Every error code; `/docs/errors#<code>` explains each (the malformed-key sentence's section
                 is `idempotency_key_invalid`).
             message (str): Human-readable explanation.
+            retry (Retry): What a client should do about an error (every error body's `retry` member, a property of its
+                code): `same_key`, retry with the same `Idempotency-Key` and body, after `Retry-After` when
+                present; `new_key`, the key is spent and nothing was executed, so trying again is a new
+                operation with a new key; `no`, retrying does not change the answer.
             status (int): The HTTP status. Example: 403.
             title (str): The HTTP status's reason phrase. Example: Forbidden.
             type_ (str): Where the code is explained: `/docs/errors#<code>`. Example:
@@ -44,6 +49,7 @@ class ErrorBody:
     detail: str
     error: ErrorCode
     message: str
+    retry: Retry
     status: int
     title: str
     type_: str
@@ -64,6 +70,8 @@ class ErrorBody:
         error = self.error.value
 
         message = self.message
+
+        retry = self.retry.value
 
         status = self.status
 
@@ -98,6 +106,7 @@ class ErrorBody:
                 "detail": detail,
                 "error": error,
                 "message": message,
+                "retry": retry,
                 "status": status,
                 "title": title,
                 "type": type_,
@@ -133,6 +142,8 @@ class ErrorBody:
 
         message = d.pop("message")
 
+        retry = Retry(d.pop("retry"))
+
         status = d.pop("status")
 
         title = d.pop("title")
@@ -166,6 +177,7 @@ class ErrorBody:
             detail=detail,
             error=error,
             message=message,
+            retry=retry,
             status=status,
             title=title,
             type_=type_,

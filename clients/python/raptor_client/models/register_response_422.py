@@ -8,6 +8,7 @@ from attrs import field as _attrs_field
 
 from ..models.order_status import OrderStatus
 from ..models.register_response_422_error import RegisterResponse422Error
+from ..models.retry import Retry
 from ..types import UNSET, Unset
 
 T = TypeVar("T", bound="RegisterResponse422")
@@ -21,6 +22,10 @@ class RegisterResponse422:
         error (RegisterResponse422Error): Every error code; `/docs/errors#<code>` explains each (the malformed-key
             sentence's section is `idempotency_key_invalid`).
         message (str): Human-readable explanation.
+        retry (Retry): What a client should do about an error (every error body's `retry` member, a property of its
+            code): `same_key`, retry with the same `Idempotency-Key` and body, after `Retry-After` when
+            present; `new_key`, the key is spent and nothing was executed, so trying again is a new
+            operation with a new key; `no`, retrying does not change the answer.
         status (int): The HTTP status. Example: 403.
         title (str): The HTTP status's reason phrase. Example: Forbidden.
         type_ (str): Where the code is explained: `/docs/errors#<code>`. Example:
@@ -41,6 +46,7 @@ class RegisterResponse422:
     detail: str
     error: RegisterResponse422Error
     message: str
+    retry: Retry
     status: int
     title: str
     type_: str
@@ -61,6 +67,8 @@ class RegisterResponse422:
         error = self.error.value
 
         message = self.message
+
+        retry = self.retry.value
 
         status = self.status
 
@@ -95,6 +103,7 @@ class RegisterResponse422:
                 "detail": detail,
                 "error": error,
                 "message": message,
+                "retry": retry,
                 "status": status,
                 "title": title,
                 "type": type_,
@@ -130,6 +139,8 @@ class RegisterResponse422:
 
         message = d.pop("message")
 
+        retry = Retry(d.pop("retry"))
+
         status = d.pop("status")
 
         title = d.pop("title")
@@ -163,6 +174,7 @@ class RegisterResponse422:
             detail=detail,
             error=error,
             message=message,
+            retry=retry,
             status=status,
             title=title,
             type_=type_,

@@ -7,6 +7,7 @@ from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
 from ..models.order_status import OrderStatus
+from ..models.retry import Retry
 from ..models.sync_subscription_mirror_response_415_error import (
     SyncSubscriptionMirrorResponse415Error,
 )
@@ -23,6 +24,10 @@ class SyncSubscriptionMirrorResponse415:
         error (SyncSubscriptionMirrorResponse415Error): Every error code; `/docs/errors#<code>` explains each (the
             malformed-key sentence's section is `idempotency_key_invalid`).
         message (str): Human-readable explanation.
+        retry (Retry): What a client should do about an error (every error body's `retry` member, a property of its
+            code): `same_key`, retry with the same `Idempotency-Key` and body, after `Retry-After` when
+            present; `new_key`, the key is spent and nothing was executed, so trying again is a new
+            operation with a new key; `no`, retrying does not change the answer.
         status (int): The HTTP status. Example: 403.
         title (str): The HTTP status's reason phrase. Example: Forbidden.
         type_ (str): Where the code is explained: `/docs/errors#<code>`. Example:
@@ -43,6 +48,7 @@ class SyncSubscriptionMirrorResponse415:
     detail: str
     error: SyncSubscriptionMirrorResponse415Error
     message: str
+    retry: Retry
     status: int
     title: str
     type_: str
@@ -63,6 +69,8 @@ class SyncSubscriptionMirrorResponse415:
         error = self.error.value
 
         message = self.message
+
+        retry = self.retry.value
 
         status = self.status
 
@@ -97,6 +105,7 @@ class SyncSubscriptionMirrorResponse415:
                 "detail": detail,
                 "error": error,
                 "message": message,
+                "retry": retry,
                 "status": status,
                 "title": title,
                 "type": type_,
@@ -132,6 +141,8 @@ class SyncSubscriptionMirrorResponse415:
 
         message = d.pop("message")
 
+        retry = Retry(d.pop("retry"))
+
         status = d.pop("status")
 
         title = d.pop("title")
@@ -165,6 +176,7 @@ class SyncSubscriptionMirrorResponse415:
             detail=detail,
             error=error,
             message=message,
+            retry=retry,
             status=status,
             title=title,
             type_=type_,
