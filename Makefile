@@ -83,7 +83,7 @@ profile-postgres:
 ## flamegraph: where the server's CPU goes (user space and kernel, every thread) while 32
 ## connections send keyed orders: `perf record` with DWARF call stacks on the release build with
 ## symbols, folded and drawn by inferno (installed into target/tools when missing); writes
-## target/profile/flamegraph.keyed.svg and prints the shares BENCHMARKS.md tracks
+## target/profile/flamegraph.keyed.svg and prints the shares docs/benchmarks/history.md tracks
 flamegraph:
 	@$(DB) && cargo build --locked --profile profiling -p raptor-server --bin raptor \
 	  && scripts/flamegraph.sh

@@ -70,6 +70,23 @@ impl Meter {
         }
     }
 
+    /// How many children the postmaster has now (backends, zombies not yet reaped, its own
+    /// workers).
+    pub(crate) fn postgres_children(&self) -> usize {
+        children_of(self.postmaster)
+    }
+
+    /// Waits, up to `limit`, until the postmaster has no more than `before` children. A
+    /// pgbench that exited leaves backends that end and are reaped afterwards: sampled before
+    /// that, their CPU would land in the next run's figures (the postmaster's `cutime` grows
+    /// when it reaps them) instead of this one's.
+    pub(crate) fn settle(&self, before: usize, limit: Duration) {
+        let deadline = std::time::Instant::now() + limit;
+        while children_of(self.postmaster) > before && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// The counters now.
     pub(crate) fn sample(&self) -> Sample {
         let own = stat_times(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default());
@@ -178,6 +195,19 @@ fn stat_times(text: &str) -> Times {
 
 fn process(pid: u32) -> Times {
     stat_times(&std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default())
+}
+
+/// The processes whose parent is `root`.
+fn children_of(root: u32) -> usize {
+    std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|&pid| process(pid).ppid == root)
+                .count()
+        })
+        .unwrap_or(0)
 }
 
 /// CPU seconds of `root` with every child it has reaped and every live child.

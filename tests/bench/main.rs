@@ -30,8 +30,10 @@
 //!
 //! The ceiling: `pgbench -M prepared -f tests/bench/ceiling.sql` (prepared statements, the
 //! protocol the service's connections use) on the same database at 1 and 32 clients
-//! (the claim, then one transaction that locks quote and account, inserts order, leg and fill,
-//! upserts the position, updates cash, writes one audit row and completes the key), after
+//! (the claim, then one transaction that locks quote and account in one statement and in a second
+//! one inserts order, leg and fill, upserts the position, updates cash, writes one audit row and
+//! completes the key: fewer round trips than the service makes; each client on one user, as the
+//! service's load is), after
 //! scenario 8 and before scenario 9 grows `idempotency_keys`, so that it writes to the tables
 //! scenarios 1-3 wrote to. Beside it, at 32 clients, the same script without the key's insert
 //! and update (its `-- key` blocks): the two ceilings' ratio is the keyed / unkeyed that
@@ -1281,6 +1283,7 @@ fn pgbench(
     if schema == Schema::Minimal {
         options.push_str(" -c search_path=ceiling_min");
     }
+    let children = meter.postgres_children();
     let before = meter.sample();
     let output = std::process::Command::new("pgbench")
         .env("PGOPTIONS", options)
@@ -1315,6 +1318,8 @@ fn pgbench(
         ])
         .output()
         .context("could not run pgbench (Debian: postgresql-client)")?;
+    // pgbench's backends end after it does: their CPU belongs to this run.
+    meter.settle(children, Duration::from_secs(5));
     let after = meter.sample();
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     if !output.status.success() {
