@@ -44,3 +44,77 @@ pub fn is_connection_lost(err: &sqlx::Error) -> bool {
     !matches!(err, sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed)
         && classify(err) == Failure::Unavailable
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::Connection;
+
+    /// The error Postgres itself answers with `sqlstate` (raised in a `DO` block on the
+    /// `DATABASE_URL` server, as `make test` sets it).
+    async fn raised(sqlstate: &str) -> sqlx::Error {
+        let url = std::env::var("DATABASE_URL").expect("DATABASE_URL (make test sets it)");
+        let mut conn = sqlx::PgConnection::connect(&url).await.expect("connect");
+        let statement =
+            format!("do $$ begin raise exception 'raised' using errcode = '{sqlstate}'; end $$");
+        let err = sqlx::raw_sql(&statement)
+            .execute(&mut conn)
+            .await
+            .expect_err("the block raises");
+        let _ = conn.close().await;
+        err
+    }
+
+    fn io(kind: std::io::ErrorKind) -> sqlx::Error {
+        sqlx::Error::Io(std::io::Error::new(kind, "test"))
+    }
+
+    #[tokio::test]
+    async fn every_sqlstate_is_classified_as_the_request_needs() {
+        for (sqlstate, expected) in [
+            ("55P03", Failure::Busy),
+            ("57014", Failure::Busy),
+            ("40P01", Failure::Busy),
+            ("40001", Failure::Busy),
+            ("57P01", Failure::Unavailable),
+            ("57P02", Failure::Unavailable),
+            ("57P03", Failure::Unavailable),
+            ("25006", Failure::Unavailable),
+            ("08006", Failure::Unavailable),
+            ("08000", Failure::Unavailable),
+            ("23505", Failure::Other),
+            ("P0001", Failure::Other),
+            ("28000", Failure::Other),
+        ] {
+            assert_eq!(classify(&raised(sqlstate).await), expected, "{sqlstate}");
+        }
+    }
+
+    #[test]
+    fn a_pool_or_a_socket_that_failed_is_unavailable() {
+        assert_eq!(classify(&sqlx::Error::PoolTimedOut), Failure::Unavailable);
+        assert_eq!(classify(&sqlx::Error::PoolClosed), Failure::Unavailable);
+        assert_eq!(
+            classify(&io(std::io::ErrorKind::ConnectionReset)),
+            Failure::Unavailable
+        );
+        assert_eq!(
+            classify(&sqlx::Error::Protocol("garbled".into())),
+            Failure::Other
+        );
+        assert_eq!(classify(&sqlx::Error::RowNotFound), Failure::Other);
+    }
+
+    /// Only a lost connection makes a COMMIT's outcome unknown: a pool that lent nothing sent
+    /// no COMMIT, and a busy or other error is the server's answer.
+    #[tokio::test]
+    async fn only_a_lost_connection_leaves_the_outcome_unknown() {
+        assert!(!is_connection_lost(&sqlx::Error::PoolTimedOut));
+        assert!(!is_connection_lost(&sqlx::Error::PoolClosed));
+        assert!(is_connection_lost(&io(std::io::ErrorKind::BrokenPipe)));
+        assert!(is_connection_lost(&raised("57P01").await));
+        assert!(is_connection_lost(&raised("08006").await));
+        assert!(!is_connection_lost(&raised("55P03").await));
+        assert!(!is_connection_lost(&raised("23505").await));
+    }
+}

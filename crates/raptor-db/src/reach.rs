@@ -115,3 +115,126 @@ impl Reachability {
         Some(reach)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `DATABASE_URL` server's options (`make test` sets it).
+    fn server() -> PgConnectOptions {
+        let url = std::env::var("DATABASE_URL").expect("DATABASE_URL (make test sets it)");
+        url.parse().expect("DATABASE_URL parses")
+    }
+
+    /// A local port nothing listens on (bound, then released).
+    fn closed_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("addr").port()
+    }
+
+    async fn connect_error(options: PgConnectOptions) -> sqlx::Error {
+        options.connect().await.expect_err("the connect fails")
+    }
+
+    #[tokio::test]
+    async fn only_affirmative_failures_say_unreachable() {
+        let refused = connect_error(server().host("127.0.0.1").port(closed_port())).await;
+        let why = affirmative_connect_failure(&refused).unwrap_or_default();
+        assert!(why.starts_with("connection refused"), "{why}");
+
+        let unresolved = connect_error(server().host("raptor-test.invalid")).await;
+        let why = affirmative_connect_failure(&unresolved).unwrap_or_default();
+        assert!(
+            why.starts_with("host name does not resolve"),
+            "{why}: {unresolved}"
+        );
+
+        let stranger = connect_error(server().username("raptor_no_such_role")).await;
+        let why = affirmative_connect_failure(&stranger).unwrap_or_default();
+        assert!(
+            why.starts_with("authentication refused"),
+            "{why}: {stranger}"
+        );
+
+        // The server answered and refused for another reason (3D000: no such database): it
+        // is up, so it may hold the key.
+        let no_database = connect_error(server().database("raptor_no_such_database")).await;
+        assert_eq!(
+            no_database
+                .as_database_error()
+                .and_then(|db| db.code())
+                .as_deref(),
+            Some("3D000")
+        );
+        assert_eq!(affirmative_connect_failure(&no_database), None);
+
+        for unsure in [
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "reset",
+            )),
+            sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "timed out",
+            )),
+            sqlx::Error::Protocol("garbled".into()),
+        ] {
+            assert_eq!(affirmative_connect_failure(&unsure), None, "{unsure}");
+        }
+    }
+
+    /// A listener that accepts and closes at once: something answered, so not unreachable.
+    async fn slamming_door(port: u16) -> tokio::task::JoinHandle<()> {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .expect("bind the door");
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                drop(socket);
+            }
+        })
+    }
+
+    #[tokio::test]
+    async fn a_probe_answers_and_its_answer_is_reused_for_a_second() {
+        let budget = Duration::from_secs(2);
+        let up = Reachability::new(Arc::new(server()));
+        assert_eq!(up.probe(budget).await, Some(Reach::Reachable));
+
+        let port = closed_port();
+        let probe = Reachability::new(Arc::new(server().host("127.0.0.1").port(port)));
+        assert!(matches!(
+            probe.probe(budget).await,
+            Some(Reach::Unreachable(why)) if why.starts_with("connection refused")
+        ));
+        // Something listens now, but the answer is under a second old: reused.
+        let door = slamming_door(port).await;
+        assert!(matches!(
+            probe.probe(budget).await,
+            Some(Reach::Unreachable(_))
+        ));
+        tokio::time::sleep(FRESH + Duration::from_millis(100)).await;
+        assert!(matches!(probe.probe(budget).await, Some(Reach::Refused(_))));
+        door.abort();
+    }
+
+    /// A probe that waited most of its budget for another's turn does not guess.
+    #[tokio::test]
+    async fn a_probe_left_without_time_answers_nothing() {
+        let probe = Arc::new(Reachability::new(Arc::new(server())));
+        let turn = probe.last.lock().await;
+        let waiting = {
+            let probe = Arc::clone(&probe);
+            tokio::spawn(async move { probe.probe(Duration::from_millis(1000)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        drop(turn);
+        assert_eq!(waiting.await.expect("join"), None);
+        // With the turn free and the budget whole, it answers.
+        assert_eq!(
+            probe.probe(Duration::from_millis(2000)).await,
+            Some(Reach::Reachable)
+        );
+    }
+}
