@@ -578,3 +578,39 @@ async fn a_commit_whose_connection_is_lost_releases_the_key(pool: PgPool) {
     })
     .await;
 }
+
+/// The claim statement itself fails with an error that is neither a lock wait nor a lost
+/// connection (here a trigger on the key table raises): the store answered but could not claim,
+/// so the answer is `503 idempotency_store_unavailable` with `Retry-After`, not "in flight",
+/// and nothing runs, on both tiers.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_claim_statement_that_fails_is_store_unavailable(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (_, token) = app.user("claim-fails@example.com").await;
+        for statement in [
+            "create function refuse_claims() returns trigger language plpgsql as
+             $$ begin raise exception 'no claims today' using errcode = 'P0001'; end $$",
+            "create trigger refuse_claims before insert on idempotency_keys
+             for each row execute function refuse_claims()",
+        ] {
+            sqlx::query(statement)
+                .execute(&app.pool)
+                .await
+                .expect("trigger");
+        }
+        for (path, name) in [
+            ("/probe/items", "claim-closed"),
+            ("/probe/open", "claim-open"),
+        ] {
+            let refused = app.post(path, &token, Uuid::new_v4(), &label(name)).await;
+            assert_problem(
+                &refused,
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::IdempotencyStoreUnavailable,
+            );
+            assert!(refused.header("retry-after").is_some(), "{path}");
+            assert_eq!(app.probe_items(name).await, 0, "{path}: nothing ran");
+        }
+    })
+    .await;
+}
