@@ -1004,7 +1004,16 @@ async fn billing_concurrency_is_bounded(pool: PgPool) {
                 .json(&checkout_body());
             tokio::spawn(async move { send(router, call).await })
         };
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // The first request holds the one permit once Stripe has its call (and stalls it): a
+        // fixed sleep here failed on a loaded machine, the first not yet at Stripe.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while fake.requests_to("/v1/customers").is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the first call never reached Stripe"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let busy_key = Uuid::new_v4();
         let busy = app.post(CHECKOUT, &token, busy_key, &checkout_body()).await;
         assert_problem(

@@ -57,7 +57,7 @@ mod tests {
         let mut conn = sqlx::PgConnection::connect(&url).await.expect("connect");
         let statement =
             format!("do $$ begin raise exception 'raised' using errcode = '{sqlstate}'; end $$");
-        let err = sqlx::raw_sql(&statement)
+        let err = crate::query(&statement)
             .execute(&mut conn)
             .await
             .expect_err("the block raises");
