@@ -8,8 +8,10 @@
 #   scripts/python-client.sh e2e        # drift check, mypy --strict, the journey against a fresh server
 #
 # `e2e` (part of `make client-e2e`): the package is regenerated into a temporary directory and
-# must equal the committed one; mypy --strict checks the package and journey.py; then
-# journey.py runs against `raptor serve` on a spare port and a fresh database.
+# must equal the committed one; mypy --strict checks the generated package, the hand-written
+# layer (raptor_sdk), its tests and journey.py, ruff lints the hand-written files; the tests run
+# against scripted answers; then journey.py runs against `raptor serve` on a spare port and a
+# fresh database, partly through scripts/dropping-proxy.py.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 client="$root/clients/python"
@@ -43,8 +45,11 @@ generate_into() {
   # the pinned ruff comes first on PATH.
   (cd "$work" && PATH="$venv/bin:$PATH" "$venv/bin/openapi-python-client" generate \
     --path "$root/openapi/openapi.json" --config "$client/generator.yaml" \
+    --custom-template-path "$client/templates" \
     --meta none --output-path "$out" >&2)
   rm -rf "$work"
+  # The package ships its types (PEP 561); the generator's `--meta none` leaves the marker out.
+  touch "$out/py.typed"
 }
 
 install
@@ -66,13 +71,18 @@ case "${1:-}" in
     fi
     rm -rf "$generated"
     trap - EXIT
-    (cd "$client" && "$venv/bin/mypy" --strict --no-incremental --cache-dir=/dev/null raptor_client journey.py)
+    (cd "$client" && "$venv/bin/mypy" --strict --no-incremental --cache-dir=/dev/null raptor_client raptor_sdk tests journey.py)
+    (cd "$client" && "$venv/bin/ruff" check --no-cache raptor_sdk tests journey.py \
+      && "$venv/bin/ruff" format --no-cache --check raptor_sdk tests journey.py)
+    log "the retry layer and the generated models against scripted answers (tests/)"
+    (cd "$client" && "$venv/bin/python" -m unittest discover -s tests)
     # shellcheck source=lib/fresh-server.sh
     source "$root/scripts/lib/fresh-server.sh"
     # No RAPTOR_SMTP_URL: the server logs each sign-in link, where the journey reads its token.
     unset RAPTOR_SMTP_URL
     export RUST_LOG="${RUST_LOG:-info}"
     fresh_server_start client-e2e-python
+    fresh_proxy_start client-e2e-python
     (cd "$client" && RAPTOR_SERVER_LOG="$target/checks/client-e2e-python-server.log" "$venv/bin/python" journey.py)
     ;;
   *)

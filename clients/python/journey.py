@@ -2,10 +2,13 @@
 
 Sign-up over HTTP (register, the emailed token, verify), a quote set by an operator, a keyed
 market order and its replay (bare and quoted keys name the same key), a malformed key refused,
-resting orders, the order history paged two at a time, and the account's cash worked out to
-the cent. `scripts/python-client.sh e2e` (part of `make client-e2e`) runs it:
+resting orders, the order history paged two at a time, the account's cash worked out to the
+cent; then three orders placed with `raptor_sdk.retrying` through a proxy that drops the first
+answer of every request (scripts/dropping-proxy.py): each operation makes exactly one order.
+`scripts/python-client.sh e2e` (part of `make client-e2e`) runs it:
 
-    RAPTOR_URL=http://127.0.0.1:PORT RAPTOR_BIN=target/debug/raptor \
+    RAPTOR_URL=http://127.0.0.1:PORT RAPTOR_PROXY_URL=http://127.0.0.1:PORT2 \
+    RAPTOR_BIN=target/debug/raptor \
     RAPTOR_SERVER_LOG=target/checks/client-e2e-python-server.log python journey.py
 """
 
@@ -31,11 +34,9 @@ from raptor_client.api.trading import create_order, get_account, list_orders
 from raptor_client.models import (
     AccountResponse,
     CreateOrderRequest,
-    CreateOrderResponse400,
-    CreateOrderResponse400Error,
     EmailRequest,
-    GetAccountResponse401,
-    GetAccountResponse401Error,
+    ErrorBody,
+    ErrorCode,
     OrderListResponse,
     OrderListStatus,
     OrderResponse,
@@ -49,6 +50,7 @@ from raptor_client.models import (
     VerifyRequest,
 )
 from raptor_client.types import UNSET, Response
+from raptor_sdk import pages, retrying
 
 T = TypeVar("T")
 
@@ -115,9 +117,9 @@ def main() -> None:
         "GET /api/trading/account",
         get_account.sync_detailed(client=stranger),
         HTTPStatus.UNAUTHORIZED,
-        GetAccountResponse401,
+        ErrorBody,
     )
-    check(refused.error == GetAccountResponse401Error.UNAUTHENTICATED, f"code {refused.error}")
+    check(refused.error == ErrorCode.UNAUTHENTICATED, f"code {refused.error}")
     check(refused.retry == Retry.NO, f"retry {refused.retry}")
 
     step("sign up: register, the emailed token, verify")
@@ -161,7 +163,9 @@ def main() -> None:
     first = place(market, key)
     order = expect("order", first, HTTPStatus.CREATED, OrderResponse)
     check(first.headers.get("idempotent-replayed") == "false", "a fresh answer")
-    check(order.status == OrderStatus.FILLED and order.filled_avg_price == "190.10", f"filled at the ask ({order.status})")
+    check(
+        order.status == OrderStatus.FILLED and order.filled_avg_price == "190.10", f"filled at the ask ({order.status})"
+    )
     again = place(market, key)
     replay = expect("replay", again, HTTPStatus.CREATED, OrderResponse)
     check(again.headers.get("idempotent-replayed") == "true", "Idempotent-Replayed: true")
@@ -176,8 +180,8 @@ def main() -> None:
     check(expect("bare key", bare, HTTPStatus.CREATED, OrderResponse).id == quoted.id, "the same order")
 
     step("a malformed key: 400 with the malformed-key code (a named enum member)")
-    malformed = expect("malformed key", place(market, "not-a-uuid"), HTTPStatus.BAD_REQUEST, CreateOrderResponse400)
-    check(malformed.error == CreateOrderResponse400Error.IDEMPOTENCY_KEY_INVALID, f"code {malformed.error}")
+    malformed = expect("malformed key", place(market, "not-a-uuid"), HTTPStatus.BAD_REQUEST, ErrorBody)
+    check(malformed.error == ErrorCode.IDEMPOTENCY_KEY_INVALID, f"code {malformed.error}")
     check(malformed.retry == Retry.NO, f"retry {malformed.retry}")
 
     step("three resting limit orders (below the ask)")
@@ -205,7 +209,7 @@ def main() -> None:
     step("the order history, two at a time, following next_cursor")
     seen: list[OrderResponse] = []
     cursor: str | None = None
-    pages = 0
+    page_count = 0
     while True:
         page = expect(
             "orders page",
@@ -215,7 +219,7 @@ def main() -> None:
             HTTPStatus.OK,
             OrderListResponse,
         )
-        pages += 1
+        page_count += 1
         check(len(page.data) <= 2, "at most `limit` orders a page")
         seen.extend(page.data)
         if not page.has_more:
@@ -223,18 +227,64 @@ def main() -> None:
             break
         check(page.next_cursor is not None, "a page with more has a cursor")
         cursor = page.next_cursor
-        check(pages < 10, "the pages end")
+        check(page_count < 10, "the pages end")
     ids = [o.id for o in seen]
     expected = {order.id, quoted.id, *(o.id for o in resting)}
-    check(len(ids) == len(set(ids)) and set(ids) == expected, f"every order once ({len(ids)} seen over {pages} pages)")
-    check(pages == 3, f"5 orders in pages of 2 ({pages} pages)")
-    check(all(a.created_at >= b.created_at for a, b in zip(seen, seen[1:])), "newest first")
+    check(
+        len(ids) == len(set(ids)) and set(ids) == expected,
+        f"every order once ({len(ids)} seen over {page_count} pages)",
+    )
+    check(page_count == 3, f"5 orders in pages of 2 ({page_count} pages)")
+    check(all(a.created_at >= b.created_at for a, b in zip(seen, seen[1:], strict=False)), "newest first")
 
     step("the account: cash down by exactly the two fills")
     account = expect("account", get_account.sync_detailed(client=user), HTTPStatus.OK, AccountResponse)
     spent = cost(order) + cost(quoted)
     check(Decimal(start.cash) - Decimal(account.cash) == spent, f"cash {start.cash} -> {account.cash}, spent {spent}")
     check(Decimal(account.reserved_cash) > 0, "the resting orders reserve cash")
+
+    step("through a proxy that drops the first answer of every request: three orders, each once")
+    proxy = env("RAPTOR_PROXY_URL")
+    flaky = AuthenticatedClient(base_url=proxy, token=session.token, raise_on_unexpected_status=True)
+
+    def history(client: AuthenticatedClient) -> list[OrderResponse]:
+        return list(
+            pages(
+                lambda cursor: retrying(
+                    lambda _key: list_orders.sync_detailed(
+                        client=client, status=OrderListStatus.ALL, limit=2, cursor=cursor
+                    ),
+                    OrderListResponse,
+                )
+            )
+        )
+
+    before = {o.id for o in history(user)}
+    placed = [
+        retrying(
+            lambda key: create_order.sync_detailed(client=flaky, body=market, idempotency_key=key),
+            OrderResponse,
+        )
+        for _ in range(3)
+    ]
+    check(
+        all(o.idempotency_replayed is True for o in placed),
+        "each answer that came through is the replay of an attempt whose answer was dropped",
+    )
+    new = [o for o in history(flaky) if o.id not in before]
+    check(
+        len(new) == 3 and {o.id for o in new} == {o.id for o in placed},
+        f"three operations, three orders ({len(new)} new orders)",
+    )
+    stats = httpx.get(f"{proxy}/__proxy/stats").json()
+    check(stats["dropped"] >= 3 + 4, f"the proxy dropped every first answer ({stats})")
+    after = expect("account", get_account.sync_detailed(client=user), HTTPStatus.OK, AccountResponse)
+    three = sum((cost(o) for o in placed), Decimal(0))
+    check(
+        Decimal(account.cash) - Decimal(after.cash) == three,
+        f"cash {account.cash} -> {after.cash}, three fills {three}",
+    )
+    step(f"the proxy dropped {stats['dropped']} answers and passed {stats['forwarded']}; 0 duplicate orders")
     step("done")
 
 

@@ -4,6 +4,8 @@
 #
 #   source scripts/lib/fresh-server.sh
 #   fresh_server_start NAME       # exports DATABASE_URL, RAPTOR_ADDR, RAPTOR_URL, RAPTOR_BIN
+#   fresh_proxy_start             # then: exports RAPTOR_PROXY_URL, a proxy in front of the
+#                                 # server that drops the first answer of every request
 #
 # The server runs from the repository root (so RAPTOR_DOCS_ASSETS' default resolves there) and
 # logs to target/checks/NAME-server.log.
@@ -12,8 +14,14 @@ FRESH_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 FRESH_PID=""
 FRESH_DB=""
 FRESH_ADMIN_URL=""
+FRESH_PROXY_PID=""
 
 fresh_server_stop() {
+  if [[ -n "$FRESH_PROXY_PID" ]]; then
+    kill "$FRESH_PROXY_PID" 2>/dev/null || true
+    wait "$FRESH_PROXY_PID" 2>/dev/null || true
+    FRESH_PROXY_PID=""
+  fi
   if [[ -n "$FRESH_PID" ]] && kill -0 "$FRESH_PID" 2>/dev/null; then
     kill "$FRESH_PID" 2>/dev/null || true
     wait "$FRESH_PID" 2>/dev/null || true
@@ -72,4 +80,27 @@ fresh_server_start() {
     waited=$((waited + 1))
   done
   echo "fresh-server: raptor serve on $RAPTOR_URL, database $FRESH_DB (log: $log)" >&2
+}
+
+# scripts/dropping-proxy.py in front of the started server (its log: target/checks/NAME-proxy.log).
+fresh_proxy_start() {
+  local name="$1"
+  local target="${CARGO_TARGET_DIR:-$FRESH_ROOT/target}"
+  local port_file="$target/checks/$name-proxy.port"
+  rm -f "$port_file"
+  python3 "$FRESH_ROOT/scripts/dropping-proxy.py" --upstream "$RAPTOR_URL" --port-file "$port_file" \
+    2>"$target/checks/$name-proxy.log" &
+  FRESH_PROXY_PID=$!
+  local waited=0
+  until [[ -s "$port_file" ]]; do
+    if ! kill -0 "$FRESH_PROXY_PID" 2>/dev/null || (( waited >= 50 )); then
+      echo "fresh-server: the dropping proxy did not start:" >&2
+      cat "$target/checks/$name-proxy.log" >&2
+      return 1
+    fi
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  export RAPTOR_PROXY_URL="http://127.0.0.1:$(cat "$port_file")"
+  echo "fresh-server: dropping proxy on $RAPTOR_PROXY_URL" >&2
 }

@@ -141,8 +141,9 @@ impl From<sqlx::Error> for ApiError {
 /// the message and the code's context members (e.g. `buying_power`, `retry_after_ms`).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
-    /// Stable machine code, e.g. `insufficient_buying_power`; each response narrows it to the
-    /// codes that route answers with that status.
+    /// Stable machine code, e.g. `insufficient_buying_power`. Each error response lists the
+    /// codes its route answers with that status (its description and `x-error-codes`); a client
+    /// must accept a code it does not know yet and act on `retry`.
     #[schema(value_type = crate::codes::ErrorCode, example = "insufficient_buying_power")]
     pub error: String,
     /// Human-readable explanation.

@@ -18,7 +18,7 @@ pub mod examples;
         description = "Orders, option rolls, billing and account changes with Idempotency-Key \
                        at-most-once execution. Errors are RFC 9457 problem details; every code \
                        is explained at /docs/errors.",
-        version = "0.5.0",
+        version = "0.6.0",
         license(name = "Proprietary", identifier = "LicenseRef-Proprietary")
     ),
     modifiers(&BearerAuth),
@@ -361,11 +361,10 @@ fn shape(operation_id: &str, operation: &utoipa::openapi::path::Operation) -> co
 }
 
 /// Replaces an operation's error responses with the ones `crate::codes` computes: one per
-/// status, `application/problem+json`, whose `error` is an enum of that operation's codes at
-/// that status, with an example. An operation the table does not know keeps what its attributes
+/// status, `application/problem+json` with the shared `ErrorBody` schema, the operation's codes
+/// at that status listed in the description and in `x-error-codes`, with an example. An operation the table does not know keeps what its attributes
 /// say (a test keeps that list empty).
 fn error_responses(operation: &mut utoipa::openapi::path::Operation) {
-    use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, Type};
     use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
     let Some(operation_id) = operation.operation_id.clone() else {
         return;
@@ -394,29 +393,12 @@ fn error_responses(operation: &mut utoipa::openapi::path::Operation) {
             .map(|c| format!("- `{c}`: {}", c.summary()))
             .collect::<Vec<_>>()
             .join("\n");
-        let mut error = ObjectBuilder::new()
-            .schema_type(Type::String)
-            .enum_values(Some(codes.iter().map(|c| c.as_str())));
-        // Where a code's identifier is not its wire value (the malformed-key sentence), the
-        // subset names its members as `ErrorCode` does: openapi-python-client merges the two
-        // enums of the `allOf` by (name, value) and drops the response when they differ.
-        if codes.iter().any(|c| c.anchor() != c.as_str()) {
-            error = error.extensions(Some(
-                utoipa::openapi::extensions::ExtensionsBuilder::new()
-                    .add(
-                        "x-enum-varnames",
-                        codes.iter().map(|c| c.anchor()).collect::<Vec<_>>(),
-                    )
-                    .build(),
-            ));
-        }
-        let schema = AllOfBuilder::new()
-            .item(Ref::from_schema_name("ErrorBody"))
-            .item(
-                ObjectBuilder::new()
-                    .property("error", error)
-                    .required("error"),
-            );
+        // One shared problem schema (and its one code enum) for every error response: generated
+        // clients get one error type, not one per operation and status. The codes this
+        // operation answers with this status stay in the document for humans (the description)
+        // and for tools (`x-error-codes`, which the TypeScript contract test checks answers
+        // against).
+        let schema = Ref::from_schema_name("ErrorBody");
         let first = codes[0];
         let example = serde_json::json!({
             "error": first.as_str(),
@@ -428,8 +410,15 @@ fn error_responses(operation: &mut utoipa::openapi::path::Operation) {
             "detail": first.summary(),
             "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
         });
+        let listed = utoipa::openapi::extensions::ExtensionsBuilder::new()
+            .add(
+                "x-error-codes",
+                codes.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+            )
+            .build();
         let response = ResponseBuilder::new()
             .description(format!("{reason}:\n{description}"))
+            .extensions(Some(listed))
             .content(
                 crate::problem::CONTENT_TYPE,
                 ContentBuilder::new()

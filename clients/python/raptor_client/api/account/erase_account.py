@@ -5,13 +5,8 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.erase_account_response_401 import EraseAccountResponse401
-from ...models.erase_account_response_403 import EraseAccountResponse403
-from ...models.erase_account_response_409 import EraseAccountResponse409
-from ...models.erase_account_response_431 import EraseAccountResponse431
-from ...models.erase_account_response_500 import EraseAccountResponse500
-from ...models.erase_account_response_503 import EraseAccountResponse503
 from ...models.erasure_response import ErasureResponse
+from ...models.error_body import ErrorBody
 from ...types import Response
 
 
@@ -27,48 +22,39 @@ def _get_kwargs() -> dict[str, Any]:
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    EraseAccountResponse401
-    | EraseAccountResponse403
-    | EraseAccountResponse409
-    | EraseAccountResponse431
-    | EraseAccountResponse500
-    | EraseAccountResponse503
-    | ErasureResponse
-    | None
-):
+) -> ErasureResponse | ErrorBody | None:
     if response.status_code == 200:
         response_200 = ErasureResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 401:
-        response_401 = EraseAccountResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = EraseAccountResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 409:
-        response_409 = EraseAccountResponse409.from_dict(response.json())
+        response_409 = ErrorBody.from_dict(response.json())
 
         return response_409
 
     if response.status_code == 431:
-        response_431 = EraseAccountResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = EraseAccountResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = EraseAccountResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -80,15 +66,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    EraseAccountResponse401
-    | EraseAccountResponse403
-    | EraseAccountResponse409
-    | EraseAccountResponse431
-    | EraseAccountResponse500
-    | EraseAccountResponse503
-    | ErasureResponse
-]:
+) -> Response[ErasureResponse | ErrorBody]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -100,15 +78,7 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient,
-) -> Response[
-    EraseAccountResponse401
-    | EraseAccountResponse403
-    | EraseAccountResponse409
-    | EraseAccountResponse431
-    | EraseAccountResponse500
-    | EraseAccountResponse503
-    | ErasureResponse
-]:
+) -> Response[ErasureResponse | ErrorBody]:
     """Erase the caller's data
 
      Erases everything stored about the caller (GDPR): idempotency keys, audit rows, orders, fills,
@@ -121,7 +91,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[EraseAccountResponse401 | EraseAccountResponse403 | EraseAccountResponse409 | EraseAccountResponse431 | EraseAccountResponse500 | EraseAccountResponse503 | ErasureResponse]
+        Response[ErasureResponse | ErrorBody]
     """
 
     kwargs = _get_kwargs()
@@ -136,16 +106,7 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient,
-) -> (
-    EraseAccountResponse401
-    | EraseAccountResponse403
-    | EraseAccountResponse409
-    | EraseAccountResponse431
-    | EraseAccountResponse500
-    | EraseAccountResponse503
-    | ErasureResponse
-    | None
-):
+) -> ErasureResponse | ErrorBody | None:
     """Erase the caller's data
 
      Erases everything stored about the caller (GDPR): idempotency keys, audit rows, orders, fills,
@@ -158,7 +119,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        EraseAccountResponse401 | EraseAccountResponse403 | EraseAccountResponse409 | EraseAccountResponse431 | EraseAccountResponse500 | EraseAccountResponse503 | ErasureResponse
+        ErasureResponse | ErrorBody
     """
 
     return sync_detailed(
@@ -169,15 +130,7 @@ def sync(
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
-) -> Response[
-    EraseAccountResponse401
-    | EraseAccountResponse403
-    | EraseAccountResponse409
-    | EraseAccountResponse431
-    | EraseAccountResponse500
-    | EraseAccountResponse503
-    | ErasureResponse
-]:
+) -> Response[ErasureResponse | ErrorBody]:
     """Erase the caller's data
 
      Erases everything stored about the caller (GDPR): idempotency keys, audit rows, orders, fills,
@@ -190,7 +143,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[EraseAccountResponse401 | EraseAccountResponse403 | EraseAccountResponse409 | EraseAccountResponse431 | EraseAccountResponse500 | EraseAccountResponse503 | ErasureResponse]
+        Response[ErasureResponse | ErrorBody]
     """
 
     kwargs = _get_kwargs()
@@ -203,16 +156,7 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient,
-) -> (
-    EraseAccountResponse401
-    | EraseAccountResponse403
-    | EraseAccountResponse409
-    | EraseAccountResponse431
-    | EraseAccountResponse500
-    | EraseAccountResponse503
-    | ErasureResponse
-    | None
-):
+) -> ErasureResponse | ErrorBody | None:
     """Erase the caller's data
 
      Erases everything stored about the caller (GDPR): idempotency keys, audit rows, orders, fills,
@@ -225,7 +169,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        EraseAccountResponse401 | EraseAccountResponse403 | EraseAccountResponse409 | EraseAccountResponse431 | EraseAccountResponse500 | EraseAccountResponse503 | ErasureResponse
+        ErasureResponse | ErrorBody
     """
 
     return (

@@ -6,12 +6,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.account_export import AccountExport
-from ...models.export_account_response_401 import ExportAccountResponse401
-from ...models.export_account_response_403 import ExportAccountResponse403
-from ...models.export_account_response_429 import ExportAccountResponse429
-from ...models.export_account_response_431 import ExportAccountResponse431
-from ...models.export_account_response_500 import ExportAccountResponse500
-from ...models.export_account_response_503 import ExportAccountResponse503
+from ...models.error_body import ErrorBody
 from ...types import Response
 
 
@@ -27,48 +22,39 @@ def _get_kwargs() -> dict[str, Any]:
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    AccountExport
-    | ExportAccountResponse401
-    | ExportAccountResponse403
-    | ExportAccountResponse429
-    | ExportAccountResponse431
-    | ExportAccountResponse500
-    | ExportAccountResponse503
-    | None
-):
+) -> AccountExport | ErrorBody | None:
     if response.status_code == 200:
         response_200 = AccountExport.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 401:
-        response_401 = ExportAccountResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = ExportAccountResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 429:
-        response_429 = ExportAccountResponse429.from_dict(response.json())
+        response_429 = ErrorBody.from_dict(response.json())
 
         return response_429
 
     if response.status_code == 431:
-        response_431 = ExportAccountResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = ExportAccountResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = ExportAccountResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -80,15 +66,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    AccountExport
-    | ExportAccountResponse401
-    | ExportAccountResponse403
-    | ExportAccountResponse429
-    | ExportAccountResponse431
-    | ExportAccountResponse500
-    | ExportAccountResponse503
-]:
+) -> Response[AccountExport | ErrorBody]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -100,15 +78,7 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient,
-) -> Response[
-    AccountExport
-    | ExportAccountResponse401
-    | ExportAccountResponse403
-    | ExportAccountResponse429
-    | ExportAccountResponse431
-    | ExportAccountResponse500
-    | ExportAccountResponse503
-]:
+) -> Response[AccountExport | ErrorBody]:
     """Export the caller's data
 
      Everything stored about the caller (GDPR access and portability), idempotency keys included, as one
@@ -120,7 +90,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AccountExport | ExportAccountResponse401 | ExportAccountResponse403 | ExportAccountResponse429 | ExportAccountResponse431 | ExportAccountResponse500 | ExportAccountResponse503]
+        Response[AccountExport | ErrorBody]
     """
 
     kwargs = _get_kwargs()
@@ -135,16 +105,7 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient,
-) -> (
-    AccountExport
-    | ExportAccountResponse401
-    | ExportAccountResponse403
-    | ExportAccountResponse429
-    | ExportAccountResponse431
-    | ExportAccountResponse500
-    | ExportAccountResponse503
-    | None
-):
+) -> AccountExport | ErrorBody | None:
     """Export the caller's data
 
      Everything stored about the caller (GDPR access and portability), idempotency keys included, as one
@@ -156,7 +117,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AccountExport | ExportAccountResponse401 | ExportAccountResponse403 | ExportAccountResponse429 | ExportAccountResponse431 | ExportAccountResponse500 | ExportAccountResponse503
+        AccountExport | ErrorBody
     """
 
     return sync_detailed(
@@ -167,15 +128,7 @@ def sync(
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
-) -> Response[
-    AccountExport
-    | ExportAccountResponse401
-    | ExportAccountResponse403
-    | ExportAccountResponse429
-    | ExportAccountResponse431
-    | ExportAccountResponse500
-    | ExportAccountResponse503
-]:
+) -> Response[AccountExport | ErrorBody]:
     """Export the caller's data
 
      Everything stored about the caller (GDPR access and portability), idempotency keys included, as one
@@ -187,7 +140,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AccountExport | ExportAccountResponse401 | ExportAccountResponse403 | ExportAccountResponse429 | ExportAccountResponse431 | ExportAccountResponse500 | ExportAccountResponse503]
+        Response[AccountExport | ErrorBody]
     """
 
     kwargs = _get_kwargs()
@@ -200,16 +153,7 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient,
-) -> (
-    AccountExport
-    | ExportAccountResponse401
-    | ExportAccountResponse403
-    | ExportAccountResponse429
-    | ExportAccountResponse431
-    | ExportAccountResponse500
-    | ExportAccountResponse503
-    | None
-):
+) -> AccountExport | ErrorBody | None:
     """Export the caller's data
 
      Everything stored about the caller (GDPR access and portability), idempotency keys included, as one
@@ -221,7 +165,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AccountExport | ExportAccountResponse401 | ExportAccountResponse403 | ExportAccountResponse429 | ExportAccountResponse431 | ExportAccountResponse500 | ExportAccountResponse503
+        AccountExport | ErrorBody
     """
 
     return (

@@ -5,12 +5,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.get_profile_response_401 import GetProfileResponse401
-from ...models.get_profile_response_403 import GetProfileResponse403
-from ...models.get_profile_response_404 import GetProfileResponse404
-from ...models.get_profile_response_431 import GetProfileResponse431
-from ...models.get_profile_response_500 import GetProfileResponse500
-from ...models.get_profile_response_503 import GetProfileResponse503
+from ...models.error_body import ErrorBody
 from ...models.profile_response import ProfileResponse
 from ...types import Response
 
@@ -27,48 +22,39 @@ def _get_kwargs() -> dict[str, Any]:
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    GetProfileResponse401
-    | GetProfileResponse403
-    | GetProfileResponse404
-    | GetProfileResponse431
-    | GetProfileResponse500
-    | GetProfileResponse503
-    | ProfileResponse
-    | None
-):
+) -> ErrorBody | ProfileResponse | None:
     if response.status_code == 200:
         response_200 = ProfileResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 401:
-        response_401 = GetProfileResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = GetProfileResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 404:
-        response_404 = GetProfileResponse404.from_dict(response.json())
+        response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 431:
-        response_431 = GetProfileResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = GetProfileResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = GetProfileResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -80,15 +66,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    GetProfileResponse401
-    | GetProfileResponse403
-    | GetProfileResponse404
-    | GetProfileResponse431
-    | GetProfileResponse500
-    | GetProfileResponse503
-    | ProfileResponse
-]:
+) -> Response[ErrorBody | ProfileResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -100,15 +78,7 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient,
-) -> Response[
-    GetProfileResponse401
-    | GetProfileResponse403
-    | GetProfileResponse404
-    | GetProfileResponse431
-    | GetProfileResponse500
-    | GetProfileResponse503
-    | ProfileResponse
-]:
+) -> Response[ErrorBody | ProfileResponse]:
     """Read the caller's profile
 
      The caller's email, display name, time zone and marketing consent, with when they last changed. `404
@@ -119,7 +89,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetProfileResponse401 | GetProfileResponse403 | GetProfileResponse404 | GetProfileResponse431 | GetProfileResponse500 | GetProfileResponse503 | ProfileResponse]
+        Response[ErrorBody | ProfileResponse]
     """
 
     kwargs = _get_kwargs()
@@ -134,16 +104,7 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient,
-) -> (
-    GetProfileResponse401
-    | GetProfileResponse403
-    | GetProfileResponse404
-    | GetProfileResponse431
-    | GetProfileResponse500
-    | GetProfileResponse503
-    | ProfileResponse
-    | None
-):
+) -> ErrorBody | ProfileResponse | None:
     """Read the caller's profile
 
      The caller's email, display name, time zone and marketing consent, with when they last changed. `404
@@ -154,7 +115,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetProfileResponse401 | GetProfileResponse403 | GetProfileResponse404 | GetProfileResponse431 | GetProfileResponse500 | GetProfileResponse503 | ProfileResponse
+        ErrorBody | ProfileResponse
     """
 
     return sync_detailed(
@@ -165,15 +126,7 @@ def sync(
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
-) -> Response[
-    GetProfileResponse401
-    | GetProfileResponse403
-    | GetProfileResponse404
-    | GetProfileResponse431
-    | GetProfileResponse500
-    | GetProfileResponse503
-    | ProfileResponse
-]:
+) -> Response[ErrorBody | ProfileResponse]:
     """Read the caller's profile
 
      The caller's email, display name, time zone and marketing consent, with when they last changed. `404
@@ -184,7 +137,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetProfileResponse401 | GetProfileResponse403 | GetProfileResponse404 | GetProfileResponse431 | GetProfileResponse500 | GetProfileResponse503 | ProfileResponse]
+        Response[ErrorBody | ProfileResponse]
     """
 
     kwargs = _get_kwargs()
@@ -197,16 +150,7 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient,
-) -> (
-    GetProfileResponse401
-    | GetProfileResponse403
-    | GetProfileResponse404
-    | GetProfileResponse431
-    | GetProfileResponse500
-    | GetProfileResponse503
-    | ProfileResponse
-    | None
-):
+) -> ErrorBody | ProfileResponse | None:
     """Read the caller's profile
 
      The caller's email, display name, time zone and marketing consent, with when they last changed. `404
@@ -217,7 +161,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetProfileResponse401 | GetProfileResponse403 | GetProfileResponse404 | GetProfileResponse431 | GetProfileResponse500 | GetProfileResponse503 | ProfileResponse
+        ErrorBody | ProfileResponse
     """
 
     return (

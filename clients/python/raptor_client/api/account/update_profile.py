@@ -5,19 +5,9 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
 from ...models.profile_patch import ProfilePatch
 from ...models.profile_response import ProfileResponse
-from ...models.update_profile_response_400 import UpdateProfileResponse400
-from ...models.update_profile_response_401 import UpdateProfileResponse401
-from ...models.update_profile_response_403 import UpdateProfileResponse403
-from ...models.update_profile_response_404 import UpdateProfileResponse404
-from ...models.update_profile_response_409 import UpdateProfileResponse409
-from ...models.update_profile_response_413 import UpdateProfileResponse413
-from ...models.update_profile_response_415 import UpdateProfileResponse415
-from ...models.update_profile_response_422 import UpdateProfileResponse422
-from ...models.update_profile_response_431 import UpdateProfileResponse431
-from ...models.update_profile_response_500 import UpdateProfileResponse500
-from ...models.update_profile_response_503 import UpdateProfileResponse503
 from ...types import UNSET, Response, Unset
 
 
@@ -46,78 +36,64 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    ProfileResponse
-    | UpdateProfileResponse400
-    | UpdateProfileResponse401
-    | UpdateProfileResponse403
-    | UpdateProfileResponse404
-    | UpdateProfileResponse409
-    | UpdateProfileResponse413
-    | UpdateProfileResponse415
-    | UpdateProfileResponse422
-    | UpdateProfileResponse431
-    | UpdateProfileResponse500
-    | UpdateProfileResponse503
-    | None
-):
+) -> ErrorBody | ProfileResponse | None:
     if response.status_code == 200:
         response_200 = ProfileResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = UpdateProfileResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = UpdateProfileResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = UpdateProfileResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 404:
-        response_404 = UpdateProfileResponse404.from_dict(response.json())
+        response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 409:
-        response_409 = UpdateProfileResponse409.from_dict(response.json())
+        response_409 = ErrorBody.from_dict(response.json())
 
         return response_409
 
     if response.status_code == 413:
-        response_413 = UpdateProfileResponse413.from_dict(response.json())
+        response_413 = ErrorBody.from_dict(response.json())
 
         return response_413
 
     if response.status_code == 415:
-        response_415 = UpdateProfileResponse415.from_dict(response.json())
+        response_415 = ErrorBody.from_dict(response.json())
 
         return response_415
 
     if response.status_code == 422:
-        response_422 = UpdateProfileResponse422.from_dict(response.json())
+        response_422 = ErrorBody.from_dict(response.json())
 
         return response_422
 
     if response.status_code == 431:
-        response_431 = UpdateProfileResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = UpdateProfileResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = UpdateProfileResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -129,20 +105,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    ProfileResponse
-    | UpdateProfileResponse400
-    | UpdateProfileResponse401
-    | UpdateProfileResponse403
-    | UpdateProfileResponse404
-    | UpdateProfileResponse409
-    | UpdateProfileResponse413
-    | UpdateProfileResponse415
-    | UpdateProfileResponse422
-    | UpdateProfileResponse431
-    | UpdateProfileResponse500
-    | UpdateProfileResponse503
-]:
+) -> Response[ErrorBody | ProfileResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -156,20 +119,7 @@ def sync_detailed(
     client: AuthenticatedClient,
     body: ProfilePatch | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-) -> Response[
-    ProfileResponse
-    | UpdateProfileResponse400
-    | UpdateProfileResponse401
-    | UpdateProfileResponse403
-    | UpdateProfileResponse404
-    | UpdateProfileResponse409
-    | UpdateProfileResponse413
-    | UpdateProfileResponse415
-    | UpdateProfileResponse422
-    | UpdateProfileResponse431
-    | UpdateProfileResponse500
-    | UpdateProfileResponse503
-]:
+) -> Response[ErrorBody | ProfileResponse]:
     """Change the caller's profile
 
      Only the fields sent change; `null` clears `display_name` or `time_zone`. Tier 2 (fail-open, keys
@@ -188,7 +138,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ProfileResponse | UpdateProfileResponse400 | UpdateProfileResponse401 | UpdateProfileResponse403 | UpdateProfileResponse404 | UpdateProfileResponse409 | UpdateProfileResponse413 | UpdateProfileResponse415 | UpdateProfileResponse422 | UpdateProfileResponse431 | UpdateProfileResponse500 | UpdateProfileResponse503]
+        Response[ErrorBody | ProfileResponse]
     """
 
     kwargs = _get_kwargs(
@@ -208,21 +158,7 @@ def sync(
     client: AuthenticatedClient,
     body: ProfilePatch | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-) -> (
-    ProfileResponse
-    | UpdateProfileResponse400
-    | UpdateProfileResponse401
-    | UpdateProfileResponse403
-    | UpdateProfileResponse404
-    | UpdateProfileResponse409
-    | UpdateProfileResponse413
-    | UpdateProfileResponse415
-    | UpdateProfileResponse422
-    | UpdateProfileResponse431
-    | UpdateProfileResponse500
-    | UpdateProfileResponse503
-    | None
-):
+) -> ErrorBody | ProfileResponse | None:
     """Change the caller's profile
 
      Only the fields sent change; `null` clears `display_name` or `time_zone`. Tier 2 (fail-open, keys
@@ -241,7 +177,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ProfileResponse | UpdateProfileResponse400 | UpdateProfileResponse401 | UpdateProfileResponse403 | UpdateProfileResponse404 | UpdateProfileResponse409 | UpdateProfileResponse413 | UpdateProfileResponse415 | UpdateProfileResponse422 | UpdateProfileResponse431 | UpdateProfileResponse500 | UpdateProfileResponse503
+        ErrorBody | ProfileResponse
     """
 
     return sync_detailed(
@@ -256,20 +192,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
     body: ProfilePatch | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-) -> Response[
-    ProfileResponse
-    | UpdateProfileResponse400
-    | UpdateProfileResponse401
-    | UpdateProfileResponse403
-    | UpdateProfileResponse404
-    | UpdateProfileResponse409
-    | UpdateProfileResponse413
-    | UpdateProfileResponse415
-    | UpdateProfileResponse422
-    | UpdateProfileResponse431
-    | UpdateProfileResponse500
-    | UpdateProfileResponse503
-]:
+) -> Response[ErrorBody | ProfileResponse]:
     """Change the caller's profile
 
      Only the fields sent change; `null` clears `display_name` or `time_zone`. Tier 2 (fail-open, keys
@@ -288,7 +211,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ProfileResponse | UpdateProfileResponse400 | UpdateProfileResponse401 | UpdateProfileResponse403 | UpdateProfileResponse404 | UpdateProfileResponse409 | UpdateProfileResponse413 | UpdateProfileResponse415 | UpdateProfileResponse422 | UpdateProfileResponse431 | UpdateProfileResponse500 | UpdateProfileResponse503]
+        Response[ErrorBody | ProfileResponse]
     """
 
     kwargs = _get_kwargs(
@@ -306,21 +229,7 @@ async def asyncio(
     client: AuthenticatedClient,
     body: ProfilePatch | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-) -> (
-    ProfileResponse
-    | UpdateProfileResponse400
-    | UpdateProfileResponse401
-    | UpdateProfileResponse403
-    | UpdateProfileResponse404
-    | UpdateProfileResponse409
-    | UpdateProfileResponse413
-    | UpdateProfileResponse415
-    | UpdateProfileResponse422
-    | UpdateProfileResponse431
-    | UpdateProfileResponse500
-    | UpdateProfileResponse503
-    | None
-):
+) -> ErrorBody | ProfileResponse | None:
     """Change the caller's profile
 
      Only the fields sent change; `null` clears `display_name` or `time_zone`. Tier 2 (fail-open, keys
@@ -339,7 +248,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ProfileResponse | UpdateProfileResponse400 | UpdateProfileResponse401 | UpdateProfileResponse403 | UpdateProfileResponse404 | UpdateProfileResponse409 | UpdateProfileResponse413 | UpdateProfileResponse415 | UpdateProfileResponse422 | UpdateProfileResponse431 | UpdateProfileResponse500 | UpdateProfileResponse503
+        ErrorBody | ProfileResponse
     """
 
     return (

@@ -6,18 +6,9 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
 from ...models.flag_response import FlagResponse
 from ...models.set_flag_request import SetFlagRequest
-from ...models.set_flag_response_400 import SetFlagResponse400
-from ...models.set_flag_response_401 import SetFlagResponse401
-from ...models.set_flag_response_403 import SetFlagResponse403
-from ...models.set_flag_response_404 import SetFlagResponse404
-from ...models.set_flag_response_413 import SetFlagResponse413
-from ...models.set_flag_response_415 import SetFlagResponse415
-from ...models.set_flag_response_422 import SetFlagResponse422
-from ...models.set_flag_response_431 import SetFlagResponse431
-from ...models.set_flag_response_500 import SetFlagResponse500
-from ...models.set_flag_response_503 import SetFlagResponse503
 from ...types import Response
 
 
@@ -45,72 +36,59 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    FlagResponse
-    | SetFlagResponse400
-    | SetFlagResponse401
-    | SetFlagResponse403
-    | SetFlagResponse404
-    | SetFlagResponse413
-    | SetFlagResponse415
-    | SetFlagResponse422
-    | SetFlagResponse431
-    | SetFlagResponse500
-    | SetFlagResponse503
-    | None
-):
+) -> ErrorBody | FlagResponse | None:
     if response.status_code == 200:
         response_200 = FlagResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = SetFlagResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = SetFlagResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = SetFlagResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 404:
-        response_404 = SetFlagResponse404.from_dict(response.json())
+        response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 413:
-        response_413 = SetFlagResponse413.from_dict(response.json())
+        response_413 = ErrorBody.from_dict(response.json())
 
         return response_413
 
     if response.status_code == 415:
-        response_415 = SetFlagResponse415.from_dict(response.json())
+        response_415 = ErrorBody.from_dict(response.json())
 
         return response_415
 
     if response.status_code == 422:
-        response_422 = SetFlagResponse422.from_dict(response.json())
+        response_422 = ErrorBody.from_dict(response.json())
 
         return response_422
 
     if response.status_code == 431:
-        response_431 = SetFlagResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = SetFlagResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = SetFlagResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -122,19 +100,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    FlagResponse
-    | SetFlagResponse400
-    | SetFlagResponse401
-    | SetFlagResponse403
-    | SetFlagResponse404
-    | SetFlagResponse413
-    | SetFlagResponse415
-    | SetFlagResponse422
-    | SetFlagResponse431
-    | SetFlagResponse500
-    | SetFlagResponse503
-]:
+) -> Response[ErrorBody | FlagResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -148,19 +114,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: SetFlagRequest,
-) -> Response[
-    FlagResponse
-    | SetFlagResponse400
-    | SetFlagResponse401
-    | SetFlagResponse403
-    | SetFlagResponse404
-    | SetFlagResponse413
-    | SetFlagResponse415
-    | SetFlagResponse422
-    | SetFlagResponse431
-    | SetFlagResponse500
-    | SetFlagResponse503
-]:
+) -> Response[ErrorBody | FlagResponse]:
     """Set a run-time flag (operators)
 
      Turns a run-time flag on or off. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known (`404 not_found` for
@@ -175,7 +129,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[FlagResponse | SetFlagResponse400 | SetFlagResponse401 | SetFlagResponse403 | SetFlagResponse404 | SetFlagResponse413 | SetFlagResponse415 | SetFlagResponse422 | SetFlagResponse431 | SetFlagResponse500 | SetFlagResponse503]
+        Response[ErrorBody | FlagResponse]
     """
 
     kwargs = _get_kwargs(
@@ -195,20 +149,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: SetFlagRequest,
-) -> (
-    FlagResponse
-    | SetFlagResponse400
-    | SetFlagResponse401
-    | SetFlagResponse403
-    | SetFlagResponse404
-    | SetFlagResponse413
-    | SetFlagResponse415
-    | SetFlagResponse422
-    | SetFlagResponse431
-    | SetFlagResponse500
-    | SetFlagResponse503
-    | None
-):
+) -> ErrorBody | FlagResponse | None:
     """Set a run-time flag (operators)
 
      Turns a run-time flag on or off. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known (`404 not_found` for
@@ -223,7 +164,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        FlagResponse | SetFlagResponse400 | SetFlagResponse401 | SetFlagResponse403 | SetFlagResponse404 | SetFlagResponse413 | SetFlagResponse415 | SetFlagResponse422 | SetFlagResponse431 | SetFlagResponse500 | SetFlagResponse503
+        ErrorBody | FlagResponse
     """
 
     return sync_detailed(
@@ -238,19 +179,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: SetFlagRequest,
-) -> Response[
-    FlagResponse
-    | SetFlagResponse400
-    | SetFlagResponse401
-    | SetFlagResponse403
-    | SetFlagResponse404
-    | SetFlagResponse413
-    | SetFlagResponse415
-    | SetFlagResponse422
-    | SetFlagResponse431
-    | SetFlagResponse500
-    | SetFlagResponse503
-]:
+) -> Response[ErrorBody | FlagResponse]:
     """Set a run-time flag (operators)
 
      Turns a run-time flag on or off. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known (`404 not_found` for
@@ -265,7 +194,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[FlagResponse | SetFlagResponse400 | SetFlagResponse401 | SetFlagResponse403 | SetFlagResponse404 | SetFlagResponse413 | SetFlagResponse415 | SetFlagResponse422 | SetFlagResponse431 | SetFlagResponse500 | SetFlagResponse503]
+        Response[ErrorBody | FlagResponse]
     """
 
     kwargs = _get_kwargs(
@@ -283,20 +212,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: SetFlagRequest,
-) -> (
-    FlagResponse
-    | SetFlagResponse400
-    | SetFlagResponse401
-    | SetFlagResponse403
-    | SetFlagResponse404
-    | SetFlagResponse413
-    | SetFlagResponse415
-    | SetFlagResponse422
-    | SetFlagResponse431
-    | SetFlagResponse500
-    | SetFlagResponse503
-    | None
-):
+) -> ErrorBody | FlagResponse | None:
     """Set a run-time flag (operators)
 
      Turns a run-time flag on or off. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known (`404 not_found` for
@@ -311,7 +227,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        FlagResponse | SetFlagResponse400 | SetFlagResponse401 | SetFlagResponse403 | SetFlagResponse404 | SetFlagResponse413 | SetFlagResponse415 | SetFlagResponse422 | SetFlagResponse431 | SetFlagResponse500 | SetFlagResponse503
+        ErrorBody | FlagResponse
     """
 
     return (

@@ -6,17 +6,9 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
 from ...models.quote_response import QuoteResponse
 from ...models.set_quote_request import SetQuoteRequest
-from ...models.set_quote_response_400 import SetQuoteResponse400
-from ...models.set_quote_response_401 import SetQuoteResponse401
-from ...models.set_quote_response_403 import SetQuoteResponse403
-from ...models.set_quote_response_413 import SetQuoteResponse413
-from ...models.set_quote_response_415 import SetQuoteResponse415
-from ...models.set_quote_response_422 import SetQuoteResponse422
-from ...models.set_quote_response_431 import SetQuoteResponse431
-from ...models.set_quote_response_500 import SetQuoteResponse500
-from ...models.set_quote_response_503 import SetQuoteResponse503
 from ...types import Response
 
 
@@ -44,66 +36,54 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    QuoteResponse
-    | SetQuoteResponse400
-    | SetQuoteResponse401
-    | SetQuoteResponse403
-    | SetQuoteResponse413
-    | SetQuoteResponse415
-    | SetQuoteResponse422
-    | SetQuoteResponse431
-    | SetQuoteResponse500
-    | SetQuoteResponse503
-    | None
-):
+) -> ErrorBody | QuoteResponse | None:
     if response.status_code == 200:
         response_200 = QuoteResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = SetQuoteResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = SetQuoteResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = SetQuoteResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 413:
-        response_413 = SetQuoteResponse413.from_dict(response.json())
+        response_413 = ErrorBody.from_dict(response.json())
 
         return response_413
 
     if response.status_code == 415:
-        response_415 = SetQuoteResponse415.from_dict(response.json())
+        response_415 = ErrorBody.from_dict(response.json())
 
         return response_415
 
     if response.status_code == 422:
-        response_422 = SetQuoteResponse422.from_dict(response.json())
+        response_422 = ErrorBody.from_dict(response.json())
 
         return response_422
 
     if response.status_code == 431:
-        response_431 = SetQuoteResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = SetQuoteResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = SetQuoteResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -115,18 +95,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    QuoteResponse
-    | SetQuoteResponse400
-    | SetQuoteResponse401
-    | SetQuoteResponse403
-    | SetQuoteResponse413
-    | SetQuoteResponse415
-    | SetQuoteResponse422
-    | SetQuoteResponse431
-    | SetQuoteResponse500
-    | SetQuoteResponse503
-]:
+) -> Response[ErrorBody | QuoteResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -140,18 +109,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: SetQuoteRequest,
-) -> Response[
-    QuoteResponse
-    | SetQuoteResponse400
-    | SetQuoteResponse401
-    | SetQuoteResponse403
-    | SetQuoteResponse413
-    | SetQuoteResponse415
-    | SetQuoteResponse422
-    | SetQuoteResponse431
-    | SetQuoteResponse500
-    | SetQuoteResponse503
-]:
+) -> Response[ErrorBody | QuoteResponse]:
     """Set a symbol's quote (operators)
 
      Commits the quote as a numbered quote event; the resting orders it makes marketable then fill in
@@ -168,7 +126,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[QuoteResponse | SetQuoteResponse400 | SetQuoteResponse401 | SetQuoteResponse403 | SetQuoteResponse413 | SetQuoteResponse415 | SetQuoteResponse422 | SetQuoteResponse431 | SetQuoteResponse500 | SetQuoteResponse503]
+        Response[ErrorBody | QuoteResponse]
     """
 
     kwargs = _get_kwargs(
@@ -188,19 +146,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: SetQuoteRequest,
-) -> (
-    QuoteResponse
-    | SetQuoteResponse400
-    | SetQuoteResponse401
-    | SetQuoteResponse403
-    | SetQuoteResponse413
-    | SetQuoteResponse415
-    | SetQuoteResponse422
-    | SetQuoteResponse431
-    | SetQuoteResponse500
-    | SetQuoteResponse503
-    | None
-):
+) -> ErrorBody | QuoteResponse | None:
     """Set a symbol's quote (operators)
 
      Commits the quote as a numbered quote event; the resting orders it makes marketable then fill in
@@ -217,7 +163,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        QuoteResponse | SetQuoteResponse400 | SetQuoteResponse401 | SetQuoteResponse403 | SetQuoteResponse413 | SetQuoteResponse415 | SetQuoteResponse422 | SetQuoteResponse431 | SetQuoteResponse500 | SetQuoteResponse503
+        ErrorBody | QuoteResponse
     """
 
     return sync_detailed(
@@ -232,18 +178,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: SetQuoteRequest,
-) -> Response[
-    QuoteResponse
-    | SetQuoteResponse400
-    | SetQuoteResponse401
-    | SetQuoteResponse403
-    | SetQuoteResponse413
-    | SetQuoteResponse415
-    | SetQuoteResponse422
-    | SetQuoteResponse431
-    | SetQuoteResponse500
-    | SetQuoteResponse503
-]:
+) -> Response[ErrorBody | QuoteResponse]:
     """Set a symbol's quote (operators)
 
      Commits the quote as a numbered quote event; the resting orders it makes marketable then fill in
@@ -260,7 +195,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[QuoteResponse | SetQuoteResponse400 | SetQuoteResponse401 | SetQuoteResponse403 | SetQuoteResponse413 | SetQuoteResponse415 | SetQuoteResponse422 | SetQuoteResponse431 | SetQuoteResponse500 | SetQuoteResponse503]
+        Response[ErrorBody | QuoteResponse]
     """
 
     kwargs = _get_kwargs(
@@ -278,19 +213,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: SetQuoteRequest,
-) -> (
-    QuoteResponse
-    | SetQuoteResponse400
-    | SetQuoteResponse401
-    | SetQuoteResponse403
-    | SetQuoteResponse413
-    | SetQuoteResponse415
-    | SetQuoteResponse422
-    | SetQuoteResponse431
-    | SetQuoteResponse500
-    | SetQuoteResponse503
-    | None
-):
+) -> ErrorBody | QuoteResponse | None:
     """Set a symbol's quote (operators)
 
      Commits the quote as a numbered quote event; the resting orders it makes marketable then fill in
@@ -307,7 +230,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        QuoteResponse | SetQuoteResponse400 | SetQuoteResponse401 | SetQuoteResponse403 | SetQuoteResponse413 | SetQuoteResponse415 | SetQuoteResponse422 | SetQuoteResponse431 | SetQuoteResponse500 | SetQuoteResponse503
+        ErrorBody | QuoteResponse
     """
 
     return (

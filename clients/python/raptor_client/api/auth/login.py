@@ -7,14 +7,7 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.accepted_response import AcceptedResponse
 from ...models.email_request import EmailRequest
-from ...models.login_response_400 import LoginResponse400
-from ...models.login_response_413 import LoginResponse413
-from ...models.login_response_415 import LoginResponse415
-from ...models.login_response_422 import LoginResponse422
-from ...models.login_response_429 import LoginResponse429
-from ...models.login_response_431 import LoginResponse431
-from ...models.login_response_500 import LoginResponse500
-from ...models.login_response_503 import LoginResponse503
+from ...models.error_body import ErrorBody
 from ...types import Response
 
 
@@ -39,60 +32,49 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    AcceptedResponse
-    | LoginResponse400
-    | LoginResponse413
-    | LoginResponse415
-    | LoginResponse422
-    | LoginResponse429
-    | LoginResponse431
-    | LoginResponse500
-    | LoginResponse503
-    | None
-):
+) -> AcceptedResponse | ErrorBody | None:
     if response.status_code == 202:
         response_202 = AcceptedResponse.from_dict(response.json())
 
         return response_202
 
     if response.status_code == 400:
-        response_400 = LoginResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 413:
-        response_413 = LoginResponse413.from_dict(response.json())
+        response_413 = ErrorBody.from_dict(response.json())
 
         return response_413
 
     if response.status_code == 415:
-        response_415 = LoginResponse415.from_dict(response.json())
+        response_415 = ErrorBody.from_dict(response.json())
 
         return response_415
 
     if response.status_code == 422:
-        response_422 = LoginResponse422.from_dict(response.json())
+        response_422 = ErrorBody.from_dict(response.json())
 
         return response_422
 
     if response.status_code == 429:
-        response_429 = LoginResponse429.from_dict(response.json())
+        response_429 = ErrorBody.from_dict(response.json())
 
         return response_429
 
     if response.status_code == 431:
-        response_431 = LoginResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = LoginResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = LoginResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -104,17 +86,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    AcceptedResponse
-    | LoginResponse400
-    | LoginResponse413
-    | LoginResponse415
-    | LoginResponse422
-    | LoginResponse429
-    | LoginResponse431
-    | LoginResponse500
-    | LoginResponse503
-]:
+) -> Response[AcceptedResponse | ErrorBody]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -127,17 +99,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
     body: EmailRequest,
-) -> Response[
-    AcceptedResponse
-    | LoginResponse400
-    | LoginResponse413
-    | LoginResponse415
-    | LoginResponse422
-    | LoginResponse429
-    | LoginResponse431
-    | LoginResponse500
-    | LoginResponse503
-]:
+) -> Response[AcceptedResponse | ErrorBody]:
     """Request a login link
 
      Emails a login link (valid 1 hour) to an existing account. Always `202`: for an unknown address
@@ -152,7 +114,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AcceptedResponse | LoginResponse400 | LoginResponse413 | LoginResponse415 | LoginResponse422 | LoginResponse429 | LoginResponse431 | LoginResponse500 | LoginResponse503]
+        Response[AcceptedResponse | ErrorBody]
     """
 
     kwargs = _get_kwargs(
@@ -170,18 +132,7 @@ def sync(
     *,
     client: AuthenticatedClient | Client,
     body: EmailRequest,
-) -> (
-    AcceptedResponse
-    | LoginResponse400
-    | LoginResponse413
-    | LoginResponse415
-    | LoginResponse422
-    | LoginResponse429
-    | LoginResponse431
-    | LoginResponse500
-    | LoginResponse503
-    | None
-):
+) -> AcceptedResponse | ErrorBody | None:
     """Request a login link
 
      Emails a login link (valid 1 hour) to an existing account. Always `202`: for an unknown address
@@ -196,7 +147,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AcceptedResponse | LoginResponse400 | LoginResponse413 | LoginResponse415 | LoginResponse422 | LoginResponse429 | LoginResponse431 | LoginResponse500 | LoginResponse503
+        AcceptedResponse | ErrorBody
     """
 
     return sync_detailed(
@@ -209,17 +160,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
     body: EmailRequest,
-) -> Response[
-    AcceptedResponse
-    | LoginResponse400
-    | LoginResponse413
-    | LoginResponse415
-    | LoginResponse422
-    | LoginResponse429
-    | LoginResponse431
-    | LoginResponse500
-    | LoginResponse503
-]:
+) -> Response[AcceptedResponse | ErrorBody]:
     """Request a login link
 
      Emails a login link (valid 1 hour) to an existing account. Always `202`: for an unknown address
@@ -234,7 +175,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AcceptedResponse | LoginResponse400 | LoginResponse413 | LoginResponse415 | LoginResponse422 | LoginResponse429 | LoginResponse431 | LoginResponse500 | LoginResponse503]
+        Response[AcceptedResponse | ErrorBody]
     """
 
     kwargs = _get_kwargs(
@@ -250,18 +191,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient | Client,
     body: EmailRequest,
-) -> (
-    AcceptedResponse
-    | LoginResponse400
-    | LoginResponse413
-    | LoginResponse415
-    | LoginResponse422
-    | LoginResponse429
-    | LoginResponse431
-    | LoginResponse500
-    | LoginResponse503
-    | None
-):
+) -> AcceptedResponse | ErrorBody | None:
     """Request a login link
 
      Emails a login link (valid 1 hour) to an existing account. Always `202`: for an unknown address
@@ -276,7 +206,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AcceptedResponse | LoginResponse400 | LoginResponse413 | LoginResponse415 | LoginResponse422 | LoginResponse429 | LoginResponse431 | LoginResponse500 | LoginResponse503
+        AcceptedResponse | ErrorBody
     """
 
     return (

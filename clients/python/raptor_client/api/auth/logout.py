@@ -5,11 +5,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.logout_response_401 import LogoutResponse401
-from ...models.logout_response_403 import LogoutResponse403
-from ...models.logout_response_431 import LogoutResponse431
-from ...models.logout_response_500 import LogoutResponse500
-from ...models.logout_response_503 import LogoutResponse503
+from ...models.error_body import ErrorBody
 from ...types import Response
 
 
@@ -25,41 +21,33 @@ def _get_kwargs() -> dict[str, Any]:
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    Any
-    | LogoutResponse401
-    | LogoutResponse403
-    | LogoutResponse431
-    | LogoutResponse500
-    | LogoutResponse503
-    | None
-):
+) -> Any | ErrorBody | None:
     if response.status_code == 204:
         response_204 = cast(Any, None)
         return response_204
 
     if response.status_code == 401:
-        response_401 = LogoutResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = LogoutResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 431:
-        response_431 = LogoutResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = LogoutResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = LogoutResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -71,14 +59,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    Any
-    | LogoutResponse401
-    | LogoutResponse403
-    | LogoutResponse431
-    | LogoutResponse500
-    | LogoutResponse503
-]:
+) -> Response[Any | ErrorBody]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -90,14 +71,7 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient,
-) -> Response[
-    Any
-    | LogoutResponse401
-    | LogoutResponse403
-    | LogoutResponse431
-    | LogoutResponse500
-    | LogoutResponse503
-]:
+) -> Response[Any | ErrorBody]:
     """End the current session
 
      Revokes the session of the bearer token: the token is refused (`401 unauthenticated`) from now on.
@@ -108,7 +82,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[Any | LogoutResponse401 | LogoutResponse403 | LogoutResponse431 | LogoutResponse500 | LogoutResponse503]
+        Response[Any | ErrorBody]
     """
 
     kwargs = _get_kwargs()
@@ -123,15 +97,7 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient,
-) -> (
-    Any
-    | LogoutResponse401
-    | LogoutResponse403
-    | LogoutResponse431
-    | LogoutResponse500
-    | LogoutResponse503
-    | None
-):
+) -> Any | ErrorBody | None:
     """End the current session
 
      Revokes the session of the bearer token: the token is refused (`401 unauthenticated`) from now on.
@@ -142,7 +108,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Any | LogoutResponse401 | LogoutResponse403 | LogoutResponse431 | LogoutResponse500 | LogoutResponse503
+        Any | ErrorBody
     """
 
     return sync_detailed(
@@ -153,14 +119,7 @@ def sync(
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
-) -> Response[
-    Any
-    | LogoutResponse401
-    | LogoutResponse403
-    | LogoutResponse431
-    | LogoutResponse500
-    | LogoutResponse503
-]:
+) -> Response[Any | ErrorBody]:
     """End the current session
 
      Revokes the session of the bearer token: the token is refused (`401 unauthenticated`) from now on.
@@ -171,7 +130,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[Any | LogoutResponse401 | LogoutResponse403 | LogoutResponse431 | LogoutResponse500 | LogoutResponse503]
+        Response[Any | ErrorBody]
     """
 
     kwargs = _get_kwargs()
@@ -184,15 +143,7 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient,
-) -> (
-    Any
-    | LogoutResponse401
-    | LogoutResponse403
-    | LogoutResponse431
-    | LogoutResponse500
-    | LogoutResponse503
-    | None
-):
+) -> Any | ErrorBody | None:
     """End the current session
 
      Revokes the session of the bearer token: the token is refused (`401 unauthenticated`) from now on.
@@ -203,7 +154,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Any | LogoutResponse401 | LogoutResponse403 | LogoutResponse431 | LogoutResponse500 | LogoutResponse503
+        Any | ErrorBody
     """
 
     return (

@@ -7,14 +7,7 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.accepted_response import AcceptedResponse
 from ...models.email_request import EmailRequest
-from ...models.register_response_400 import RegisterResponse400
-from ...models.register_response_413 import RegisterResponse413
-from ...models.register_response_415 import RegisterResponse415
-from ...models.register_response_422 import RegisterResponse422
-from ...models.register_response_429 import RegisterResponse429
-from ...models.register_response_431 import RegisterResponse431
-from ...models.register_response_500 import RegisterResponse500
-from ...models.register_response_503 import RegisterResponse503
+from ...models.error_body import ErrorBody
 from ...types import Response
 
 
@@ -39,60 +32,49 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    AcceptedResponse
-    | RegisterResponse400
-    | RegisterResponse413
-    | RegisterResponse415
-    | RegisterResponse422
-    | RegisterResponse429
-    | RegisterResponse431
-    | RegisterResponse500
-    | RegisterResponse503
-    | None
-):
+) -> AcceptedResponse | ErrorBody | None:
     if response.status_code == 202:
         response_202 = AcceptedResponse.from_dict(response.json())
 
         return response_202
 
     if response.status_code == 400:
-        response_400 = RegisterResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 413:
-        response_413 = RegisterResponse413.from_dict(response.json())
+        response_413 = ErrorBody.from_dict(response.json())
 
         return response_413
 
     if response.status_code == 415:
-        response_415 = RegisterResponse415.from_dict(response.json())
+        response_415 = ErrorBody.from_dict(response.json())
 
         return response_415
 
     if response.status_code == 422:
-        response_422 = RegisterResponse422.from_dict(response.json())
+        response_422 = ErrorBody.from_dict(response.json())
 
         return response_422
 
     if response.status_code == 429:
-        response_429 = RegisterResponse429.from_dict(response.json())
+        response_429 = ErrorBody.from_dict(response.json())
 
         return response_429
 
     if response.status_code == 431:
-        response_431 = RegisterResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = RegisterResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = RegisterResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -104,17 +86,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    AcceptedResponse
-    | RegisterResponse400
-    | RegisterResponse413
-    | RegisterResponse415
-    | RegisterResponse422
-    | RegisterResponse429
-    | RegisterResponse431
-    | RegisterResponse500
-    | RegisterResponse503
-]:
+) -> Response[AcceptedResponse | ErrorBody]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -127,17 +99,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
     body: EmailRequest,
-) -> Response[
-    AcceptedResponse
-    | RegisterResponse400
-    | RegisterResponse413
-    | RegisterResponse415
-    | RegisterResponse422
-    | RegisterResponse429
-    | RegisterResponse431
-    | RegisterResponse500
-    | RegisterResponse503
-]:
+) -> Response[AcceptedResponse | ErrorBody]:
     """Start sign-up by email
 
      Emails a verification link (valid 24 hours). The answer is the same whether or not the address has
@@ -152,7 +114,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AcceptedResponse | RegisterResponse400 | RegisterResponse413 | RegisterResponse415 | RegisterResponse422 | RegisterResponse429 | RegisterResponse431 | RegisterResponse500 | RegisterResponse503]
+        Response[AcceptedResponse | ErrorBody]
     """
 
     kwargs = _get_kwargs(
@@ -170,18 +132,7 @@ def sync(
     *,
     client: AuthenticatedClient | Client,
     body: EmailRequest,
-) -> (
-    AcceptedResponse
-    | RegisterResponse400
-    | RegisterResponse413
-    | RegisterResponse415
-    | RegisterResponse422
-    | RegisterResponse429
-    | RegisterResponse431
-    | RegisterResponse500
-    | RegisterResponse503
-    | None
-):
+) -> AcceptedResponse | ErrorBody | None:
     """Start sign-up by email
 
      Emails a verification link (valid 24 hours). The answer is the same whether or not the address has
@@ -196,7 +147,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AcceptedResponse | RegisterResponse400 | RegisterResponse413 | RegisterResponse415 | RegisterResponse422 | RegisterResponse429 | RegisterResponse431 | RegisterResponse500 | RegisterResponse503
+        AcceptedResponse | ErrorBody
     """
 
     return sync_detailed(
@@ -209,17 +160,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
     body: EmailRequest,
-) -> Response[
-    AcceptedResponse
-    | RegisterResponse400
-    | RegisterResponse413
-    | RegisterResponse415
-    | RegisterResponse422
-    | RegisterResponse429
-    | RegisterResponse431
-    | RegisterResponse500
-    | RegisterResponse503
-]:
+) -> Response[AcceptedResponse | ErrorBody]:
     """Start sign-up by email
 
      Emails a verification link (valid 24 hours). The answer is the same whether or not the address has
@@ -234,7 +175,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AcceptedResponse | RegisterResponse400 | RegisterResponse413 | RegisterResponse415 | RegisterResponse422 | RegisterResponse429 | RegisterResponse431 | RegisterResponse500 | RegisterResponse503]
+        Response[AcceptedResponse | ErrorBody]
     """
 
     kwargs = _get_kwargs(
@@ -250,18 +191,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient | Client,
     body: EmailRequest,
-) -> (
-    AcceptedResponse
-    | RegisterResponse400
-    | RegisterResponse413
-    | RegisterResponse415
-    | RegisterResponse422
-    | RegisterResponse429
-    | RegisterResponse431
-    | RegisterResponse500
-    | RegisterResponse503
-    | None
-):
+) -> AcceptedResponse | ErrorBody | None:
     """Start sign-up by email
 
      Emails a verification link (valid 24 hours). The answer is the same whether or not the address has
@@ -276,7 +206,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AcceptedResponse | RegisterResponse400 | RegisterResponse413 | RegisterResponse415 | RegisterResponse422 | RegisterResponse429 | RegisterResponse431 | RegisterResponse500 | RegisterResponse503
+        AcceptedResponse | ErrorBody
     """
 
     return (

@@ -5,14 +5,8 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
 from ...models.session_response import SessionResponse
-from ...models.verify_link_response_400 import VerifyLinkResponse400
-from ...models.verify_link_response_413 import VerifyLinkResponse413
-from ...models.verify_link_response_415 import VerifyLinkResponse415
-from ...models.verify_link_response_422 import VerifyLinkResponse422
-from ...models.verify_link_response_431 import VerifyLinkResponse431
-from ...models.verify_link_response_500 import VerifyLinkResponse500
-from ...models.verify_link_response_503 import VerifyLinkResponse503
 from ...models.verify_request import VerifyRequest
 from ...types import Response
 
@@ -38,54 +32,44 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    SessionResponse
-    | VerifyLinkResponse400
-    | VerifyLinkResponse413
-    | VerifyLinkResponse415
-    | VerifyLinkResponse422
-    | VerifyLinkResponse431
-    | VerifyLinkResponse500
-    | VerifyLinkResponse503
-    | None
-):
+) -> ErrorBody | SessionResponse | None:
     if response.status_code == 200:
         response_200 = SessionResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = VerifyLinkResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 413:
-        response_413 = VerifyLinkResponse413.from_dict(response.json())
+        response_413 = ErrorBody.from_dict(response.json())
 
         return response_413
 
     if response.status_code == 415:
-        response_415 = VerifyLinkResponse415.from_dict(response.json())
+        response_415 = ErrorBody.from_dict(response.json())
 
         return response_415
 
     if response.status_code == 422:
-        response_422 = VerifyLinkResponse422.from_dict(response.json())
+        response_422 = ErrorBody.from_dict(response.json())
 
         return response_422
 
     if response.status_code == 431:
-        response_431 = VerifyLinkResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = VerifyLinkResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = VerifyLinkResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -97,16 +81,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    SessionResponse
-    | VerifyLinkResponse400
-    | VerifyLinkResponse413
-    | VerifyLinkResponse415
-    | VerifyLinkResponse422
-    | VerifyLinkResponse431
-    | VerifyLinkResponse500
-    | VerifyLinkResponse503
-]:
+) -> Response[ErrorBody | SessionResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -119,16 +94,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
     body: VerifyRequest,
-) -> Response[
-    SessionResponse
-    | VerifyLinkResponse400
-    | VerifyLinkResponse413
-    | VerifyLinkResponse415
-    | VerifyLinkResponse422
-    | VerifyLinkResponse431
-    | VerifyLinkResponse500
-    | VerifyLinkResponse503
-]:
+) -> Response[ErrorBody | SessionResponse]:
     """Exchange an emailed link's token for a session
 
      Verifies a sign-up or login link: a session, and on the first use of a sign-up link a new user with
@@ -144,7 +110,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[SessionResponse | VerifyLinkResponse400 | VerifyLinkResponse413 | VerifyLinkResponse415 | VerifyLinkResponse422 | VerifyLinkResponse431 | VerifyLinkResponse500 | VerifyLinkResponse503]
+        Response[ErrorBody | SessionResponse]
     """
 
     kwargs = _get_kwargs(
@@ -162,17 +128,7 @@ def sync(
     *,
     client: AuthenticatedClient | Client,
     body: VerifyRequest,
-) -> (
-    SessionResponse
-    | VerifyLinkResponse400
-    | VerifyLinkResponse413
-    | VerifyLinkResponse415
-    | VerifyLinkResponse422
-    | VerifyLinkResponse431
-    | VerifyLinkResponse500
-    | VerifyLinkResponse503
-    | None
-):
+) -> ErrorBody | SessionResponse | None:
     """Exchange an emailed link's token for a session
 
      Verifies a sign-up or login link: a session, and on the first use of a sign-up link a new user with
@@ -188,7 +144,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        SessionResponse | VerifyLinkResponse400 | VerifyLinkResponse413 | VerifyLinkResponse415 | VerifyLinkResponse422 | VerifyLinkResponse431 | VerifyLinkResponse500 | VerifyLinkResponse503
+        ErrorBody | SessionResponse
     """
 
     return sync_detailed(
@@ -201,16 +157,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
     body: VerifyRequest,
-) -> Response[
-    SessionResponse
-    | VerifyLinkResponse400
-    | VerifyLinkResponse413
-    | VerifyLinkResponse415
-    | VerifyLinkResponse422
-    | VerifyLinkResponse431
-    | VerifyLinkResponse500
-    | VerifyLinkResponse503
-]:
+) -> Response[ErrorBody | SessionResponse]:
     """Exchange an emailed link's token for a session
 
      Verifies a sign-up or login link: a session, and on the first use of a sign-up link a new user with
@@ -226,7 +173,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[SessionResponse | VerifyLinkResponse400 | VerifyLinkResponse413 | VerifyLinkResponse415 | VerifyLinkResponse422 | VerifyLinkResponse431 | VerifyLinkResponse500 | VerifyLinkResponse503]
+        Response[ErrorBody | SessionResponse]
     """
 
     kwargs = _get_kwargs(
@@ -242,17 +189,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient | Client,
     body: VerifyRequest,
-) -> (
-    SessionResponse
-    | VerifyLinkResponse400
-    | VerifyLinkResponse413
-    | VerifyLinkResponse415
-    | VerifyLinkResponse422
-    | VerifyLinkResponse431
-    | VerifyLinkResponse500
-    | VerifyLinkResponse503
-    | None
-):
+) -> ErrorBody | SessionResponse | None:
     """Exchange an emailed link's token for a session
 
      Verifies a sign-up or login link: a session, and on the first use of a sign-up link a new user with
@@ -268,7 +205,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        SessionResponse | VerifyLinkResponse400 | VerifyLinkResponse413 | VerifyLinkResponse415 | VerifyLinkResponse422 | VerifyLinkResponse431 | VerifyLinkResponse500 | VerifyLinkResponse503
+        ErrorBody | SessionResponse
     """
 
     return (

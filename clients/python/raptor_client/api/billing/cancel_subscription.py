@@ -6,19 +6,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.cancel_subscription_request import CancelSubscriptionRequest
-from ...models.cancel_subscription_response_400 import CancelSubscriptionResponse400
-from ...models.cancel_subscription_response_401 import CancelSubscriptionResponse401
-from ...models.cancel_subscription_response_403 import CancelSubscriptionResponse403
-from ...models.cancel_subscription_response_404 import CancelSubscriptionResponse404
-from ...models.cancel_subscription_response_409 import CancelSubscriptionResponse409
-from ...models.cancel_subscription_response_413 import CancelSubscriptionResponse413
-from ...models.cancel_subscription_response_415 import CancelSubscriptionResponse415
-from ...models.cancel_subscription_response_422 import CancelSubscriptionResponse422
-from ...models.cancel_subscription_response_431 import CancelSubscriptionResponse431
-from ...models.cancel_subscription_response_500 import CancelSubscriptionResponse500
-from ...models.cancel_subscription_response_502 import CancelSubscriptionResponse502
-from ...models.cancel_subscription_response_503 import CancelSubscriptionResponse503
-from ...models.cancel_subscription_response_504 import CancelSubscriptionResponse504
+from ...models.error_body import ErrorBody
 from ...models.subscription_response import SubscriptionResponse
 from ...types import UNSET, Response, Unset
 
@@ -48,90 +36,74 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    CancelSubscriptionResponse400
-    | CancelSubscriptionResponse401
-    | CancelSubscriptionResponse403
-    | CancelSubscriptionResponse404
-    | CancelSubscriptionResponse409
-    | CancelSubscriptionResponse413
-    | CancelSubscriptionResponse415
-    | CancelSubscriptionResponse422
-    | CancelSubscriptionResponse431
-    | CancelSubscriptionResponse500
-    | CancelSubscriptionResponse502
-    | CancelSubscriptionResponse503
-    | CancelSubscriptionResponse504
-    | SubscriptionResponse
-    | None
-):
+) -> ErrorBody | SubscriptionResponse | None:
     if response.status_code == 200:
         response_200 = SubscriptionResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = CancelSubscriptionResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = CancelSubscriptionResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = CancelSubscriptionResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 404:
-        response_404 = CancelSubscriptionResponse404.from_dict(response.json())
+        response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 409:
-        response_409 = CancelSubscriptionResponse409.from_dict(response.json())
+        response_409 = ErrorBody.from_dict(response.json())
 
         return response_409
 
     if response.status_code == 413:
-        response_413 = CancelSubscriptionResponse413.from_dict(response.json())
+        response_413 = ErrorBody.from_dict(response.json())
 
         return response_413
 
     if response.status_code == 415:
-        response_415 = CancelSubscriptionResponse415.from_dict(response.json())
+        response_415 = ErrorBody.from_dict(response.json())
 
         return response_415
 
     if response.status_code == 422:
-        response_422 = CancelSubscriptionResponse422.from_dict(response.json())
+        response_422 = ErrorBody.from_dict(response.json())
 
         return response_422
 
     if response.status_code == 431:
-        response_431 = CancelSubscriptionResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = CancelSubscriptionResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 502:
-        response_502 = CancelSubscriptionResponse502.from_dict(response.json())
+        response_502 = ErrorBody.from_dict(response.json())
 
         return response_502
 
     if response.status_code == 503:
-        response_503 = CancelSubscriptionResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
     if response.status_code == 504:
-        response_504 = CancelSubscriptionResponse504.from_dict(response.json())
+        response_504 = ErrorBody.from_dict(response.json())
 
         return response_504
 
@@ -143,22 +115,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    CancelSubscriptionResponse400
-    | CancelSubscriptionResponse401
-    | CancelSubscriptionResponse403
-    | CancelSubscriptionResponse404
-    | CancelSubscriptionResponse409
-    | CancelSubscriptionResponse413
-    | CancelSubscriptionResponse415
-    | CancelSubscriptionResponse422
-    | CancelSubscriptionResponse431
-    | CancelSubscriptionResponse500
-    | CancelSubscriptionResponse502
-    | CancelSubscriptionResponse503
-    | CancelSubscriptionResponse504
-    | SubscriptionResponse
-]:
+) -> Response[ErrorBody | SubscriptionResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -172,22 +129,7 @@ def sync_detailed(
     client: AuthenticatedClient,
     body: CancelSubscriptionRequest | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-) -> Response[
-    CancelSubscriptionResponse400
-    | CancelSubscriptionResponse401
-    | CancelSubscriptionResponse403
-    | CancelSubscriptionResponse404
-    | CancelSubscriptionResponse409
-    | CancelSubscriptionResponse413
-    | CancelSubscriptionResponse415
-    | CancelSubscriptionResponse422
-    | CancelSubscriptionResponse431
-    | CancelSubscriptionResponse500
-    | CancelSubscriptionResponse502
-    | CancelSubscriptionResponse503
-    | CancelSubscriptionResponse504
-    | SubscriptionResponse
-]:
+) -> Response[ErrorBody | SubscriptionResponse]:
     """Cancel the subscription at period end
 
      Asks Stripe to cancel the caller's subscription at the end of the paid period
@@ -204,7 +146,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[CancelSubscriptionResponse400 | CancelSubscriptionResponse401 | CancelSubscriptionResponse403 | CancelSubscriptionResponse404 | CancelSubscriptionResponse409 | CancelSubscriptionResponse413 | CancelSubscriptionResponse415 | CancelSubscriptionResponse422 | CancelSubscriptionResponse431 | CancelSubscriptionResponse500 | CancelSubscriptionResponse502 | CancelSubscriptionResponse503 | CancelSubscriptionResponse504 | SubscriptionResponse]
+        Response[ErrorBody | SubscriptionResponse]
     """
 
     kwargs = _get_kwargs(
@@ -224,23 +166,7 @@ def sync(
     client: AuthenticatedClient,
     body: CancelSubscriptionRequest | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-) -> (
-    CancelSubscriptionResponse400
-    | CancelSubscriptionResponse401
-    | CancelSubscriptionResponse403
-    | CancelSubscriptionResponse404
-    | CancelSubscriptionResponse409
-    | CancelSubscriptionResponse413
-    | CancelSubscriptionResponse415
-    | CancelSubscriptionResponse422
-    | CancelSubscriptionResponse431
-    | CancelSubscriptionResponse500
-    | CancelSubscriptionResponse502
-    | CancelSubscriptionResponse503
-    | CancelSubscriptionResponse504
-    | SubscriptionResponse
-    | None
-):
+) -> ErrorBody | SubscriptionResponse | None:
     """Cancel the subscription at period end
 
      Asks Stripe to cancel the caller's subscription at the end of the paid period
@@ -257,7 +183,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        CancelSubscriptionResponse400 | CancelSubscriptionResponse401 | CancelSubscriptionResponse403 | CancelSubscriptionResponse404 | CancelSubscriptionResponse409 | CancelSubscriptionResponse413 | CancelSubscriptionResponse415 | CancelSubscriptionResponse422 | CancelSubscriptionResponse431 | CancelSubscriptionResponse500 | CancelSubscriptionResponse502 | CancelSubscriptionResponse503 | CancelSubscriptionResponse504 | SubscriptionResponse
+        ErrorBody | SubscriptionResponse
     """
 
     return sync_detailed(
@@ -272,22 +198,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
     body: CancelSubscriptionRequest | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-) -> Response[
-    CancelSubscriptionResponse400
-    | CancelSubscriptionResponse401
-    | CancelSubscriptionResponse403
-    | CancelSubscriptionResponse404
-    | CancelSubscriptionResponse409
-    | CancelSubscriptionResponse413
-    | CancelSubscriptionResponse415
-    | CancelSubscriptionResponse422
-    | CancelSubscriptionResponse431
-    | CancelSubscriptionResponse500
-    | CancelSubscriptionResponse502
-    | CancelSubscriptionResponse503
-    | CancelSubscriptionResponse504
-    | SubscriptionResponse
-]:
+) -> Response[ErrorBody | SubscriptionResponse]:
     """Cancel the subscription at period end
 
      Asks Stripe to cancel the caller's subscription at the end of the paid period
@@ -304,7 +215,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[CancelSubscriptionResponse400 | CancelSubscriptionResponse401 | CancelSubscriptionResponse403 | CancelSubscriptionResponse404 | CancelSubscriptionResponse409 | CancelSubscriptionResponse413 | CancelSubscriptionResponse415 | CancelSubscriptionResponse422 | CancelSubscriptionResponse431 | CancelSubscriptionResponse500 | CancelSubscriptionResponse502 | CancelSubscriptionResponse503 | CancelSubscriptionResponse504 | SubscriptionResponse]
+        Response[ErrorBody | SubscriptionResponse]
     """
 
     kwargs = _get_kwargs(
@@ -322,23 +233,7 @@ async def asyncio(
     client: AuthenticatedClient,
     body: CancelSubscriptionRequest | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-) -> (
-    CancelSubscriptionResponse400
-    | CancelSubscriptionResponse401
-    | CancelSubscriptionResponse403
-    | CancelSubscriptionResponse404
-    | CancelSubscriptionResponse409
-    | CancelSubscriptionResponse413
-    | CancelSubscriptionResponse415
-    | CancelSubscriptionResponse422
-    | CancelSubscriptionResponse431
-    | CancelSubscriptionResponse500
-    | CancelSubscriptionResponse502
-    | CancelSubscriptionResponse503
-    | CancelSubscriptionResponse504
-    | SubscriptionResponse
-    | None
-):
+) -> ErrorBody | SubscriptionResponse | None:
     """Cancel the subscription at period end
 
      Asks Stripe to cancel the caller's subscription at the end of the paid period
@@ -355,7 +250,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        CancelSubscriptionResponse400 | CancelSubscriptionResponse401 | CancelSubscriptionResponse403 | CancelSubscriptionResponse404 | CancelSubscriptionResponse409 | CancelSubscriptionResponse413 | CancelSubscriptionResponse415 | CancelSubscriptionResponse422 | CancelSubscriptionResponse431 | CancelSubscriptionResponse500 | CancelSubscriptionResponse502 | CancelSubscriptionResponse503 | CancelSubscriptionResponse504 | SubscriptionResponse
+        ErrorBody | SubscriptionResponse
     """
 
     return (

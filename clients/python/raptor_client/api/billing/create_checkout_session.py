@@ -7,42 +7,7 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.checkout_session_response import CheckoutSessionResponse
 from ...models.create_checkout_session_request import CreateCheckoutSessionRequest
-from ...models.create_checkout_session_response_400 import (
-    CreateCheckoutSessionResponse400,
-)
-from ...models.create_checkout_session_response_401 import (
-    CreateCheckoutSessionResponse401,
-)
-from ...models.create_checkout_session_response_403 import (
-    CreateCheckoutSessionResponse403,
-)
-from ...models.create_checkout_session_response_409 import (
-    CreateCheckoutSessionResponse409,
-)
-from ...models.create_checkout_session_response_413 import (
-    CreateCheckoutSessionResponse413,
-)
-from ...models.create_checkout_session_response_415 import (
-    CreateCheckoutSessionResponse415,
-)
-from ...models.create_checkout_session_response_422 import (
-    CreateCheckoutSessionResponse422,
-)
-from ...models.create_checkout_session_response_431 import (
-    CreateCheckoutSessionResponse431,
-)
-from ...models.create_checkout_session_response_500 import (
-    CreateCheckoutSessionResponse500,
-)
-from ...models.create_checkout_session_response_502 import (
-    CreateCheckoutSessionResponse502,
-)
-from ...models.create_checkout_session_response_503 import (
-    CreateCheckoutSessionResponse503,
-)
-from ...models.create_checkout_session_response_504 import (
-    CreateCheckoutSessionResponse504,
-)
+from ...models.error_body import ErrorBody
 from ...types import UNSET, Response, Unset
 
 
@@ -70,84 +35,69 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    CheckoutSessionResponse
-    | CreateCheckoutSessionResponse400
-    | CreateCheckoutSessionResponse401
-    | CreateCheckoutSessionResponse403
-    | CreateCheckoutSessionResponse409
-    | CreateCheckoutSessionResponse413
-    | CreateCheckoutSessionResponse415
-    | CreateCheckoutSessionResponse422
-    | CreateCheckoutSessionResponse431
-    | CreateCheckoutSessionResponse500
-    | CreateCheckoutSessionResponse502
-    | CreateCheckoutSessionResponse503
-    | CreateCheckoutSessionResponse504
-    | None
-):
+) -> CheckoutSessionResponse | ErrorBody | None:
     if response.status_code == 201:
         response_201 = CheckoutSessionResponse.from_dict(response.json())
 
         return response_201
 
     if response.status_code == 400:
-        response_400 = CreateCheckoutSessionResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = CreateCheckoutSessionResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = CreateCheckoutSessionResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 409:
-        response_409 = CreateCheckoutSessionResponse409.from_dict(response.json())
+        response_409 = ErrorBody.from_dict(response.json())
 
         return response_409
 
     if response.status_code == 413:
-        response_413 = CreateCheckoutSessionResponse413.from_dict(response.json())
+        response_413 = ErrorBody.from_dict(response.json())
 
         return response_413
 
     if response.status_code == 415:
-        response_415 = CreateCheckoutSessionResponse415.from_dict(response.json())
+        response_415 = ErrorBody.from_dict(response.json())
 
         return response_415
 
     if response.status_code == 422:
-        response_422 = CreateCheckoutSessionResponse422.from_dict(response.json())
+        response_422 = ErrorBody.from_dict(response.json())
 
         return response_422
 
     if response.status_code == 431:
-        response_431 = CreateCheckoutSessionResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = CreateCheckoutSessionResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 502:
-        response_502 = CreateCheckoutSessionResponse502.from_dict(response.json())
+        response_502 = ErrorBody.from_dict(response.json())
 
         return response_502
 
     if response.status_code == 503:
-        response_503 = CreateCheckoutSessionResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
     if response.status_code == 504:
-        response_504 = CreateCheckoutSessionResponse504.from_dict(response.json())
+        response_504 = ErrorBody.from_dict(response.json())
 
         return response_504
 
@@ -159,21 +109,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    CheckoutSessionResponse
-    | CreateCheckoutSessionResponse400
-    | CreateCheckoutSessionResponse401
-    | CreateCheckoutSessionResponse403
-    | CreateCheckoutSessionResponse409
-    | CreateCheckoutSessionResponse413
-    | CreateCheckoutSessionResponse415
-    | CreateCheckoutSessionResponse422
-    | CreateCheckoutSessionResponse431
-    | CreateCheckoutSessionResponse500
-    | CreateCheckoutSessionResponse502
-    | CreateCheckoutSessionResponse503
-    | CreateCheckoutSessionResponse504
-]:
+) -> Response[CheckoutSessionResponse | ErrorBody]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -187,21 +123,7 @@ def sync_detailed(
     client: AuthenticatedClient,
     body: CreateCheckoutSessionRequest,
     idempotency_key: str | Unset = UNSET,
-) -> Response[
-    CheckoutSessionResponse
-    | CreateCheckoutSessionResponse400
-    | CreateCheckoutSessionResponse401
-    | CreateCheckoutSessionResponse403
-    | CreateCheckoutSessionResponse409
-    | CreateCheckoutSessionResponse413
-    | CreateCheckoutSessionResponse415
-    | CreateCheckoutSessionResponse422
-    | CreateCheckoutSessionResponse431
-    | CreateCheckoutSessionResponse500
-    | CreateCheckoutSessionResponse502
-    | CreateCheckoutSessionResponse503
-    | CreateCheckoutSessionResponse504
-]:
+) -> Response[CheckoutSessionResponse | ErrorBody]:
     """Start a subscription checkout
 
      A Stripe Checkout Session for `price_id` (the user's Stripe customer is created on first use); send
@@ -218,7 +140,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[CheckoutSessionResponse | CreateCheckoutSessionResponse400 | CreateCheckoutSessionResponse401 | CreateCheckoutSessionResponse403 | CreateCheckoutSessionResponse409 | CreateCheckoutSessionResponse413 | CreateCheckoutSessionResponse415 | CreateCheckoutSessionResponse422 | CreateCheckoutSessionResponse431 | CreateCheckoutSessionResponse500 | CreateCheckoutSessionResponse502 | CreateCheckoutSessionResponse503 | CreateCheckoutSessionResponse504]
+        Response[CheckoutSessionResponse | ErrorBody]
     """
 
     kwargs = _get_kwargs(
@@ -238,22 +160,7 @@ def sync(
     client: AuthenticatedClient,
     body: CreateCheckoutSessionRequest,
     idempotency_key: str | Unset = UNSET,
-) -> (
-    CheckoutSessionResponse
-    | CreateCheckoutSessionResponse400
-    | CreateCheckoutSessionResponse401
-    | CreateCheckoutSessionResponse403
-    | CreateCheckoutSessionResponse409
-    | CreateCheckoutSessionResponse413
-    | CreateCheckoutSessionResponse415
-    | CreateCheckoutSessionResponse422
-    | CreateCheckoutSessionResponse431
-    | CreateCheckoutSessionResponse500
-    | CreateCheckoutSessionResponse502
-    | CreateCheckoutSessionResponse503
-    | CreateCheckoutSessionResponse504
-    | None
-):
+) -> CheckoutSessionResponse | ErrorBody | None:
     """Start a subscription checkout
 
      A Stripe Checkout Session for `price_id` (the user's Stripe customer is created on first use); send
@@ -270,7 +177,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        CheckoutSessionResponse | CreateCheckoutSessionResponse400 | CreateCheckoutSessionResponse401 | CreateCheckoutSessionResponse403 | CreateCheckoutSessionResponse409 | CreateCheckoutSessionResponse413 | CreateCheckoutSessionResponse415 | CreateCheckoutSessionResponse422 | CreateCheckoutSessionResponse431 | CreateCheckoutSessionResponse500 | CreateCheckoutSessionResponse502 | CreateCheckoutSessionResponse503 | CreateCheckoutSessionResponse504
+        CheckoutSessionResponse | ErrorBody
     """
 
     return sync_detailed(
@@ -285,21 +192,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
     body: CreateCheckoutSessionRequest,
     idempotency_key: str | Unset = UNSET,
-) -> Response[
-    CheckoutSessionResponse
-    | CreateCheckoutSessionResponse400
-    | CreateCheckoutSessionResponse401
-    | CreateCheckoutSessionResponse403
-    | CreateCheckoutSessionResponse409
-    | CreateCheckoutSessionResponse413
-    | CreateCheckoutSessionResponse415
-    | CreateCheckoutSessionResponse422
-    | CreateCheckoutSessionResponse431
-    | CreateCheckoutSessionResponse500
-    | CreateCheckoutSessionResponse502
-    | CreateCheckoutSessionResponse503
-    | CreateCheckoutSessionResponse504
-]:
+) -> Response[CheckoutSessionResponse | ErrorBody]:
     """Start a subscription checkout
 
      A Stripe Checkout Session for `price_id` (the user's Stripe customer is created on first use); send
@@ -316,7 +209,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[CheckoutSessionResponse | CreateCheckoutSessionResponse400 | CreateCheckoutSessionResponse401 | CreateCheckoutSessionResponse403 | CreateCheckoutSessionResponse409 | CreateCheckoutSessionResponse413 | CreateCheckoutSessionResponse415 | CreateCheckoutSessionResponse422 | CreateCheckoutSessionResponse431 | CreateCheckoutSessionResponse500 | CreateCheckoutSessionResponse502 | CreateCheckoutSessionResponse503 | CreateCheckoutSessionResponse504]
+        Response[CheckoutSessionResponse | ErrorBody]
     """
 
     kwargs = _get_kwargs(
@@ -334,22 +227,7 @@ async def asyncio(
     client: AuthenticatedClient,
     body: CreateCheckoutSessionRequest,
     idempotency_key: str | Unset = UNSET,
-) -> (
-    CheckoutSessionResponse
-    | CreateCheckoutSessionResponse400
-    | CreateCheckoutSessionResponse401
-    | CreateCheckoutSessionResponse403
-    | CreateCheckoutSessionResponse409
-    | CreateCheckoutSessionResponse413
-    | CreateCheckoutSessionResponse415
-    | CreateCheckoutSessionResponse422
-    | CreateCheckoutSessionResponse431
-    | CreateCheckoutSessionResponse500
-    | CreateCheckoutSessionResponse502
-    | CreateCheckoutSessionResponse503
-    | CreateCheckoutSessionResponse504
-    | None
-):
+) -> CheckoutSessionResponse | ErrorBody | None:
     """Start a subscription checkout
 
      A Stripe Checkout Session for `price_id` (the user's Stripe customer is created on first use); send
@@ -366,7 +244,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        CheckoutSessionResponse | CreateCheckoutSessionResponse400 | CreateCheckoutSessionResponse401 | CreateCheckoutSessionResponse403 | CreateCheckoutSessionResponse409 | CreateCheckoutSessionResponse413 | CreateCheckoutSessionResponse415 | CreateCheckoutSessionResponse422 | CreateCheckoutSessionResponse431 | CreateCheckoutSessionResponse500 | CreateCheckoutSessionResponse502 | CreateCheckoutSessionResponse503 | CreateCheckoutSessionResponse504
+        CheckoutSessionResponse | ErrorBody
     """
 
     return (

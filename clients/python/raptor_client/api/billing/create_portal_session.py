@@ -6,18 +6,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.create_portal_session_request import CreatePortalSessionRequest
-from ...models.create_portal_session_response_400 import CreatePortalSessionResponse400
-from ...models.create_portal_session_response_401 import CreatePortalSessionResponse401
-from ...models.create_portal_session_response_403 import CreatePortalSessionResponse403
-from ...models.create_portal_session_response_409 import CreatePortalSessionResponse409
-from ...models.create_portal_session_response_413 import CreatePortalSessionResponse413
-from ...models.create_portal_session_response_415 import CreatePortalSessionResponse415
-from ...models.create_portal_session_response_422 import CreatePortalSessionResponse422
-from ...models.create_portal_session_response_431 import CreatePortalSessionResponse431
-from ...models.create_portal_session_response_500 import CreatePortalSessionResponse500
-from ...models.create_portal_session_response_502 import CreatePortalSessionResponse502
-from ...models.create_portal_session_response_503 import CreatePortalSessionResponse503
-from ...models.create_portal_session_response_504 import CreatePortalSessionResponse504
+from ...models.error_body import ErrorBody
 from ...models.portal_session_response import PortalSessionResponse
 from ...models.unstored_replay import UnstoredReplay
 from ...types import UNSET, Response, Unset
@@ -47,23 +36,7 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    CreatePortalSessionResponse400
-    | CreatePortalSessionResponse401
-    | CreatePortalSessionResponse403
-    | CreatePortalSessionResponse409
-    | CreatePortalSessionResponse413
-    | CreatePortalSessionResponse415
-    | CreatePortalSessionResponse422
-    | CreatePortalSessionResponse431
-    | CreatePortalSessionResponse500
-    | CreatePortalSessionResponse502
-    | CreatePortalSessionResponse503
-    | CreatePortalSessionResponse504
-    | PortalSessionResponse
-    | UnstoredReplay
-    | None
-):
+) -> ErrorBody | PortalSessionResponse | UnstoredReplay | None:
     if response.status_code == 201:
 
         def _parse_response_201(data: object) -> PortalSessionResponse | UnstoredReplay:
@@ -90,62 +63,62 @@ def _parse_response(
         return response_201
 
     if response.status_code == 400:
-        response_400 = CreatePortalSessionResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = CreatePortalSessionResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = CreatePortalSessionResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 409:
-        response_409 = CreatePortalSessionResponse409.from_dict(response.json())
+        response_409 = ErrorBody.from_dict(response.json())
 
         return response_409
 
     if response.status_code == 413:
-        response_413 = CreatePortalSessionResponse413.from_dict(response.json())
+        response_413 = ErrorBody.from_dict(response.json())
 
         return response_413
 
     if response.status_code == 415:
-        response_415 = CreatePortalSessionResponse415.from_dict(response.json())
+        response_415 = ErrorBody.from_dict(response.json())
 
         return response_415
 
     if response.status_code == 422:
-        response_422 = CreatePortalSessionResponse422.from_dict(response.json())
+        response_422 = ErrorBody.from_dict(response.json())
 
         return response_422
 
     if response.status_code == 431:
-        response_431 = CreatePortalSessionResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = CreatePortalSessionResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 502:
-        response_502 = CreatePortalSessionResponse502.from_dict(response.json())
+        response_502 = ErrorBody.from_dict(response.json())
 
         return response_502
 
     if response.status_code == 503:
-        response_503 = CreatePortalSessionResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
     if response.status_code == 504:
-        response_504 = CreatePortalSessionResponse504.from_dict(response.json())
+        response_504 = ErrorBody.from_dict(response.json())
 
         return response_504
 
@@ -157,22 +130,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    CreatePortalSessionResponse400
-    | CreatePortalSessionResponse401
-    | CreatePortalSessionResponse403
-    | CreatePortalSessionResponse409
-    | CreatePortalSessionResponse413
-    | CreatePortalSessionResponse415
-    | CreatePortalSessionResponse422
-    | CreatePortalSessionResponse431
-    | CreatePortalSessionResponse500
-    | CreatePortalSessionResponse502
-    | CreatePortalSessionResponse503
-    | CreatePortalSessionResponse504
-    | PortalSessionResponse
-    | UnstoredReplay
-]:
+) -> Response[ErrorBody | PortalSessionResponse | UnstoredReplay]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -186,22 +144,7 @@ def sync_detailed(
     client: AuthenticatedClient,
     body: CreatePortalSessionRequest,
     idempotency_key: str | Unset = UNSET,
-) -> Response[
-    CreatePortalSessionResponse400
-    | CreatePortalSessionResponse401
-    | CreatePortalSessionResponse403
-    | CreatePortalSessionResponse409
-    | CreatePortalSessionResponse413
-    | CreatePortalSessionResponse415
-    | CreatePortalSessionResponse422
-    | CreatePortalSessionResponse431
-    | CreatePortalSessionResponse500
-    | CreatePortalSessionResponse502
-    | CreatePortalSessionResponse503
-    | CreatePortalSessionResponse504
-    | PortalSessionResponse
-    | UnstoredReplay
-]:
+) -> Response[ErrorBody | PortalSessionResponse | UnstoredReplay]:
     """Open the Stripe billing portal
 
      A Stripe Billing Portal session for managing the subscription (the user's Stripe customer is created
@@ -218,7 +161,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[CreatePortalSessionResponse400 | CreatePortalSessionResponse401 | CreatePortalSessionResponse403 | CreatePortalSessionResponse409 | CreatePortalSessionResponse413 | CreatePortalSessionResponse415 | CreatePortalSessionResponse422 | CreatePortalSessionResponse431 | CreatePortalSessionResponse500 | CreatePortalSessionResponse502 | CreatePortalSessionResponse503 | CreatePortalSessionResponse504 | PortalSessionResponse | UnstoredReplay]
+        Response[ErrorBody | PortalSessionResponse | UnstoredReplay]
     """
 
     kwargs = _get_kwargs(
@@ -238,23 +181,7 @@ def sync(
     client: AuthenticatedClient,
     body: CreatePortalSessionRequest,
     idempotency_key: str | Unset = UNSET,
-) -> (
-    CreatePortalSessionResponse400
-    | CreatePortalSessionResponse401
-    | CreatePortalSessionResponse403
-    | CreatePortalSessionResponse409
-    | CreatePortalSessionResponse413
-    | CreatePortalSessionResponse415
-    | CreatePortalSessionResponse422
-    | CreatePortalSessionResponse431
-    | CreatePortalSessionResponse500
-    | CreatePortalSessionResponse502
-    | CreatePortalSessionResponse503
-    | CreatePortalSessionResponse504
-    | PortalSessionResponse
-    | UnstoredReplay
-    | None
-):
+) -> ErrorBody | PortalSessionResponse | UnstoredReplay | None:
     """Open the Stripe billing portal
 
      A Stripe Billing Portal session for managing the subscription (the user's Stripe customer is created
@@ -271,7 +198,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        CreatePortalSessionResponse400 | CreatePortalSessionResponse401 | CreatePortalSessionResponse403 | CreatePortalSessionResponse409 | CreatePortalSessionResponse413 | CreatePortalSessionResponse415 | CreatePortalSessionResponse422 | CreatePortalSessionResponse431 | CreatePortalSessionResponse500 | CreatePortalSessionResponse502 | CreatePortalSessionResponse503 | CreatePortalSessionResponse504 | PortalSessionResponse | UnstoredReplay
+        ErrorBody | PortalSessionResponse | UnstoredReplay
     """
 
     return sync_detailed(
@@ -286,22 +213,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
     body: CreatePortalSessionRequest,
     idempotency_key: str | Unset = UNSET,
-) -> Response[
-    CreatePortalSessionResponse400
-    | CreatePortalSessionResponse401
-    | CreatePortalSessionResponse403
-    | CreatePortalSessionResponse409
-    | CreatePortalSessionResponse413
-    | CreatePortalSessionResponse415
-    | CreatePortalSessionResponse422
-    | CreatePortalSessionResponse431
-    | CreatePortalSessionResponse500
-    | CreatePortalSessionResponse502
-    | CreatePortalSessionResponse503
-    | CreatePortalSessionResponse504
-    | PortalSessionResponse
-    | UnstoredReplay
-]:
+) -> Response[ErrorBody | PortalSessionResponse | UnstoredReplay]:
     """Open the Stripe billing portal
 
      A Stripe Billing Portal session for managing the subscription (the user's Stripe customer is created
@@ -318,7 +230,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[CreatePortalSessionResponse400 | CreatePortalSessionResponse401 | CreatePortalSessionResponse403 | CreatePortalSessionResponse409 | CreatePortalSessionResponse413 | CreatePortalSessionResponse415 | CreatePortalSessionResponse422 | CreatePortalSessionResponse431 | CreatePortalSessionResponse500 | CreatePortalSessionResponse502 | CreatePortalSessionResponse503 | CreatePortalSessionResponse504 | PortalSessionResponse | UnstoredReplay]
+        Response[ErrorBody | PortalSessionResponse | UnstoredReplay]
     """
 
     kwargs = _get_kwargs(
@@ -336,23 +248,7 @@ async def asyncio(
     client: AuthenticatedClient,
     body: CreatePortalSessionRequest,
     idempotency_key: str | Unset = UNSET,
-) -> (
-    CreatePortalSessionResponse400
-    | CreatePortalSessionResponse401
-    | CreatePortalSessionResponse403
-    | CreatePortalSessionResponse409
-    | CreatePortalSessionResponse413
-    | CreatePortalSessionResponse415
-    | CreatePortalSessionResponse422
-    | CreatePortalSessionResponse431
-    | CreatePortalSessionResponse500
-    | CreatePortalSessionResponse502
-    | CreatePortalSessionResponse503
-    | CreatePortalSessionResponse504
-    | PortalSessionResponse
-    | UnstoredReplay
-    | None
-):
+) -> ErrorBody | PortalSessionResponse | UnstoredReplay | None:
     """Open the Stripe billing portal
 
      A Stripe Billing Portal session for managing the subscription (the user's Stripe customer is created
@@ -369,7 +265,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        CreatePortalSessionResponse400 | CreatePortalSessionResponse401 | CreatePortalSessionResponse403 | CreatePortalSessionResponse409 | CreatePortalSessionResponse413 | CreatePortalSessionResponse415 | CreatePortalSessionResponse422 | CreatePortalSessionResponse431 | CreatePortalSessionResponse500 | CreatePortalSessionResponse502 | CreatePortalSessionResponse503 | CreatePortalSessionResponse504 | PortalSessionResponse | UnstoredReplay
+        ErrorBody | PortalSessionResponse | UnstoredReplay
     """
 
     return (

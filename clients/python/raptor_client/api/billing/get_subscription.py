@@ -5,12 +5,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.get_subscription_response_401 import GetSubscriptionResponse401
-from ...models.get_subscription_response_403 import GetSubscriptionResponse403
-from ...models.get_subscription_response_404 import GetSubscriptionResponse404
-from ...models.get_subscription_response_431 import GetSubscriptionResponse431
-from ...models.get_subscription_response_500 import GetSubscriptionResponse500
-from ...models.get_subscription_response_503 import GetSubscriptionResponse503
+from ...models.error_body import ErrorBody
 from ...models.subscription_response import SubscriptionResponse
 from ...types import Response
 
@@ -27,48 +22,39 @@ def _get_kwargs() -> dict[str, Any]:
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    GetSubscriptionResponse401
-    | GetSubscriptionResponse403
-    | GetSubscriptionResponse404
-    | GetSubscriptionResponse431
-    | GetSubscriptionResponse500
-    | GetSubscriptionResponse503
-    | SubscriptionResponse
-    | None
-):
+) -> ErrorBody | SubscriptionResponse | None:
     if response.status_code == 200:
         response_200 = SubscriptionResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 401:
-        response_401 = GetSubscriptionResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = GetSubscriptionResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 404:
-        response_404 = GetSubscriptionResponse404.from_dict(response.json())
+        response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 431:
-        response_431 = GetSubscriptionResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = GetSubscriptionResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = GetSubscriptionResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -80,15 +66,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    GetSubscriptionResponse401
-    | GetSubscriptionResponse403
-    | GetSubscriptionResponse404
-    | GetSubscriptionResponse431
-    | GetSubscriptionResponse500
-    | GetSubscriptionResponse503
-    | SubscriptionResponse
-]:
+) -> Response[ErrorBody | SubscriptionResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -100,15 +78,7 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient,
-) -> Response[
-    GetSubscriptionResponse401
-    | GetSubscriptionResponse403
-    | GetSubscriptionResponse404
-    | GetSubscriptionResponse431
-    | GetSubscriptionResponse500
-    | GetSubscriptionResponse503
-    | SubscriptionResponse
-]:
+) -> Response[ErrorBody | SubscriptionResponse]:
     """Read the caller's subscription
 
      The caller's subscription as mirrored from Stripe (the one still running, else the newest): status,
@@ -120,7 +90,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetSubscriptionResponse401 | GetSubscriptionResponse403 | GetSubscriptionResponse404 | GetSubscriptionResponse431 | GetSubscriptionResponse500 | GetSubscriptionResponse503 | SubscriptionResponse]
+        Response[ErrorBody | SubscriptionResponse]
     """
 
     kwargs = _get_kwargs()
@@ -135,16 +105,7 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient,
-) -> (
-    GetSubscriptionResponse401
-    | GetSubscriptionResponse403
-    | GetSubscriptionResponse404
-    | GetSubscriptionResponse431
-    | GetSubscriptionResponse500
-    | GetSubscriptionResponse503
-    | SubscriptionResponse
-    | None
-):
+) -> ErrorBody | SubscriptionResponse | None:
     """Read the caller's subscription
 
      The caller's subscription as mirrored from Stripe (the one still running, else the newest): status,
@@ -156,7 +117,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetSubscriptionResponse401 | GetSubscriptionResponse403 | GetSubscriptionResponse404 | GetSubscriptionResponse431 | GetSubscriptionResponse500 | GetSubscriptionResponse503 | SubscriptionResponse
+        ErrorBody | SubscriptionResponse
     """
 
     return sync_detailed(
@@ -167,15 +128,7 @@ def sync(
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
-) -> Response[
-    GetSubscriptionResponse401
-    | GetSubscriptionResponse403
-    | GetSubscriptionResponse404
-    | GetSubscriptionResponse431
-    | GetSubscriptionResponse500
-    | GetSubscriptionResponse503
-    | SubscriptionResponse
-]:
+) -> Response[ErrorBody | SubscriptionResponse]:
     """Read the caller's subscription
 
      The caller's subscription as mirrored from Stripe (the one still running, else the newest): status,
@@ -187,7 +140,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetSubscriptionResponse401 | GetSubscriptionResponse403 | GetSubscriptionResponse404 | GetSubscriptionResponse431 | GetSubscriptionResponse500 | GetSubscriptionResponse503 | SubscriptionResponse]
+        Response[ErrorBody | SubscriptionResponse]
     """
 
     kwargs = _get_kwargs()
@@ -200,16 +153,7 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient,
-) -> (
-    GetSubscriptionResponse401
-    | GetSubscriptionResponse403
-    | GetSubscriptionResponse404
-    | GetSubscriptionResponse431
-    | GetSubscriptionResponse500
-    | GetSubscriptionResponse503
-    | SubscriptionResponse
-    | None
-):
+) -> ErrorBody | SubscriptionResponse | None:
     """Read the caller's subscription
 
      The caller's subscription as mirrored from Stripe (the one still running, else the newest): status,
@@ -221,7 +165,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetSubscriptionResponse401 | GetSubscriptionResponse403 | GetSubscriptionResponse404 | GetSubscriptionResponse431 | GetSubscriptionResponse500 | GetSubscriptionResponse503 | SubscriptionResponse
+        ErrorBody | SubscriptionResponse
     """
 
     return (

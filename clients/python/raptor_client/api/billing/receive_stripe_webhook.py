@@ -5,22 +5,8 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
 from ...models.receive_stripe_webhook_body import ReceiveStripeWebhookBody
-from ...models.receive_stripe_webhook_response_400 import (
-    ReceiveStripeWebhookResponse400,
-)
-from ...models.receive_stripe_webhook_response_413 import (
-    ReceiveStripeWebhookResponse413,
-)
-from ...models.receive_stripe_webhook_response_431 import (
-    ReceiveStripeWebhookResponse431,
-)
-from ...models.receive_stripe_webhook_response_500 import (
-    ReceiveStripeWebhookResponse500,
-)
-from ...models.receive_stripe_webhook_response_503 import (
-    ReceiveStripeWebhookResponse503,
-)
 from ...models.webhook_ack import WebhookAck
 from ...types import Response
 
@@ -48,42 +34,34 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    ReceiveStripeWebhookResponse400
-    | ReceiveStripeWebhookResponse413
-    | ReceiveStripeWebhookResponse431
-    | ReceiveStripeWebhookResponse500
-    | ReceiveStripeWebhookResponse503
-    | WebhookAck
-    | None
-):
+) -> ErrorBody | WebhookAck | None:
     if response.status_code == 200:
         response_200 = WebhookAck.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = ReceiveStripeWebhookResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 413:
-        response_413 = ReceiveStripeWebhookResponse413.from_dict(response.json())
+        response_413 = ErrorBody.from_dict(response.json())
 
         return response_413
 
     if response.status_code == 431:
-        response_431 = ReceiveStripeWebhookResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = ReceiveStripeWebhookResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = ReceiveStripeWebhookResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -95,14 +73,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    ReceiveStripeWebhookResponse400
-    | ReceiveStripeWebhookResponse413
-    | ReceiveStripeWebhookResponse431
-    | ReceiveStripeWebhookResponse500
-    | ReceiveStripeWebhookResponse503
-    | WebhookAck
-]:
+) -> Response[ErrorBody | WebhookAck]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -116,14 +87,7 @@ def sync_detailed(
     client: AuthenticatedClient | Client,
     body: ReceiveStripeWebhookBody,
     stripe_signature: str,
-) -> Response[
-    ReceiveStripeWebhookResponse400
-    | ReceiveStripeWebhookResponse413
-    | ReceiveStripeWebhookResponse431
-    | ReceiveStripeWebhookResponse500
-    | ReceiveStripeWebhookResponse503
-    | WebhookAck
-]:
+) -> Response[ErrorBody | WebhookAck]:
     """Receive a Stripe event
 
      Stripe's webhook endpoint: no bearer token, `Stripe-Signature` authenticates the raw body. Each
@@ -140,7 +104,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ReceiveStripeWebhookResponse400 | ReceiveStripeWebhookResponse413 | ReceiveStripeWebhookResponse431 | ReceiveStripeWebhookResponse500 | ReceiveStripeWebhookResponse503 | WebhookAck]
+        Response[ErrorBody | WebhookAck]
     """
 
     kwargs = _get_kwargs(
@@ -160,15 +124,7 @@ def sync(
     client: AuthenticatedClient | Client,
     body: ReceiveStripeWebhookBody,
     stripe_signature: str,
-) -> (
-    ReceiveStripeWebhookResponse400
-    | ReceiveStripeWebhookResponse413
-    | ReceiveStripeWebhookResponse431
-    | ReceiveStripeWebhookResponse500
-    | ReceiveStripeWebhookResponse503
-    | WebhookAck
-    | None
-):
+) -> ErrorBody | WebhookAck | None:
     """Receive a Stripe event
 
      Stripe's webhook endpoint: no bearer token, `Stripe-Signature` authenticates the raw body. Each
@@ -185,7 +141,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ReceiveStripeWebhookResponse400 | ReceiveStripeWebhookResponse413 | ReceiveStripeWebhookResponse431 | ReceiveStripeWebhookResponse500 | ReceiveStripeWebhookResponse503 | WebhookAck
+        ErrorBody | WebhookAck
     """
 
     return sync_detailed(
@@ -200,14 +156,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient | Client,
     body: ReceiveStripeWebhookBody,
     stripe_signature: str,
-) -> Response[
-    ReceiveStripeWebhookResponse400
-    | ReceiveStripeWebhookResponse413
-    | ReceiveStripeWebhookResponse431
-    | ReceiveStripeWebhookResponse500
-    | ReceiveStripeWebhookResponse503
-    | WebhookAck
-]:
+) -> Response[ErrorBody | WebhookAck]:
     """Receive a Stripe event
 
      Stripe's webhook endpoint: no bearer token, `Stripe-Signature` authenticates the raw body. Each
@@ -224,7 +173,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ReceiveStripeWebhookResponse400 | ReceiveStripeWebhookResponse413 | ReceiveStripeWebhookResponse431 | ReceiveStripeWebhookResponse500 | ReceiveStripeWebhookResponse503 | WebhookAck]
+        Response[ErrorBody | WebhookAck]
     """
 
     kwargs = _get_kwargs(
@@ -242,15 +191,7 @@ async def asyncio(
     client: AuthenticatedClient | Client,
     body: ReceiveStripeWebhookBody,
     stripe_signature: str,
-) -> (
-    ReceiveStripeWebhookResponse400
-    | ReceiveStripeWebhookResponse413
-    | ReceiveStripeWebhookResponse431
-    | ReceiveStripeWebhookResponse500
-    | ReceiveStripeWebhookResponse503
-    | WebhookAck
-    | None
-):
+) -> ErrorBody | WebhookAck | None:
     """Receive a Stripe event
 
      Stripe's webhook endpoint: no bearer token, `Stripe-Signature` authenticates the raw body. Each
@@ -267,7 +208,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ReceiveStripeWebhookResponse400 | ReceiveStripeWebhookResponse413 | ReceiveStripeWebhookResponse431 | ReceiveStripeWebhookResponse500 | ReceiveStripeWebhookResponse503 | WebhookAck
+        ErrorBody | WebhookAck
     """
 
     return (

@@ -5,35 +5,9 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
 from ...models.mirror_sync_request import MirrorSyncRequest
 from ...models.subscription_response import SubscriptionResponse
-from ...models.sync_subscription_mirror_response_400 import (
-    SyncSubscriptionMirrorResponse400,
-)
-from ...models.sync_subscription_mirror_response_401 import (
-    SyncSubscriptionMirrorResponse401,
-)
-from ...models.sync_subscription_mirror_response_403 import (
-    SyncSubscriptionMirrorResponse403,
-)
-from ...models.sync_subscription_mirror_response_413 import (
-    SyncSubscriptionMirrorResponse413,
-)
-from ...models.sync_subscription_mirror_response_415 import (
-    SyncSubscriptionMirrorResponse415,
-)
-from ...models.sync_subscription_mirror_response_422 import (
-    SyncSubscriptionMirrorResponse422,
-)
-from ...models.sync_subscription_mirror_response_431 import (
-    SyncSubscriptionMirrorResponse431,
-)
-from ...models.sync_subscription_mirror_response_500 import (
-    SyncSubscriptionMirrorResponse500,
-)
-from ...models.sync_subscription_mirror_response_503 import (
-    SyncSubscriptionMirrorResponse503,
-)
 from ...types import Response
 
 
@@ -58,66 +32,54 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    SubscriptionResponse
-    | SyncSubscriptionMirrorResponse400
-    | SyncSubscriptionMirrorResponse401
-    | SyncSubscriptionMirrorResponse403
-    | SyncSubscriptionMirrorResponse413
-    | SyncSubscriptionMirrorResponse415
-    | SyncSubscriptionMirrorResponse422
-    | SyncSubscriptionMirrorResponse431
-    | SyncSubscriptionMirrorResponse500
-    | SyncSubscriptionMirrorResponse503
-    | None
-):
+) -> ErrorBody | SubscriptionResponse | None:
     if response.status_code == 200:
         response_200 = SubscriptionResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = SyncSubscriptionMirrorResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = SyncSubscriptionMirrorResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = SyncSubscriptionMirrorResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 413:
-        response_413 = SyncSubscriptionMirrorResponse413.from_dict(response.json())
+        response_413 = ErrorBody.from_dict(response.json())
 
         return response_413
 
     if response.status_code == 415:
-        response_415 = SyncSubscriptionMirrorResponse415.from_dict(response.json())
+        response_415 = ErrorBody.from_dict(response.json())
 
         return response_415
 
     if response.status_code == 422:
-        response_422 = SyncSubscriptionMirrorResponse422.from_dict(response.json())
+        response_422 = ErrorBody.from_dict(response.json())
 
         return response_422
 
     if response.status_code == 431:
-        response_431 = SyncSubscriptionMirrorResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = SyncSubscriptionMirrorResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = SyncSubscriptionMirrorResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -129,18 +91,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    SubscriptionResponse
-    | SyncSubscriptionMirrorResponse400
-    | SyncSubscriptionMirrorResponse401
-    | SyncSubscriptionMirrorResponse403
-    | SyncSubscriptionMirrorResponse413
-    | SyncSubscriptionMirrorResponse415
-    | SyncSubscriptionMirrorResponse422
-    | SyncSubscriptionMirrorResponse431
-    | SyncSubscriptionMirrorResponse500
-    | SyncSubscriptionMirrorResponse503
-]:
+) -> Response[ErrorBody | SubscriptionResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -153,18 +104,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: MirrorSyncRequest,
-) -> Response[
-    SubscriptionResponse
-    | SyncSubscriptionMirrorResponse400
-    | SyncSubscriptionMirrorResponse401
-    | SyncSubscriptionMirrorResponse403
-    | SyncSubscriptionMirrorResponse413
-    | SyncSubscriptionMirrorResponse415
-    | SyncSubscriptionMirrorResponse422
-    | SyncSubscriptionMirrorResponse431
-    | SyncSubscriptionMirrorResponse500
-    | SyncSubscriptionMirrorResponse503
-]:
+) -> Response[ErrorBody | SubscriptionResponse]:
     """Upsert a subscription mirror (operators)
 
      Writes one subscription's state, as an operator or a service read it from Stripe, into the mirror,
@@ -182,7 +122,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[SubscriptionResponse | SyncSubscriptionMirrorResponse400 | SyncSubscriptionMirrorResponse401 | SyncSubscriptionMirrorResponse403 | SyncSubscriptionMirrorResponse413 | SyncSubscriptionMirrorResponse415 | SyncSubscriptionMirrorResponse422 | SyncSubscriptionMirrorResponse431 | SyncSubscriptionMirrorResponse500 | SyncSubscriptionMirrorResponse503]
+        Response[ErrorBody | SubscriptionResponse]
     """
 
     kwargs = _get_kwargs(
@@ -200,19 +140,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: MirrorSyncRequest,
-) -> (
-    SubscriptionResponse
-    | SyncSubscriptionMirrorResponse400
-    | SyncSubscriptionMirrorResponse401
-    | SyncSubscriptionMirrorResponse403
-    | SyncSubscriptionMirrorResponse413
-    | SyncSubscriptionMirrorResponse415
-    | SyncSubscriptionMirrorResponse422
-    | SyncSubscriptionMirrorResponse431
-    | SyncSubscriptionMirrorResponse500
-    | SyncSubscriptionMirrorResponse503
-    | None
-):
+) -> ErrorBody | SubscriptionResponse | None:
     """Upsert a subscription mirror (operators)
 
      Writes one subscription's state, as an operator or a service read it from Stripe, into the mirror,
@@ -230,7 +158,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        SubscriptionResponse | SyncSubscriptionMirrorResponse400 | SyncSubscriptionMirrorResponse401 | SyncSubscriptionMirrorResponse403 | SyncSubscriptionMirrorResponse413 | SyncSubscriptionMirrorResponse415 | SyncSubscriptionMirrorResponse422 | SyncSubscriptionMirrorResponse431 | SyncSubscriptionMirrorResponse500 | SyncSubscriptionMirrorResponse503
+        ErrorBody | SubscriptionResponse
     """
 
     return sync_detailed(
@@ -243,18 +171,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: MirrorSyncRequest,
-) -> Response[
-    SubscriptionResponse
-    | SyncSubscriptionMirrorResponse400
-    | SyncSubscriptionMirrorResponse401
-    | SyncSubscriptionMirrorResponse403
-    | SyncSubscriptionMirrorResponse413
-    | SyncSubscriptionMirrorResponse415
-    | SyncSubscriptionMirrorResponse422
-    | SyncSubscriptionMirrorResponse431
-    | SyncSubscriptionMirrorResponse500
-    | SyncSubscriptionMirrorResponse503
-]:
+) -> Response[ErrorBody | SubscriptionResponse]:
     """Upsert a subscription mirror (operators)
 
      Writes one subscription's state, as an operator or a service read it from Stripe, into the mirror,
@@ -272,7 +189,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[SubscriptionResponse | SyncSubscriptionMirrorResponse400 | SyncSubscriptionMirrorResponse401 | SyncSubscriptionMirrorResponse403 | SyncSubscriptionMirrorResponse413 | SyncSubscriptionMirrorResponse415 | SyncSubscriptionMirrorResponse422 | SyncSubscriptionMirrorResponse431 | SyncSubscriptionMirrorResponse500 | SyncSubscriptionMirrorResponse503]
+        Response[ErrorBody | SubscriptionResponse]
     """
 
     kwargs = _get_kwargs(
@@ -288,19 +205,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: MirrorSyncRequest,
-) -> (
-    SubscriptionResponse
-    | SyncSubscriptionMirrorResponse400
-    | SyncSubscriptionMirrorResponse401
-    | SyncSubscriptionMirrorResponse403
-    | SyncSubscriptionMirrorResponse413
-    | SyncSubscriptionMirrorResponse415
-    | SyncSubscriptionMirrorResponse422
-    | SyncSubscriptionMirrorResponse431
-    | SyncSubscriptionMirrorResponse500
-    | SyncSubscriptionMirrorResponse503
-    | None
-):
+) -> ErrorBody | SubscriptionResponse | None:
     """Upsert a subscription mirror (operators)
 
      Writes one subscription's state, as an operator or a service read it from Stripe, into the mirror,
@@ -318,7 +223,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        SubscriptionResponse | SyncSubscriptionMirrorResponse400 | SyncSubscriptionMirrorResponse401 | SyncSubscriptionMirrorResponse403 | SyncSubscriptionMirrorResponse413 | SyncSubscriptionMirrorResponse415 | SyncSubscriptionMirrorResponse422 | SyncSubscriptionMirrorResponse431 | SyncSubscriptionMirrorResponse500 | SyncSubscriptionMirrorResponse503
+        ErrorBody | SubscriptionResponse
     """
 
     return (

@@ -5,9 +5,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.get_healthz_response_431 import GetHealthzResponse431
-from ...models.get_healthz_response_500 import GetHealthzResponse500
-from ...models.get_healthz_response_503 import GetHealthzResponse503
+from ...models.error_body import ErrorBody
 from ...models.health_response import HealthResponse
 from ...types import Response
 
@@ -24,30 +22,24 @@ def _get_kwargs() -> dict[str, Any]:
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    GetHealthzResponse431
-    | GetHealthzResponse500
-    | GetHealthzResponse503
-    | HealthResponse
-    | None
-):
+) -> ErrorBody | HealthResponse | None:
     if response.status_code == 200:
         response_200 = HealthResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 431:
-        response_431 = GetHealthzResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = GetHealthzResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = GetHealthzResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -59,12 +51,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    GetHealthzResponse431
-    | GetHealthzResponse500
-    | GetHealthzResponse503
-    | HealthResponse
-]:
+) -> Response[ErrorBody | HealthResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -76,12 +63,7 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
-) -> Response[
-    GetHealthzResponse431
-    | GetHealthzResponse500
-    | GetHealthzResponse503
-    | HealthResponse
-]:
+) -> Response[ErrorBody | HealthResponse]:
     """Liveness probe
 
      `200` while the process runs; it does not look at the database (that is `/readyz`). For load
@@ -92,7 +74,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetHealthzResponse431 | GetHealthzResponse500 | GetHealthzResponse503 | HealthResponse]
+        Response[ErrorBody | HealthResponse]
     """
 
     kwargs = _get_kwargs()
@@ -107,13 +89,7 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient | Client,
-) -> (
-    GetHealthzResponse431
-    | GetHealthzResponse500
-    | GetHealthzResponse503
-    | HealthResponse
-    | None
-):
+) -> ErrorBody | HealthResponse | None:
     """Liveness probe
 
      `200` while the process runs; it does not look at the database (that is `/readyz`). For load
@@ -124,7 +100,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetHealthzResponse431 | GetHealthzResponse500 | GetHealthzResponse503 | HealthResponse
+        ErrorBody | HealthResponse
     """
 
     return sync_detailed(
@@ -135,12 +111,7 @@ def sync(
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
-) -> Response[
-    GetHealthzResponse431
-    | GetHealthzResponse500
-    | GetHealthzResponse503
-    | HealthResponse
-]:
+) -> Response[ErrorBody | HealthResponse]:
     """Liveness probe
 
      `200` while the process runs; it does not look at the database (that is `/readyz`). For load
@@ -151,7 +122,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetHealthzResponse431 | GetHealthzResponse500 | GetHealthzResponse503 | HealthResponse]
+        Response[ErrorBody | HealthResponse]
     """
 
     kwargs = _get_kwargs()
@@ -164,13 +135,7 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient | Client,
-) -> (
-    GetHealthzResponse431
-    | GetHealthzResponse500
-    | GetHealthzResponse503
-    | HealthResponse
-    | None
-):
+) -> ErrorBody | HealthResponse | None:
     """Liveness probe
 
      `200` while the process runs; it does not look at the database (that is `/readyz`). For load
@@ -181,7 +146,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetHealthzResponse431 | GetHealthzResponse500 | GetHealthzResponse503 | HealthResponse
+        ErrorBody | HealthResponse
     """
 
     return (

@@ -5,10 +5,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.get_metrics_response_404 import GetMetricsResponse404
-from ...models.get_metrics_response_431 import GetMetricsResponse431
-from ...models.get_metrics_response_500 import GetMetricsResponse500
-from ...models.get_metrics_response_503 import GetMetricsResponse503
+from ...models.error_body import ErrorBody
 from ...types import Response
 
 
@@ -24,35 +21,28 @@ def _get_kwargs() -> dict[str, Any]:
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    GetMetricsResponse404
-    | GetMetricsResponse431
-    | GetMetricsResponse500
-    | GetMetricsResponse503
-    | str
-    | None
-):
+) -> ErrorBody | str | None:
     if response.status_code == 200:
         response_200 = response.text
         return response_200
 
     if response.status_code == 404:
-        response_404 = GetMetricsResponse404.from_dict(response.json())
+        response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 431:
-        response_431 = GetMetricsResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = GetMetricsResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = GetMetricsResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -64,13 +54,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    GetMetricsResponse404
-    | GetMetricsResponse431
-    | GetMetricsResponse500
-    | GetMetricsResponse503
-    | str
-]:
+) -> Response[ErrorBody | str]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -82,13 +66,7 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
-) -> Response[
-    GetMetricsResponse404
-    | GetMetricsResponse431
-    | GetMetricsResponse500
-    | GetMetricsResponse503
-    | str
-]:
+) -> Response[ErrorBody | str]:
     """Prometheus metrics
 
      The process's metrics in the Prometheus text exposition format (requests, idempotency outcomes,
@@ -100,7 +78,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetMetricsResponse404 | GetMetricsResponse431 | GetMetricsResponse500 | GetMetricsResponse503 | str]
+        Response[ErrorBody | str]
     """
 
     kwargs = _get_kwargs()
@@ -115,14 +93,7 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient | Client,
-) -> (
-    GetMetricsResponse404
-    | GetMetricsResponse431
-    | GetMetricsResponse500
-    | GetMetricsResponse503
-    | str
-    | None
-):
+) -> ErrorBody | str | None:
     """Prometheus metrics
 
      The process's metrics in the Prometheus text exposition format (requests, idempotency outcomes,
@@ -134,7 +105,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetMetricsResponse404 | GetMetricsResponse431 | GetMetricsResponse500 | GetMetricsResponse503 | str
+        ErrorBody | str
     """
 
     return sync_detailed(
@@ -145,13 +116,7 @@ def sync(
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
-) -> Response[
-    GetMetricsResponse404
-    | GetMetricsResponse431
-    | GetMetricsResponse500
-    | GetMetricsResponse503
-    | str
-]:
+) -> Response[ErrorBody | str]:
     """Prometheus metrics
 
      The process's metrics in the Prometheus text exposition format (requests, idempotency outcomes,
@@ -163,7 +128,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetMetricsResponse404 | GetMetricsResponse431 | GetMetricsResponse500 | GetMetricsResponse503 | str]
+        Response[ErrorBody | str]
     """
 
     kwargs = _get_kwargs()
@@ -176,14 +141,7 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient | Client,
-) -> (
-    GetMetricsResponse404
-    | GetMetricsResponse431
-    | GetMetricsResponse500
-    | GetMetricsResponse503
-    | str
-    | None
-):
+) -> ErrorBody | str | None:
     """Prometheus metrics
 
      The process's metrics in the Prometheus text exposition format (requests, idempotency outcomes,
@@ -195,7 +153,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetMetricsResponse404 | GetMetricsResponse431 | GetMetricsResponse500 | GetMetricsResponse503 | str
+        ErrorBody | str
     """
 
     return (

@@ -5,8 +5,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.get_readyz_response_431 import GetReadyzResponse431
-from ...models.get_readyz_response_500 import GetReadyzResponse500
+from ...models.error_body import ErrorBody
 from ...models.health_response import HealthResponse
 from ...types import Response
 
@@ -23,19 +22,19 @@ def _get_kwargs() -> dict[str, Any]:
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> GetReadyzResponse431 | GetReadyzResponse500 | HealthResponse | None:
+) -> ErrorBody | HealthResponse | None:
     if response.status_code == 200:
         response_200 = HealthResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 431:
-        response_431 = GetReadyzResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = GetReadyzResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
@@ -52,7 +51,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[GetReadyzResponse431 | GetReadyzResponse500 | HealthResponse]:
+) -> Response[ErrorBody | HealthResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -64,7 +63,7 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
-) -> Response[GetReadyzResponse431 | GetReadyzResponse500 | HealthResponse]:
+) -> Response[ErrorBody | HealthResponse]:
     """Readiness probe
 
      `200` when both the database and the idempotency store answer within a second, else `503`; `checks`
@@ -77,7 +76,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetReadyzResponse431 | GetReadyzResponse500 | HealthResponse]
+        Response[ErrorBody | HealthResponse]
     """
 
     kwargs = _get_kwargs()
@@ -92,7 +91,7 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient | Client,
-) -> GetReadyzResponse431 | GetReadyzResponse500 | HealthResponse | None:
+) -> ErrorBody | HealthResponse | None:
     """Readiness probe
 
      `200` when both the database and the idempotency store answer within a second, else `503`; `checks`
@@ -105,7 +104,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetReadyzResponse431 | GetReadyzResponse500 | HealthResponse
+        ErrorBody | HealthResponse
     """
 
     return sync_detailed(
@@ -116,7 +115,7 @@ def sync(
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
-) -> Response[GetReadyzResponse431 | GetReadyzResponse500 | HealthResponse]:
+) -> Response[ErrorBody | HealthResponse]:
     """Readiness probe
 
      `200` when both the database and the idempotency store answer within a second, else `503`; `checks`
@@ -129,7 +128,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetReadyzResponse431 | GetReadyzResponse500 | HealthResponse]
+        Response[ErrorBody | HealthResponse]
     """
 
     kwargs = _get_kwargs()
@@ -142,7 +141,7 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient | Client,
-) -> GetReadyzResponse431 | GetReadyzResponse500 | HealthResponse | None:
+) -> ErrorBody | HealthResponse | None:
     """Readiness probe
 
      `200` when both the database and the idempotency store answer within a second, else `503`; `checks`
@@ -155,7 +154,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetReadyzResponse431 | GetReadyzResponse500 | HealthResponse
+        ErrorBody | HealthResponse
     """
 
     return (

@@ -7,15 +7,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.cancel_order_response_400 import CancelOrderResponse400
-from ...models.cancel_order_response_401 import CancelOrderResponse401
-from ...models.cancel_order_response_403 import CancelOrderResponse403
-from ...models.cancel_order_response_404 import CancelOrderResponse404
-from ...models.cancel_order_response_422 import CancelOrderResponse422
-from ...models.cancel_order_response_429 import CancelOrderResponse429
-from ...models.cancel_order_response_431 import CancelOrderResponse431
-from ...models.cancel_order_response_500 import CancelOrderResponse500
-from ...models.cancel_order_response_503 import CancelOrderResponse503
+from ...models.error_body import ErrorBody
 from ...models.order_response import OrderResponse
 from ...types import Response
 
@@ -36,66 +28,54 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    CancelOrderResponse400
-    | CancelOrderResponse401
-    | CancelOrderResponse403
-    | CancelOrderResponse404
-    | CancelOrderResponse422
-    | CancelOrderResponse429
-    | CancelOrderResponse431
-    | CancelOrderResponse500
-    | CancelOrderResponse503
-    | OrderResponse
-    | None
-):
+) -> ErrorBody | OrderResponse | None:
     if response.status_code == 200:
         response_200 = OrderResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = CancelOrderResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = CancelOrderResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = CancelOrderResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 404:
-        response_404 = CancelOrderResponse404.from_dict(response.json())
+        response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 422:
-        response_422 = CancelOrderResponse422.from_dict(response.json())
+        response_422 = ErrorBody.from_dict(response.json())
 
         return response_422
 
     if response.status_code == 429:
-        response_429 = CancelOrderResponse429.from_dict(response.json())
+        response_429 = ErrorBody.from_dict(response.json())
 
         return response_429
 
     if response.status_code == 431:
-        response_431 = CancelOrderResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = CancelOrderResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = CancelOrderResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -107,18 +87,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    CancelOrderResponse400
-    | CancelOrderResponse401
-    | CancelOrderResponse403
-    | CancelOrderResponse404
-    | CancelOrderResponse422
-    | CancelOrderResponse429
-    | CancelOrderResponse431
-    | CancelOrderResponse500
-    | CancelOrderResponse503
-    | OrderResponse
-]:
+) -> Response[ErrorBody | OrderResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -131,18 +100,7 @@ def sync_detailed(
     id: UUID,
     *,
     client: AuthenticatedClient,
-) -> Response[
-    CancelOrderResponse400
-    | CancelOrderResponse401
-    | CancelOrderResponse403
-    | CancelOrderResponse404
-    | CancelOrderResponse422
-    | CancelOrderResponse429
-    | CancelOrderResponse431
-    | CancelOrderResponse500
-    | CancelOrderResponse503
-    | OrderResponse
-]:
+) -> Response[ErrorBody | OrderResponse]:
     """Cancel an open order
 
      Cancels a resting order and releases its reservation. Naturally idempotent: a canceled order is
@@ -157,7 +115,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[CancelOrderResponse400 | CancelOrderResponse401 | CancelOrderResponse403 | CancelOrderResponse404 | CancelOrderResponse422 | CancelOrderResponse429 | CancelOrderResponse431 | CancelOrderResponse500 | CancelOrderResponse503 | OrderResponse]
+        Response[ErrorBody | OrderResponse]
     """
 
     kwargs = _get_kwargs(
@@ -175,19 +133,7 @@ def sync(
     id: UUID,
     *,
     client: AuthenticatedClient,
-) -> (
-    CancelOrderResponse400
-    | CancelOrderResponse401
-    | CancelOrderResponse403
-    | CancelOrderResponse404
-    | CancelOrderResponse422
-    | CancelOrderResponse429
-    | CancelOrderResponse431
-    | CancelOrderResponse500
-    | CancelOrderResponse503
-    | OrderResponse
-    | None
-):
+) -> ErrorBody | OrderResponse | None:
     """Cancel an open order
 
      Cancels a resting order and releases its reservation. Naturally idempotent: a canceled order is
@@ -202,7 +148,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        CancelOrderResponse400 | CancelOrderResponse401 | CancelOrderResponse403 | CancelOrderResponse404 | CancelOrderResponse422 | CancelOrderResponse429 | CancelOrderResponse431 | CancelOrderResponse500 | CancelOrderResponse503 | OrderResponse
+        ErrorBody | OrderResponse
     """
 
     return sync_detailed(
@@ -215,18 +161,7 @@ async def asyncio_detailed(
     id: UUID,
     *,
     client: AuthenticatedClient,
-) -> Response[
-    CancelOrderResponse400
-    | CancelOrderResponse401
-    | CancelOrderResponse403
-    | CancelOrderResponse404
-    | CancelOrderResponse422
-    | CancelOrderResponse429
-    | CancelOrderResponse431
-    | CancelOrderResponse500
-    | CancelOrderResponse503
-    | OrderResponse
-]:
+) -> Response[ErrorBody | OrderResponse]:
     """Cancel an open order
 
      Cancels a resting order and releases its reservation. Naturally idempotent: a canceled order is
@@ -241,7 +176,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[CancelOrderResponse400 | CancelOrderResponse401 | CancelOrderResponse403 | CancelOrderResponse404 | CancelOrderResponse422 | CancelOrderResponse429 | CancelOrderResponse431 | CancelOrderResponse500 | CancelOrderResponse503 | OrderResponse]
+        Response[ErrorBody | OrderResponse]
     """
 
     kwargs = _get_kwargs(
@@ -257,19 +192,7 @@ async def asyncio(
     id: UUID,
     *,
     client: AuthenticatedClient,
-) -> (
-    CancelOrderResponse400
-    | CancelOrderResponse401
-    | CancelOrderResponse403
-    | CancelOrderResponse404
-    | CancelOrderResponse422
-    | CancelOrderResponse429
-    | CancelOrderResponse431
-    | CancelOrderResponse500
-    | CancelOrderResponse503
-    | OrderResponse
-    | None
-):
+) -> ErrorBody | OrderResponse | None:
     """Cancel an open order
 
      Cancels a resting order and releases its reservation. Naturally idempotent: a canceled order is
@@ -284,7 +207,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        CancelOrderResponse400 | CancelOrderResponse401 | CancelOrderResponse403 | CancelOrderResponse404 | CancelOrderResponse422 | CancelOrderResponse429 | CancelOrderResponse431 | CancelOrderResponse500 | CancelOrderResponse503 | OrderResponse
+        ErrorBody | OrderResponse
     """
 
     return (

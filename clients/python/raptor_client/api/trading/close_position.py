@@ -7,18 +7,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.close_position_request import ClosePositionRequest
-from ...models.close_position_response_400 import ClosePositionResponse400
-from ...models.close_position_response_401 import ClosePositionResponse401
-from ...models.close_position_response_403 import ClosePositionResponse403
-from ...models.close_position_response_404 import ClosePositionResponse404
-from ...models.close_position_response_409 import ClosePositionResponse409
-from ...models.close_position_response_413 import ClosePositionResponse413
-from ...models.close_position_response_415 import ClosePositionResponse415
-from ...models.close_position_response_422 import ClosePositionResponse422
-from ...models.close_position_response_429 import ClosePositionResponse429
-from ...models.close_position_response_431 import ClosePositionResponse431
-from ...models.close_position_response_500 import ClosePositionResponse500
-from ...models.close_position_response_503 import ClosePositionResponse503
+from ...models.error_body import ErrorBody
 from ...models.order_response import OrderResponse
 from ...types import UNSET, Response, Unset
 
@@ -51,84 +40,69 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    ClosePositionResponse400
-    | ClosePositionResponse401
-    | ClosePositionResponse403
-    | ClosePositionResponse404
-    | ClosePositionResponse409
-    | ClosePositionResponse413
-    | ClosePositionResponse415
-    | ClosePositionResponse422
-    | ClosePositionResponse429
-    | ClosePositionResponse431
-    | ClosePositionResponse500
-    | ClosePositionResponse503
-    | OrderResponse
-    | None
-):
+) -> ErrorBody | OrderResponse | None:
     if response.status_code == 201:
         response_201 = OrderResponse.from_dict(response.json())
 
         return response_201
 
     if response.status_code == 400:
-        response_400 = ClosePositionResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = ClosePositionResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = ClosePositionResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 404:
-        response_404 = ClosePositionResponse404.from_dict(response.json())
+        response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 409:
-        response_409 = ClosePositionResponse409.from_dict(response.json())
+        response_409 = ErrorBody.from_dict(response.json())
 
         return response_409
 
     if response.status_code == 413:
-        response_413 = ClosePositionResponse413.from_dict(response.json())
+        response_413 = ErrorBody.from_dict(response.json())
 
         return response_413
 
     if response.status_code == 415:
-        response_415 = ClosePositionResponse415.from_dict(response.json())
+        response_415 = ErrorBody.from_dict(response.json())
 
         return response_415
 
     if response.status_code == 422:
-        response_422 = ClosePositionResponse422.from_dict(response.json())
+        response_422 = ErrorBody.from_dict(response.json())
 
         return response_422
 
     if response.status_code == 429:
-        response_429 = ClosePositionResponse429.from_dict(response.json())
+        response_429 = ErrorBody.from_dict(response.json())
 
         return response_429
 
     if response.status_code == 431:
-        response_431 = ClosePositionResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = ClosePositionResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = ClosePositionResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -140,21 +114,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    ClosePositionResponse400
-    | ClosePositionResponse401
-    | ClosePositionResponse403
-    | ClosePositionResponse404
-    | ClosePositionResponse409
-    | ClosePositionResponse413
-    | ClosePositionResponse415
-    | ClosePositionResponse422
-    | ClosePositionResponse429
-    | ClosePositionResponse431
-    | ClosePositionResponse500
-    | ClosePositionResponse503
-    | OrderResponse
-]:
+) -> Response[ErrorBody | OrderResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -169,21 +129,7 @@ def sync_detailed(
     client: AuthenticatedClient,
     body: ClosePositionRequest | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-) -> Response[
-    ClosePositionResponse400
-    | ClosePositionResponse401
-    | ClosePositionResponse403
-    | ClosePositionResponse404
-    | ClosePositionResponse409
-    | ClosePositionResponse413
-    | ClosePositionResponse415
-    | ClosePositionResponse422
-    | ClosePositionResponse429
-    | ClosePositionResponse431
-    | ClosePositionResponse500
-    | ClosePositionResponse503
-    | OrderResponse
-]:
+) -> Response[ErrorBody | OrderResponse]:
     """Close a position at market
 
      Closes all of the position (`{}` or no body) or `qty` of it with a market order, buying back a short
@@ -202,7 +148,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ClosePositionResponse400 | ClosePositionResponse401 | ClosePositionResponse403 | ClosePositionResponse404 | ClosePositionResponse409 | ClosePositionResponse413 | ClosePositionResponse415 | ClosePositionResponse422 | ClosePositionResponse429 | ClosePositionResponse431 | ClosePositionResponse500 | ClosePositionResponse503 | OrderResponse]
+        Response[ErrorBody | OrderResponse]
     """
 
     kwargs = _get_kwargs(
@@ -224,22 +170,7 @@ def sync(
     client: AuthenticatedClient,
     body: ClosePositionRequest | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-) -> (
-    ClosePositionResponse400
-    | ClosePositionResponse401
-    | ClosePositionResponse403
-    | ClosePositionResponse404
-    | ClosePositionResponse409
-    | ClosePositionResponse413
-    | ClosePositionResponse415
-    | ClosePositionResponse422
-    | ClosePositionResponse429
-    | ClosePositionResponse431
-    | ClosePositionResponse500
-    | ClosePositionResponse503
-    | OrderResponse
-    | None
-):
+) -> ErrorBody | OrderResponse | None:
     """Close a position at market
 
      Closes all of the position (`{}` or no body) or `qty` of it with a market order, buying back a short
@@ -258,7 +189,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ClosePositionResponse400 | ClosePositionResponse401 | ClosePositionResponse403 | ClosePositionResponse404 | ClosePositionResponse409 | ClosePositionResponse413 | ClosePositionResponse415 | ClosePositionResponse422 | ClosePositionResponse429 | ClosePositionResponse431 | ClosePositionResponse500 | ClosePositionResponse503 | OrderResponse
+        ErrorBody | OrderResponse
     """
 
     return sync_detailed(
@@ -275,21 +206,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
     body: ClosePositionRequest | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-) -> Response[
-    ClosePositionResponse400
-    | ClosePositionResponse401
-    | ClosePositionResponse403
-    | ClosePositionResponse404
-    | ClosePositionResponse409
-    | ClosePositionResponse413
-    | ClosePositionResponse415
-    | ClosePositionResponse422
-    | ClosePositionResponse429
-    | ClosePositionResponse431
-    | ClosePositionResponse500
-    | ClosePositionResponse503
-    | OrderResponse
-]:
+) -> Response[ErrorBody | OrderResponse]:
     """Close a position at market
 
      Closes all of the position (`{}` or no body) or `qty` of it with a market order, buying back a short
@@ -308,7 +225,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ClosePositionResponse400 | ClosePositionResponse401 | ClosePositionResponse403 | ClosePositionResponse404 | ClosePositionResponse409 | ClosePositionResponse413 | ClosePositionResponse415 | ClosePositionResponse422 | ClosePositionResponse429 | ClosePositionResponse431 | ClosePositionResponse500 | ClosePositionResponse503 | OrderResponse]
+        Response[ErrorBody | OrderResponse]
     """
 
     kwargs = _get_kwargs(
@@ -328,22 +245,7 @@ async def asyncio(
     client: AuthenticatedClient,
     body: ClosePositionRequest | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-) -> (
-    ClosePositionResponse400
-    | ClosePositionResponse401
-    | ClosePositionResponse403
-    | ClosePositionResponse404
-    | ClosePositionResponse409
-    | ClosePositionResponse413
-    | ClosePositionResponse415
-    | ClosePositionResponse422
-    | ClosePositionResponse429
-    | ClosePositionResponse431
-    | ClosePositionResponse500
-    | ClosePositionResponse503
-    | OrderResponse
-    | None
-):
+) -> ErrorBody | OrderResponse | None:
     """Close a position at market
 
      Closes all of the position (`{}` or no body) or `qty` of it with a market order, buying back a short
@@ -362,7 +264,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ClosePositionResponse400 | ClosePositionResponse401 | ClosePositionResponse403 | ClosePositionResponse404 | ClosePositionResponse409 | ClosePositionResponse413 | ClosePositionResponse415 | ClosePositionResponse422 | ClosePositionResponse429 | ClosePositionResponse431 | ClosePositionResponse500 | ClosePositionResponse503 | OrderResponse
+        ErrorBody | OrderResponse
     """
 
     return (

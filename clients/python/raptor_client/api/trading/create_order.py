@@ -6,18 +6,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.create_order_request import CreateOrderRequest
-from ...models.create_order_response_400 import CreateOrderResponse400
-from ...models.create_order_response_401 import CreateOrderResponse401
-from ...models.create_order_response_403 import CreateOrderResponse403
-from ...models.create_order_response_404 import CreateOrderResponse404
-from ...models.create_order_response_409 import CreateOrderResponse409
-from ...models.create_order_response_413 import CreateOrderResponse413
-from ...models.create_order_response_415 import CreateOrderResponse415
-from ...models.create_order_response_422 import CreateOrderResponse422
-from ...models.create_order_response_429 import CreateOrderResponse429
-from ...models.create_order_response_431 import CreateOrderResponse431
-from ...models.create_order_response_500 import CreateOrderResponse500
-from ...models.create_order_response_503 import CreateOrderResponse503
+from ...models.error_body import ErrorBody
 from ...models.order_response import OrderResponse
 from ...types import UNSET, Response, Unset
 
@@ -46,84 +35,69 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    CreateOrderResponse400
-    | CreateOrderResponse401
-    | CreateOrderResponse403
-    | CreateOrderResponse404
-    | CreateOrderResponse409
-    | CreateOrderResponse413
-    | CreateOrderResponse415
-    | CreateOrderResponse422
-    | CreateOrderResponse429
-    | CreateOrderResponse431
-    | CreateOrderResponse500
-    | CreateOrderResponse503
-    | OrderResponse
-    | None
-):
+) -> ErrorBody | OrderResponse | None:
     if response.status_code == 201:
         response_201 = OrderResponse.from_dict(response.json())
 
         return response_201
 
     if response.status_code == 400:
-        response_400 = CreateOrderResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = CreateOrderResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = CreateOrderResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 404:
-        response_404 = CreateOrderResponse404.from_dict(response.json())
+        response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 409:
-        response_409 = CreateOrderResponse409.from_dict(response.json())
+        response_409 = ErrorBody.from_dict(response.json())
 
         return response_409
 
     if response.status_code == 413:
-        response_413 = CreateOrderResponse413.from_dict(response.json())
+        response_413 = ErrorBody.from_dict(response.json())
 
         return response_413
 
     if response.status_code == 415:
-        response_415 = CreateOrderResponse415.from_dict(response.json())
+        response_415 = ErrorBody.from_dict(response.json())
 
         return response_415
 
     if response.status_code == 422:
-        response_422 = CreateOrderResponse422.from_dict(response.json())
+        response_422 = ErrorBody.from_dict(response.json())
 
         return response_422
 
     if response.status_code == 429:
-        response_429 = CreateOrderResponse429.from_dict(response.json())
+        response_429 = ErrorBody.from_dict(response.json())
 
         return response_429
 
     if response.status_code == 431:
-        response_431 = CreateOrderResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = CreateOrderResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = CreateOrderResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -135,21 +109,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    CreateOrderResponse400
-    | CreateOrderResponse401
-    | CreateOrderResponse403
-    | CreateOrderResponse404
-    | CreateOrderResponse409
-    | CreateOrderResponse413
-    | CreateOrderResponse415
-    | CreateOrderResponse422
-    | CreateOrderResponse429
-    | CreateOrderResponse431
-    | CreateOrderResponse500
-    | CreateOrderResponse503
-    | OrderResponse
-]:
+) -> Response[ErrorBody | OrderResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -163,21 +123,7 @@ def sync_detailed(
     client: AuthenticatedClient,
     body: CreateOrderRequest,
     idempotency_key: str | Unset = UNSET,
-) -> Response[
-    CreateOrderResponse400
-    | CreateOrderResponse401
-    | CreateOrderResponse403
-    | CreateOrderResponse404
-    | CreateOrderResponse409
-    | CreateOrderResponse413
-    | CreateOrderResponse415
-    | CreateOrderResponse422
-    | CreateOrderResponse429
-    | CreateOrderResponse431
-    | CreateOrderResponse500
-    | CreateOrderResponse503
-    | OrderResponse
-]:
+) -> Response[ErrorBody | OrderResponse]:
     """Place an order
 
      Simple (equity or option) or multi-leg (`order_class: mleg`, 2-4 option legs, all or none).
@@ -195,7 +141,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[CreateOrderResponse400 | CreateOrderResponse401 | CreateOrderResponse403 | CreateOrderResponse404 | CreateOrderResponse409 | CreateOrderResponse413 | CreateOrderResponse415 | CreateOrderResponse422 | CreateOrderResponse429 | CreateOrderResponse431 | CreateOrderResponse500 | CreateOrderResponse503 | OrderResponse]
+        Response[ErrorBody | OrderResponse]
     """
 
     kwargs = _get_kwargs(
@@ -215,22 +161,7 @@ def sync(
     client: AuthenticatedClient,
     body: CreateOrderRequest,
     idempotency_key: str | Unset = UNSET,
-) -> (
-    CreateOrderResponse400
-    | CreateOrderResponse401
-    | CreateOrderResponse403
-    | CreateOrderResponse404
-    | CreateOrderResponse409
-    | CreateOrderResponse413
-    | CreateOrderResponse415
-    | CreateOrderResponse422
-    | CreateOrderResponse429
-    | CreateOrderResponse431
-    | CreateOrderResponse500
-    | CreateOrderResponse503
-    | OrderResponse
-    | None
-):
+) -> ErrorBody | OrderResponse | None:
     """Place an order
 
      Simple (equity or option) or multi-leg (`order_class: mleg`, 2-4 option legs, all or none).
@@ -248,7 +179,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        CreateOrderResponse400 | CreateOrderResponse401 | CreateOrderResponse403 | CreateOrderResponse404 | CreateOrderResponse409 | CreateOrderResponse413 | CreateOrderResponse415 | CreateOrderResponse422 | CreateOrderResponse429 | CreateOrderResponse431 | CreateOrderResponse500 | CreateOrderResponse503 | OrderResponse
+        ErrorBody | OrderResponse
     """
 
     return sync_detailed(
@@ -263,21 +194,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
     body: CreateOrderRequest,
     idempotency_key: str | Unset = UNSET,
-) -> Response[
-    CreateOrderResponse400
-    | CreateOrderResponse401
-    | CreateOrderResponse403
-    | CreateOrderResponse404
-    | CreateOrderResponse409
-    | CreateOrderResponse413
-    | CreateOrderResponse415
-    | CreateOrderResponse422
-    | CreateOrderResponse429
-    | CreateOrderResponse431
-    | CreateOrderResponse500
-    | CreateOrderResponse503
-    | OrderResponse
-]:
+) -> Response[ErrorBody | OrderResponse]:
     """Place an order
 
      Simple (equity or option) or multi-leg (`order_class: mleg`, 2-4 option legs, all or none).
@@ -295,7 +212,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[CreateOrderResponse400 | CreateOrderResponse401 | CreateOrderResponse403 | CreateOrderResponse404 | CreateOrderResponse409 | CreateOrderResponse413 | CreateOrderResponse415 | CreateOrderResponse422 | CreateOrderResponse429 | CreateOrderResponse431 | CreateOrderResponse500 | CreateOrderResponse503 | OrderResponse]
+        Response[ErrorBody | OrderResponse]
     """
 
     kwargs = _get_kwargs(
@@ -313,22 +230,7 @@ async def asyncio(
     client: AuthenticatedClient,
     body: CreateOrderRequest,
     idempotency_key: str | Unset = UNSET,
-) -> (
-    CreateOrderResponse400
-    | CreateOrderResponse401
-    | CreateOrderResponse403
-    | CreateOrderResponse404
-    | CreateOrderResponse409
-    | CreateOrderResponse413
-    | CreateOrderResponse415
-    | CreateOrderResponse422
-    | CreateOrderResponse429
-    | CreateOrderResponse431
-    | CreateOrderResponse500
-    | CreateOrderResponse503
-    | OrderResponse
-    | None
-):
+) -> ErrorBody | OrderResponse | None:
     """Place an order
 
      Simple (equity or option) or multi-leg (`order_class: mleg`, 2-4 option legs, all or none).
@@ -346,7 +248,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        CreateOrderResponse400 | CreateOrderResponse401 | CreateOrderResponse403 | CreateOrderResponse404 | CreateOrderResponse409 | CreateOrderResponse413 | CreateOrderResponse415 | CreateOrderResponse422 | CreateOrderResponse429 | CreateOrderResponse431 | CreateOrderResponse500 | CreateOrderResponse503 | OrderResponse
+        ErrorBody | OrderResponse
     """
 
     return (

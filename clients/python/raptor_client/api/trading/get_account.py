@@ -6,12 +6,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.account_response import AccountResponse
-from ...models.get_account_response_401 import GetAccountResponse401
-from ...models.get_account_response_403 import GetAccountResponse403
-from ...models.get_account_response_404 import GetAccountResponse404
-from ...models.get_account_response_431 import GetAccountResponse431
-from ...models.get_account_response_500 import GetAccountResponse500
-from ...models.get_account_response_503 import GetAccountResponse503
+from ...models.error_body import ErrorBody
 from ...types import Response
 
 
@@ -27,48 +22,39 @@ def _get_kwargs() -> dict[str, Any]:
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    AccountResponse
-    | GetAccountResponse401
-    | GetAccountResponse403
-    | GetAccountResponse404
-    | GetAccountResponse431
-    | GetAccountResponse500
-    | GetAccountResponse503
-    | None
-):
+) -> AccountResponse | ErrorBody | None:
     if response.status_code == 200:
         response_200 = AccountResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 401:
-        response_401 = GetAccountResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = GetAccountResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 404:
-        response_404 = GetAccountResponse404.from_dict(response.json())
+        response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 431:
-        response_431 = GetAccountResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = GetAccountResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = GetAccountResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -80,15 +66,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    AccountResponse
-    | GetAccountResponse401
-    | GetAccountResponse403
-    | GetAccountResponse404
-    | GetAccountResponse431
-    | GetAccountResponse500
-    | GetAccountResponse503
-]:
+) -> Response[AccountResponse | ErrorBody]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -100,15 +78,7 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient,
-) -> Response[
-    AccountResponse
-    | GetAccountResponse401
-    | GetAccountResponse403
-    | GetAccountResponse404
-    | GetAccountResponse431
-    | GetAccountResponse500
-    | GetAccountResponse503
-]:
+) -> Response[AccountResponse | ErrorBody]:
     """Read the paper account
 
      Cash, buying power, reserved cash, realized and unrealized P&L, market value and equity (marked at
@@ -120,7 +90,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AccountResponse | GetAccountResponse401 | GetAccountResponse403 | GetAccountResponse404 | GetAccountResponse431 | GetAccountResponse500 | GetAccountResponse503]
+        Response[AccountResponse | ErrorBody]
     """
 
     kwargs = _get_kwargs()
@@ -135,16 +105,7 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient,
-) -> (
-    AccountResponse
-    | GetAccountResponse401
-    | GetAccountResponse403
-    | GetAccountResponse404
-    | GetAccountResponse431
-    | GetAccountResponse500
-    | GetAccountResponse503
-    | None
-):
+) -> AccountResponse | ErrorBody | None:
     """Read the paper account
 
      Cash, buying power, reserved cash, realized and unrealized P&L, market value and equity (marked at
@@ -156,7 +117,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AccountResponse | GetAccountResponse401 | GetAccountResponse403 | GetAccountResponse404 | GetAccountResponse431 | GetAccountResponse500 | GetAccountResponse503
+        AccountResponse | ErrorBody
     """
 
     return sync_detailed(
@@ -167,15 +128,7 @@ def sync(
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
-) -> Response[
-    AccountResponse
-    | GetAccountResponse401
-    | GetAccountResponse403
-    | GetAccountResponse404
-    | GetAccountResponse431
-    | GetAccountResponse500
-    | GetAccountResponse503
-]:
+) -> Response[AccountResponse | ErrorBody]:
     """Read the paper account
 
      Cash, buying power, reserved cash, realized and unrealized P&L, market value and equity (marked at
@@ -187,7 +140,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AccountResponse | GetAccountResponse401 | GetAccountResponse403 | GetAccountResponse404 | GetAccountResponse431 | GetAccountResponse500 | GetAccountResponse503]
+        Response[AccountResponse | ErrorBody]
     """
 
     kwargs = _get_kwargs()
@@ -200,16 +153,7 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient,
-) -> (
-    AccountResponse
-    | GetAccountResponse401
-    | GetAccountResponse403
-    | GetAccountResponse404
-    | GetAccountResponse431
-    | GetAccountResponse500
-    | GetAccountResponse503
-    | None
-):
+) -> AccountResponse | ErrorBody | None:
     """Read the paper account
 
      Cash, buying power, reserved cash, realized and unrealized P&L, market value and equity (marked at
@@ -221,7 +165,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AccountResponse | GetAccountResponse401 | GetAccountResponse403 | GetAccountResponse404 | GetAccountResponse431 | GetAccountResponse500 | GetAccountResponse503
+        AccountResponse | ErrorBody
     """
 
     return (

@@ -7,13 +7,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.get_order_response_400 import GetOrderResponse400
-from ...models.get_order_response_401 import GetOrderResponse401
-from ...models.get_order_response_403 import GetOrderResponse403
-from ...models.get_order_response_404 import GetOrderResponse404
-from ...models.get_order_response_431 import GetOrderResponse431
-from ...models.get_order_response_500 import GetOrderResponse500
-from ...models.get_order_response_503 import GetOrderResponse503
+from ...models.error_body import ErrorBody
 from ...models.order_response import OrderResponse
 from ...types import Response
 
@@ -34,54 +28,44 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    GetOrderResponse400
-    | GetOrderResponse401
-    | GetOrderResponse403
-    | GetOrderResponse404
-    | GetOrderResponse431
-    | GetOrderResponse500
-    | GetOrderResponse503
-    | OrderResponse
-    | None
-):
+) -> ErrorBody | OrderResponse | None:
     if response.status_code == 200:
         response_200 = OrderResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = GetOrderResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = GetOrderResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = GetOrderResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 404:
-        response_404 = GetOrderResponse404.from_dict(response.json())
+        response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 431:
-        response_431 = GetOrderResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = GetOrderResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = GetOrderResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -93,16 +77,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    GetOrderResponse400
-    | GetOrderResponse401
-    | GetOrderResponse403
-    | GetOrderResponse404
-    | GetOrderResponse431
-    | GetOrderResponse500
-    | GetOrderResponse503
-    | OrderResponse
-]:
+) -> Response[ErrorBody | OrderResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -115,16 +90,7 @@ def sync_detailed(
     id: UUID,
     *,
     client: AuthenticatedClient,
-) -> Response[
-    GetOrderResponse400
-    | GetOrderResponse401
-    | GetOrderResponse403
-    | GetOrderResponse404
-    | GetOrderResponse431
-    | GetOrderResponse500
-    | GetOrderResponse503
-    | OrderResponse
-]:
+) -> Response[ErrorBody | OrderResponse]:
     """Read one order
 
      One of the account's orders, with its legs; an order past its expiry reads as `expired`. `404
@@ -138,7 +104,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetOrderResponse400 | GetOrderResponse401 | GetOrderResponse403 | GetOrderResponse404 | GetOrderResponse431 | GetOrderResponse500 | GetOrderResponse503 | OrderResponse]
+        Response[ErrorBody | OrderResponse]
     """
 
     kwargs = _get_kwargs(
@@ -156,17 +122,7 @@ def sync(
     id: UUID,
     *,
     client: AuthenticatedClient,
-) -> (
-    GetOrderResponse400
-    | GetOrderResponse401
-    | GetOrderResponse403
-    | GetOrderResponse404
-    | GetOrderResponse431
-    | GetOrderResponse500
-    | GetOrderResponse503
-    | OrderResponse
-    | None
-):
+) -> ErrorBody | OrderResponse | None:
     """Read one order
 
      One of the account's orders, with its legs; an order past its expiry reads as `expired`. `404
@@ -180,7 +136,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetOrderResponse400 | GetOrderResponse401 | GetOrderResponse403 | GetOrderResponse404 | GetOrderResponse431 | GetOrderResponse500 | GetOrderResponse503 | OrderResponse
+        ErrorBody | OrderResponse
     """
 
     return sync_detailed(
@@ -193,16 +149,7 @@ async def asyncio_detailed(
     id: UUID,
     *,
     client: AuthenticatedClient,
-) -> Response[
-    GetOrderResponse400
-    | GetOrderResponse401
-    | GetOrderResponse403
-    | GetOrderResponse404
-    | GetOrderResponse431
-    | GetOrderResponse500
-    | GetOrderResponse503
-    | OrderResponse
-]:
+) -> Response[ErrorBody | OrderResponse]:
     """Read one order
 
      One of the account's orders, with its legs; an order past its expiry reads as `expired`. `404
@@ -216,7 +163,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetOrderResponse400 | GetOrderResponse401 | GetOrderResponse403 | GetOrderResponse404 | GetOrderResponse431 | GetOrderResponse500 | GetOrderResponse503 | OrderResponse]
+        Response[ErrorBody | OrderResponse]
     """
 
     kwargs = _get_kwargs(
@@ -232,17 +179,7 @@ async def asyncio(
     id: UUID,
     *,
     client: AuthenticatedClient,
-) -> (
-    GetOrderResponse400
-    | GetOrderResponse401
-    | GetOrderResponse403
-    | GetOrderResponse404
-    | GetOrderResponse431
-    | GetOrderResponse500
-    | GetOrderResponse503
-    | OrderResponse
-    | None
-):
+) -> ErrorBody | OrderResponse | None:
     """Read one order
 
      One of the account's orders, with its legs; an order past its expiry reads as `expired`. `404
@@ -256,7 +193,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetOrderResponse400 | GetOrderResponse401 | GetOrderResponse403 | GetOrderResponse404 | GetOrderResponse431 | GetOrderResponse500 | GetOrderResponse503 | OrderResponse
+        ErrorBody | OrderResponse
     """
 
     return (

@@ -6,24 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.get_order_by_client_order_id_response_401 import (
-    GetOrderByClientOrderIdResponse401,
-)
-from ...models.get_order_by_client_order_id_response_403 import (
-    GetOrderByClientOrderIdResponse403,
-)
-from ...models.get_order_by_client_order_id_response_404 import (
-    GetOrderByClientOrderIdResponse404,
-)
-from ...models.get_order_by_client_order_id_response_431 import (
-    GetOrderByClientOrderIdResponse431,
-)
-from ...models.get_order_by_client_order_id_response_500 import (
-    GetOrderByClientOrderIdResponse500,
-)
-from ...models.get_order_by_client_order_id_response_503 import (
-    GetOrderByClientOrderIdResponse503,
-)
+from ...models.error_body import ErrorBody
 from ...models.order_response import OrderResponse
 from ...types import Response
 
@@ -44,48 +27,39 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    GetOrderByClientOrderIdResponse401
-    | GetOrderByClientOrderIdResponse403
-    | GetOrderByClientOrderIdResponse404
-    | GetOrderByClientOrderIdResponse431
-    | GetOrderByClientOrderIdResponse500
-    | GetOrderByClientOrderIdResponse503
-    | OrderResponse
-    | None
-):
+) -> ErrorBody | OrderResponse | None:
     if response.status_code == 200:
         response_200 = OrderResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 401:
-        response_401 = GetOrderByClientOrderIdResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = GetOrderByClientOrderIdResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 404:
-        response_404 = GetOrderByClientOrderIdResponse404.from_dict(response.json())
+        response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 431:
-        response_431 = GetOrderByClientOrderIdResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = GetOrderByClientOrderIdResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = GetOrderByClientOrderIdResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -97,15 +71,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    GetOrderByClientOrderIdResponse401
-    | GetOrderByClientOrderIdResponse403
-    | GetOrderByClientOrderIdResponse404
-    | GetOrderByClientOrderIdResponse431
-    | GetOrderByClientOrderIdResponse500
-    | GetOrderByClientOrderIdResponse503
-    | OrderResponse
-]:
+) -> Response[ErrorBody | OrderResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -118,15 +84,7 @@ def sync_detailed(
     client_order_id: str,
     *,
     client: AuthenticatedClient,
-) -> Response[
-    GetOrderByClientOrderIdResponse401
-    | GetOrderByClientOrderIdResponse403
-    | GetOrderByClientOrderIdResponse404
-    | GetOrderByClientOrderIdResponse431
-    | GetOrderByClientOrderIdResponse500
-    | GetOrderByClientOrderIdResponse503
-    | OrderResponse
-]:
+) -> Response[ErrorBody | OrderResponse]:
     """Find an order by its client order id
 
      The order with this `client_order_id` (the one sent, or the one derived from the Idempotency-Key):
@@ -141,7 +99,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetOrderByClientOrderIdResponse401 | GetOrderByClientOrderIdResponse403 | GetOrderByClientOrderIdResponse404 | GetOrderByClientOrderIdResponse431 | GetOrderByClientOrderIdResponse500 | GetOrderByClientOrderIdResponse503 | OrderResponse]
+        Response[ErrorBody | OrderResponse]
     """
 
     kwargs = _get_kwargs(
@@ -159,16 +117,7 @@ def sync(
     client_order_id: str,
     *,
     client: AuthenticatedClient,
-) -> (
-    GetOrderByClientOrderIdResponse401
-    | GetOrderByClientOrderIdResponse403
-    | GetOrderByClientOrderIdResponse404
-    | GetOrderByClientOrderIdResponse431
-    | GetOrderByClientOrderIdResponse500
-    | GetOrderByClientOrderIdResponse503
-    | OrderResponse
-    | None
-):
+) -> ErrorBody | OrderResponse | None:
     """Find an order by its client order id
 
      The order with this `client_order_id` (the one sent, or the one derived from the Idempotency-Key):
@@ -183,7 +132,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetOrderByClientOrderIdResponse401 | GetOrderByClientOrderIdResponse403 | GetOrderByClientOrderIdResponse404 | GetOrderByClientOrderIdResponse431 | GetOrderByClientOrderIdResponse500 | GetOrderByClientOrderIdResponse503 | OrderResponse
+        ErrorBody | OrderResponse
     """
 
     return sync_detailed(
@@ -196,15 +145,7 @@ async def asyncio_detailed(
     client_order_id: str,
     *,
     client: AuthenticatedClient,
-) -> Response[
-    GetOrderByClientOrderIdResponse401
-    | GetOrderByClientOrderIdResponse403
-    | GetOrderByClientOrderIdResponse404
-    | GetOrderByClientOrderIdResponse431
-    | GetOrderByClientOrderIdResponse500
-    | GetOrderByClientOrderIdResponse503
-    | OrderResponse
-]:
+) -> Response[ErrorBody | OrderResponse]:
     """Find an order by its client order id
 
      The order with this `client_order_id` (the one sent, or the one derived from the Idempotency-Key):
@@ -219,7 +160,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetOrderByClientOrderIdResponse401 | GetOrderByClientOrderIdResponse403 | GetOrderByClientOrderIdResponse404 | GetOrderByClientOrderIdResponse431 | GetOrderByClientOrderIdResponse500 | GetOrderByClientOrderIdResponse503 | OrderResponse]
+        Response[ErrorBody | OrderResponse]
     """
 
     kwargs = _get_kwargs(
@@ -235,16 +176,7 @@ async def asyncio(
     client_order_id: str,
     *,
     client: AuthenticatedClient,
-) -> (
-    GetOrderByClientOrderIdResponse401
-    | GetOrderByClientOrderIdResponse403
-    | GetOrderByClientOrderIdResponse404
-    | GetOrderByClientOrderIdResponse431
-    | GetOrderByClientOrderIdResponse500
-    | GetOrderByClientOrderIdResponse503
-    | OrderResponse
-    | None
-):
+) -> ErrorBody | OrderResponse | None:
     """Find an order by its client order id
 
      The order with this `client_order_id` (the one sent, or the one derived from the Idempotency-Key):
@@ -259,7 +191,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetOrderByClientOrderIdResponse401 | GetOrderByClientOrderIdResponse403 | GetOrderByClientOrderIdResponse404 | GetOrderByClientOrderIdResponse431 | GetOrderByClientOrderIdResponse500 | GetOrderByClientOrderIdResponse503 | OrderResponse
+        ErrorBody | OrderResponse
     """
 
     return (

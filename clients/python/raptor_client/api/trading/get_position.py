@@ -6,12 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.get_position_response_401 import GetPositionResponse401
-from ...models.get_position_response_403 import GetPositionResponse403
-from ...models.get_position_response_404 import GetPositionResponse404
-from ...models.get_position_response_431 import GetPositionResponse431
-from ...models.get_position_response_500 import GetPositionResponse500
-from ...models.get_position_response_503 import GetPositionResponse503
+from ...models.error_body import ErrorBody
 from ...models.position_response import PositionResponse
 from ...types import Response
 
@@ -32,48 +27,39 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    GetPositionResponse401
-    | GetPositionResponse403
-    | GetPositionResponse404
-    | GetPositionResponse431
-    | GetPositionResponse500
-    | GetPositionResponse503
-    | PositionResponse
-    | None
-):
+) -> ErrorBody | PositionResponse | None:
     if response.status_code == 200:
         response_200 = PositionResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 401:
-        response_401 = GetPositionResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = GetPositionResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 404:
-        response_404 = GetPositionResponse404.from_dict(response.json())
+        response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 431:
-        response_431 = GetPositionResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = GetPositionResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = GetPositionResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -85,15 +71,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    GetPositionResponse401
-    | GetPositionResponse403
-    | GetPositionResponse404
-    | GetPositionResponse431
-    | GetPositionResponse500
-    | GetPositionResponse503
-    | PositionResponse
-]:
+) -> Response[ErrorBody | PositionResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -106,15 +84,7 @@ def sync_detailed(
     symbol: str,
     *,
     client: AuthenticatedClient,
-) -> Response[
-    GetPositionResponse401
-    | GetPositionResponse403
-    | GetPositionResponse404
-    | GetPositionResponse431
-    | GetPositionResponse500
-    | GetPositionResponse503
-    | PositionResponse
-]:
+) -> Response[ErrorBody | PositionResponse]:
     """Read one position
 
      The account's open position in `symbol`. `404 not_found` when the account holds none in it (a flat
@@ -128,7 +98,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetPositionResponse401 | GetPositionResponse403 | GetPositionResponse404 | GetPositionResponse431 | GetPositionResponse500 | GetPositionResponse503 | PositionResponse]
+        Response[ErrorBody | PositionResponse]
     """
 
     kwargs = _get_kwargs(
@@ -146,16 +116,7 @@ def sync(
     symbol: str,
     *,
     client: AuthenticatedClient,
-) -> (
-    GetPositionResponse401
-    | GetPositionResponse403
-    | GetPositionResponse404
-    | GetPositionResponse431
-    | GetPositionResponse500
-    | GetPositionResponse503
-    | PositionResponse
-    | None
-):
+) -> ErrorBody | PositionResponse | None:
     """Read one position
 
      The account's open position in `symbol`. `404 not_found` when the account holds none in it (a flat
@@ -169,7 +130,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetPositionResponse401 | GetPositionResponse403 | GetPositionResponse404 | GetPositionResponse431 | GetPositionResponse500 | GetPositionResponse503 | PositionResponse
+        ErrorBody | PositionResponse
     """
 
     return sync_detailed(
@@ -182,15 +143,7 @@ async def asyncio_detailed(
     symbol: str,
     *,
     client: AuthenticatedClient,
-) -> Response[
-    GetPositionResponse401
-    | GetPositionResponse403
-    | GetPositionResponse404
-    | GetPositionResponse431
-    | GetPositionResponse500
-    | GetPositionResponse503
-    | PositionResponse
-]:
+) -> Response[ErrorBody | PositionResponse]:
     """Read one position
 
      The account's open position in `symbol`. `404 not_found` when the account holds none in it (a flat
@@ -204,7 +157,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetPositionResponse401 | GetPositionResponse403 | GetPositionResponse404 | GetPositionResponse431 | GetPositionResponse500 | GetPositionResponse503 | PositionResponse]
+        Response[ErrorBody | PositionResponse]
     """
 
     kwargs = _get_kwargs(
@@ -220,16 +173,7 @@ async def asyncio(
     symbol: str,
     *,
     client: AuthenticatedClient,
-) -> (
-    GetPositionResponse401
-    | GetPositionResponse403
-    | GetPositionResponse404
-    | GetPositionResponse431
-    | GetPositionResponse500
-    | GetPositionResponse503
-    | PositionResponse
-    | None
-):
+) -> ErrorBody | PositionResponse | None:
     """Read one position
 
      The account's open position in `symbol`. `404 not_found` when the account holds none in it (a flat
@@ -243,7 +187,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetPositionResponse401 | GetPositionResponse403 | GetPositionResponse404 | GetPositionResponse431 | GetPositionResponse500 | GetPositionResponse503 | PositionResponse
+        ErrorBody | PositionResponse
     """
 
     return (

@@ -6,13 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.get_quote_response_401 import GetQuoteResponse401
-from ...models.get_quote_response_403 import GetQuoteResponse403
-from ...models.get_quote_response_404 import GetQuoteResponse404
-from ...models.get_quote_response_422 import GetQuoteResponse422
-from ...models.get_quote_response_431 import GetQuoteResponse431
-from ...models.get_quote_response_500 import GetQuoteResponse500
-from ...models.get_quote_response_503 import GetQuoteResponse503
+from ...models.error_body import ErrorBody
 from ...models.market_quote_response import MarketQuoteResponse
 from ...types import Response
 
@@ -33,54 +27,44 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    GetQuoteResponse401
-    | GetQuoteResponse403
-    | GetQuoteResponse404
-    | GetQuoteResponse422
-    | GetQuoteResponse431
-    | GetQuoteResponse500
-    | GetQuoteResponse503
-    | MarketQuoteResponse
-    | None
-):
+) -> ErrorBody | MarketQuoteResponse | None:
     if response.status_code == 200:
         response_200 = MarketQuoteResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 401:
-        response_401 = GetQuoteResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = GetQuoteResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 404:
-        response_404 = GetQuoteResponse404.from_dict(response.json())
+        response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 422:
-        response_422 = GetQuoteResponse422.from_dict(response.json())
+        response_422 = ErrorBody.from_dict(response.json())
 
         return response_422
 
     if response.status_code == 431:
-        response_431 = GetQuoteResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = GetQuoteResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = GetQuoteResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -92,16 +76,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    GetQuoteResponse401
-    | GetQuoteResponse403
-    | GetQuoteResponse404
-    | GetQuoteResponse422
-    | GetQuoteResponse431
-    | GetQuoteResponse500
-    | GetQuoteResponse503
-    | MarketQuoteResponse
-]:
+) -> Response[ErrorBody | MarketQuoteResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -114,16 +89,7 @@ def sync_detailed(
     symbol: str,
     *,
     client: AuthenticatedClient,
-) -> Response[
-    GetQuoteResponse401
-    | GetQuoteResponse403
-    | GetQuoteResponse404
-    | GetQuoteResponse422
-    | GetQuoteResponse431
-    | GetQuoteResponse500
-    | GetQuoteResponse503
-    | MarketQuoteResponse
-]:
+) -> Response[ErrorBody | MarketQuoteResponse]:
     """Read a symbol's quote
 
      The current bid, ask and update time of `symbol`, for any signed-in caller (an app's display, not an
@@ -137,7 +103,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetQuoteResponse401 | GetQuoteResponse403 | GetQuoteResponse404 | GetQuoteResponse422 | GetQuoteResponse431 | GetQuoteResponse500 | GetQuoteResponse503 | MarketQuoteResponse]
+        Response[ErrorBody | MarketQuoteResponse]
     """
 
     kwargs = _get_kwargs(
@@ -155,17 +121,7 @@ def sync(
     symbol: str,
     *,
     client: AuthenticatedClient,
-) -> (
-    GetQuoteResponse401
-    | GetQuoteResponse403
-    | GetQuoteResponse404
-    | GetQuoteResponse422
-    | GetQuoteResponse431
-    | GetQuoteResponse500
-    | GetQuoteResponse503
-    | MarketQuoteResponse
-    | None
-):
+) -> ErrorBody | MarketQuoteResponse | None:
     """Read a symbol's quote
 
      The current bid, ask and update time of `symbol`, for any signed-in caller (an app's display, not an
@@ -179,7 +135,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetQuoteResponse401 | GetQuoteResponse403 | GetQuoteResponse404 | GetQuoteResponse422 | GetQuoteResponse431 | GetQuoteResponse500 | GetQuoteResponse503 | MarketQuoteResponse
+        ErrorBody | MarketQuoteResponse
     """
 
     return sync_detailed(
@@ -192,16 +148,7 @@ async def asyncio_detailed(
     symbol: str,
     *,
     client: AuthenticatedClient,
-) -> Response[
-    GetQuoteResponse401
-    | GetQuoteResponse403
-    | GetQuoteResponse404
-    | GetQuoteResponse422
-    | GetQuoteResponse431
-    | GetQuoteResponse500
-    | GetQuoteResponse503
-    | MarketQuoteResponse
-]:
+) -> Response[ErrorBody | MarketQuoteResponse]:
     """Read a symbol's quote
 
      The current bid, ask and update time of `symbol`, for any signed-in caller (an app's display, not an
@@ -215,7 +162,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetQuoteResponse401 | GetQuoteResponse403 | GetQuoteResponse404 | GetQuoteResponse422 | GetQuoteResponse431 | GetQuoteResponse500 | GetQuoteResponse503 | MarketQuoteResponse]
+        Response[ErrorBody | MarketQuoteResponse]
     """
 
     kwargs = _get_kwargs(
@@ -231,17 +178,7 @@ async def asyncio(
     symbol: str,
     *,
     client: AuthenticatedClient,
-) -> (
-    GetQuoteResponse401
-    | GetQuoteResponse403
-    | GetQuoteResponse404
-    | GetQuoteResponse422
-    | GetQuoteResponse431
-    | GetQuoteResponse500
-    | GetQuoteResponse503
-    | MarketQuoteResponse
-    | None
-):
+) -> ErrorBody | MarketQuoteResponse | None:
     """Read a symbol's quote
 
      The current bid, ask and update time of `symbol`, for any signed-in caller (an app's display, not an
@@ -255,7 +192,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetQuoteResponse401 | GetQuoteResponse403 | GetQuoteResponse404 | GetQuoteResponse422 | GetQuoteResponse431 | GetQuoteResponse500 | GetQuoteResponse503 | MarketQuoteResponse
+        ErrorBody | MarketQuoteResponse
     """
 
     return (

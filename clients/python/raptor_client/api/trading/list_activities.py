@@ -6,13 +6,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.activity_list_response import ActivityListResponse
-from ...models.list_activities_response_400 import ListActivitiesResponse400
-from ...models.list_activities_response_401 import ListActivitiesResponse401
-from ...models.list_activities_response_403 import ListActivitiesResponse403
-from ...models.list_activities_response_404 import ListActivitiesResponse404
-from ...models.list_activities_response_431 import ListActivitiesResponse431
-from ...models.list_activities_response_500 import ListActivitiesResponse500
-from ...models.list_activities_response_503 import ListActivitiesResponse503
+from ...models.error_body import ErrorBody
 from ...types import UNSET, Response, Unset
 
 
@@ -41,54 +35,44 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    ActivityListResponse
-    | ListActivitiesResponse400
-    | ListActivitiesResponse401
-    | ListActivitiesResponse403
-    | ListActivitiesResponse404
-    | ListActivitiesResponse431
-    | ListActivitiesResponse500
-    | ListActivitiesResponse503
-    | None
-):
+) -> ActivityListResponse | ErrorBody | None:
     if response.status_code == 200:
         response_200 = ActivityListResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = ListActivitiesResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = ListActivitiesResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = ListActivitiesResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 404:
-        response_404 = ListActivitiesResponse404.from_dict(response.json())
+        response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 431:
-        response_431 = ListActivitiesResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = ListActivitiesResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = ListActivitiesResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -100,16 +84,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    ActivityListResponse
-    | ListActivitiesResponse400
-    | ListActivitiesResponse401
-    | ListActivitiesResponse403
-    | ListActivitiesResponse404
-    | ListActivitiesResponse431
-    | ListActivitiesResponse500
-    | ListActivitiesResponse503
-]:
+) -> Response[ActivityListResponse | ErrorBody]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -123,16 +98,7 @@ def sync_detailed(
     client: AuthenticatedClient,
     limit: int | Unset = UNSET,
     cursor: str | Unset = UNSET,
-) -> Response[
-    ActivityListResponse
-    | ListActivitiesResponse400
-    | ListActivitiesResponse401
-    | ListActivitiesResponse403
-    | ListActivitiesResponse404
-    | ListActivitiesResponse431
-    | ListActivitiesResponse500
-    | ListActivitiesResponse503
-]:
+) -> Response[ActivityListResponse | ErrorBody]:
     """List the account's activities
 
      The account's feed, newest first, paged like the orders (`limit`, `cursor`): fills, cancels, order
@@ -149,7 +115,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ActivityListResponse | ListActivitiesResponse400 | ListActivitiesResponse401 | ListActivitiesResponse403 | ListActivitiesResponse404 | ListActivitiesResponse431 | ListActivitiesResponse500 | ListActivitiesResponse503]
+        Response[ActivityListResponse | ErrorBody]
     """
 
     kwargs = _get_kwargs(
@@ -169,17 +135,7 @@ def sync(
     client: AuthenticatedClient,
     limit: int | Unset = UNSET,
     cursor: str | Unset = UNSET,
-) -> (
-    ActivityListResponse
-    | ListActivitiesResponse400
-    | ListActivitiesResponse401
-    | ListActivitiesResponse403
-    | ListActivitiesResponse404
-    | ListActivitiesResponse431
-    | ListActivitiesResponse500
-    | ListActivitiesResponse503
-    | None
-):
+) -> ActivityListResponse | ErrorBody | None:
     """List the account's activities
 
      The account's feed, newest first, paged like the orders (`limit`, `cursor`): fills, cancels, order
@@ -196,7 +152,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ActivityListResponse | ListActivitiesResponse400 | ListActivitiesResponse401 | ListActivitiesResponse403 | ListActivitiesResponse404 | ListActivitiesResponse431 | ListActivitiesResponse500 | ListActivitiesResponse503
+        ActivityListResponse | ErrorBody
     """
 
     return sync_detailed(
@@ -211,16 +167,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
     limit: int | Unset = UNSET,
     cursor: str | Unset = UNSET,
-) -> Response[
-    ActivityListResponse
-    | ListActivitiesResponse400
-    | ListActivitiesResponse401
-    | ListActivitiesResponse403
-    | ListActivitiesResponse404
-    | ListActivitiesResponse431
-    | ListActivitiesResponse500
-    | ListActivitiesResponse503
-]:
+) -> Response[ActivityListResponse | ErrorBody]:
     """List the account's activities
 
      The account's feed, newest first, paged like the orders (`limit`, `cursor`): fills, cancels, order
@@ -237,7 +184,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ActivityListResponse | ListActivitiesResponse400 | ListActivitiesResponse401 | ListActivitiesResponse403 | ListActivitiesResponse404 | ListActivitiesResponse431 | ListActivitiesResponse500 | ListActivitiesResponse503]
+        Response[ActivityListResponse | ErrorBody]
     """
 
     kwargs = _get_kwargs(
@@ -255,17 +202,7 @@ async def asyncio(
     client: AuthenticatedClient,
     limit: int | Unset = UNSET,
     cursor: str | Unset = UNSET,
-) -> (
-    ActivityListResponse
-    | ListActivitiesResponse400
-    | ListActivitiesResponse401
-    | ListActivitiesResponse403
-    | ListActivitiesResponse404
-    | ListActivitiesResponse431
-    | ListActivitiesResponse500
-    | ListActivitiesResponse503
-    | None
-):
+) -> ActivityListResponse | ErrorBody | None:
     """List the account's activities
 
      The account's feed, newest first, paged like the orders (`limit`, `cursor`): fills, cancels, order
@@ -282,7 +219,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ActivityListResponse | ListActivitiesResponse400 | ListActivitiesResponse401 | ListActivitiesResponse403 | ListActivitiesResponse404 | ListActivitiesResponse431 | ListActivitiesResponse500 | ListActivitiesResponse503
+        ActivityListResponse | ErrorBody
     """
 
     return (

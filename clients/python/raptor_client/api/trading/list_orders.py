@@ -6,13 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.list_orders_response_400 import ListOrdersResponse400
-from ...models.list_orders_response_401 import ListOrdersResponse401
-from ...models.list_orders_response_403 import ListOrdersResponse403
-from ...models.list_orders_response_404 import ListOrdersResponse404
-from ...models.list_orders_response_431 import ListOrdersResponse431
-from ...models.list_orders_response_500 import ListOrdersResponse500
-from ...models.list_orders_response_503 import ListOrdersResponse503
+from ...models.error_body import ErrorBody
 from ...models.order_list_response import OrderListResponse
 from ...models.order_list_status import OrderListStatus
 from ...types import UNSET, Response, Unset
@@ -65,54 +59,44 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    ListOrdersResponse400
-    | ListOrdersResponse401
-    | ListOrdersResponse403
-    | ListOrdersResponse404
-    | ListOrdersResponse431
-    | ListOrdersResponse500
-    | ListOrdersResponse503
-    | OrderListResponse
-    | None
-):
+) -> ErrorBody | OrderListResponse | None:
     if response.status_code == 200:
         response_200 = OrderListResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = ListOrdersResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = ListOrdersResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = ListOrdersResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 404:
-        response_404 = ListOrdersResponse404.from_dict(response.json())
+        response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 431:
-        response_431 = ListOrdersResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = ListOrdersResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = ListOrdersResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -124,16 +108,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    ListOrdersResponse400
-    | ListOrdersResponse401
-    | ListOrdersResponse403
-    | ListOrdersResponse404
-    | ListOrdersResponse431
-    | ListOrdersResponse500
-    | ListOrdersResponse503
-    | OrderListResponse
-]:
+) -> Response[ErrorBody | OrderListResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -151,16 +126,7 @@ def sync_detailed(
     symbol: str | Unset = UNSET,
     after: datetime.datetime | Unset = UNSET,
     until: datetime.datetime | Unset = UNSET,
-) -> Response[
-    ListOrdersResponse400
-    | ListOrdersResponse401
-    | ListOrdersResponse403
-    | ListOrdersResponse404
-    | ListOrdersResponse431
-    | ListOrdersResponse500
-    | ListOrdersResponse503
-    | OrderListResponse
-]:
+) -> Response[ErrorBody | OrderListResponse]:
     """List the account's orders
 
      The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor` for the
@@ -181,7 +147,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ListOrdersResponse400 | ListOrdersResponse401 | ListOrdersResponse403 | ListOrdersResponse404 | ListOrdersResponse431 | ListOrdersResponse500 | ListOrdersResponse503 | OrderListResponse]
+        Response[ErrorBody | OrderListResponse]
     """
 
     kwargs = _get_kwargs(
@@ -209,17 +175,7 @@ def sync(
     symbol: str | Unset = UNSET,
     after: datetime.datetime | Unset = UNSET,
     until: datetime.datetime | Unset = UNSET,
-) -> (
-    ListOrdersResponse400
-    | ListOrdersResponse401
-    | ListOrdersResponse403
-    | ListOrdersResponse404
-    | ListOrdersResponse431
-    | ListOrdersResponse500
-    | ListOrdersResponse503
-    | OrderListResponse
-    | None
-):
+) -> ErrorBody | OrderListResponse | None:
     """List the account's orders
 
      The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor` for the
@@ -240,7 +196,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ListOrdersResponse400 | ListOrdersResponse401 | ListOrdersResponse403 | ListOrdersResponse404 | ListOrdersResponse431 | ListOrdersResponse500 | ListOrdersResponse503 | OrderListResponse
+        ErrorBody | OrderListResponse
     """
 
     return sync_detailed(
@@ -263,16 +219,7 @@ async def asyncio_detailed(
     symbol: str | Unset = UNSET,
     after: datetime.datetime | Unset = UNSET,
     until: datetime.datetime | Unset = UNSET,
-) -> Response[
-    ListOrdersResponse400
-    | ListOrdersResponse401
-    | ListOrdersResponse403
-    | ListOrdersResponse404
-    | ListOrdersResponse431
-    | ListOrdersResponse500
-    | ListOrdersResponse503
-    | OrderListResponse
-]:
+) -> Response[ErrorBody | OrderListResponse]:
     """List the account's orders
 
      The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor` for the
@@ -293,7 +240,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ListOrdersResponse400 | ListOrdersResponse401 | ListOrdersResponse403 | ListOrdersResponse404 | ListOrdersResponse431 | ListOrdersResponse500 | ListOrdersResponse503 | OrderListResponse]
+        Response[ErrorBody | OrderListResponse]
     """
 
     kwargs = _get_kwargs(
@@ -319,17 +266,7 @@ async def asyncio(
     symbol: str | Unset = UNSET,
     after: datetime.datetime | Unset = UNSET,
     until: datetime.datetime | Unset = UNSET,
-) -> (
-    ListOrdersResponse400
-    | ListOrdersResponse401
-    | ListOrdersResponse403
-    | ListOrdersResponse404
-    | ListOrdersResponse431
-    | ListOrdersResponse500
-    | ListOrdersResponse503
-    | OrderListResponse
-    | None
-):
+) -> ErrorBody | OrderListResponse | None:
     """List the account's orders
 
      The account's orders, newest first, a page at a time: pass `next_cursor` back as `cursor` for the
@@ -350,7 +287,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ListOrdersResponse400 | ListOrdersResponse401 | ListOrdersResponse403 | ListOrdersResponse404 | ListOrdersResponse431 | ListOrdersResponse500 | ListOrdersResponse503 | OrderListResponse
+        ErrorBody | OrderListResponse
     """
 
     return (

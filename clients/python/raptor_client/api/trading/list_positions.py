@@ -5,12 +5,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.list_positions_response_401 import ListPositionsResponse401
-from ...models.list_positions_response_403 import ListPositionsResponse403
-from ...models.list_positions_response_404 import ListPositionsResponse404
-from ...models.list_positions_response_431 import ListPositionsResponse431
-from ...models.list_positions_response_500 import ListPositionsResponse500
-from ...models.list_positions_response_503 import ListPositionsResponse503
+from ...models.error_body import ErrorBody
 from ...models.position_response import PositionResponse
 from ...types import Response
 
@@ -27,16 +22,7 @@ def _get_kwargs() -> dict[str, Any]:
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    ListPositionsResponse401
-    | ListPositionsResponse403
-    | ListPositionsResponse404
-    | ListPositionsResponse431
-    | ListPositionsResponse500
-    | ListPositionsResponse503
-    | list[PositionResponse]
-    | None
-):
+) -> ErrorBody | list[PositionResponse] | None:
     if response.status_code == 200:
         response_200 = []
         _response_200 = response.json()
@@ -48,32 +34,32 @@ def _parse_response(
         return response_200
 
     if response.status_code == 401:
-        response_401 = ListPositionsResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = ListPositionsResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 404:
-        response_404 = ListPositionsResponse404.from_dict(response.json())
+        response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 431:
-        response_431 = ListPositionsResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = ListPositionsResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = ListPositionsResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -85,15 +71,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    ListPositionsResponse401
-    | ListPositionsResponse403
-    | ListPositionsResponse404
-    | ListPositionsResponse431
-    | ListPositionsResponse500
-    | ListPositionsResponse503
-    | list[PositionResponse]
-]:
+) -> Response[ErrorBody | list[PositionResponse]]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -105,15 +83,7 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient,
-) -> Response[
-    ListPositionsResponse401
-    | ListPositionsResponse403
-    | ListPositionsResponse404
-    | ListPositionsResponse431
-    | ListPositionsResponse500
-    | ListPositionsResponse503
-    | list[PositionResponse]
-]:
+) -> Response[ErrorBody | list[PositionResponse]]:
     """List open positions
 
      The account's open positions with quantity (negative when short), average entry price and realized
@@ -124,7 +94,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ListPositionsResponse401 | ListPositionsResponse403 | ListPositionsResponse404 | ListPositionsResponse431 | ListPositionsResponse500 | ListPositionsResponse503 | list[PositionResponse]]
+        Response[ErrorBody | list[PositionResponse]]
     """
 
     kwargs = _get_kwargs()
@@ -139,16 +109,7 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient,
-) -> (
-    ListPositionsResponse401
-    | ListPositionsResponse403
-    | ListPositionsResponse404
-    | ListPositionsResponse431
-    | ListPositionsResponse500
-    | ListPositionsResponse503
-    | list[PositionResponse]
-    | None
-):
+) -> ErrorBody | list[PositionResponse] | None:
     """List open positions
 
      The account's open positions with quantity (negative when short), average entry price and realized
@@ -159,7 +120,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ListPositionsResponse401 | ListPositionsResponse403 | ListPositionsResponse404 | ListPositionsResponse431 | ListPositionsResponse500 | ListPositionsResponse503 | list[PositionResponse]
+        ErrorBody | list[PositionResponse]
     """
 
     return sync_detailed(
@@ -170,15 +131,7 @@ def sync(
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
-) -> Response[
-    ListPositionsResponse401
-    | ListPositionsResponse403
-    | ListPositionsResponse404
-    | ListPositionsResponse431
-    | ListPositionsResponse500
-    | ListPositionsResponse503
-    | list[PositionResponse]
-]:
+) -> Response[ErrorBody | list[PositionResponse]]:
     """List open positions
 
      The account's open positions with quantity (negative when short), average entry price and realized
@@ -189,7 +142,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ListPositionsResponse401 | ListPositionsResponse403 | ListPositionsResponse404 | ListPositionsResponse431 | ListPositionsResponse500 | ListPositionsResponse503 | list[PositionResponse]]
+        Response[ErrorBody | list[PositionResponse]]
     """
 
     kwargs = _get_kwargs()
@@ -202,16 +155,7 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient,
-) -> (
-    ListPositionsResponse401
-    | ListPositionsResponse403
-    | ListPositionsResponse404
-    | ListPositionsResponse431
-    | ListPositionsResponse500
-    | ListPositionsResponse503
-    | list[PositionResponse]
-    | None
-):
+) -> ErrorBody | list[PositionResponse] | None:
     """List open positions
 
      The account's open positions with quantity (negative when short), average entry price and realized
@@ -222,7 +166,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ListPositionsResponse401 | ListPositionsResponse403 | ListPositionsResponse404 | ListPositionsResponse431 | ListPositionsResponse500 | ListPositionsResponse503 | list[PositionResponse]
+        ErrorBody | list[PositionResponse]
     """
 
     return (

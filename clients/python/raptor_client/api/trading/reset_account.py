@@ -6,19 +6,8 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.account_response import AccountResponse
+from ...models.error_body import ErrorBody
 from ...models.reset_account_request import ResetAccountRequest
-from ...models.reset_account_response_400 import ResetAccountResponse400
-from ...models.reset_account_response_401 import ResetAccountResponse401
-from ...models.reset_account_response_403 import ResetAccountResponse403
-from ...models.reset_account_response_404 import ResetAccountResponse404
-from ...models.reset_account_response_409 import ResetAccountResponse409
-from ...models.reset_account_response_413 import ResetAccountResponse413
-from ...models.reset_account_response_415 import ResetAccountResponse415
-from ...models.reset_account_response_422 import ResetAccountResponse422
-from ...models.reset_account_response_429 import ResetAccountResponse429
-from ...models.reset_account_response_431 import ResetAccountResponse431
-from ...models.reset_account_response_500 import ResetAccountResponse500
-from ...models.reset_account_response_503 import ResetAccountResponse503
 from ...types import UNSET, Response, Unset
 
 
@@ -47,84 +36,69 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    AccountResponse
-    | ResetAccountResponse400
-    | ResetAccountResponse401
-    | ResetAccountResponse403
-    | ResetAccountResponse404
-    | ResetAccountResponse409
-    | ResetAccountResponse413
-    | ResetAccountResponse415
-    | ResetAccountResponse422
-    | ResetAccountResponse429
-    | ResetAccountResponse431
-    | ResetAccountResponse500
-    | ResetAccountResponse503
-    | None
-):
+) -> AccountResponse | ErrorBody | None:
     if response.status_code == 200:
         response_200 = AccountResponse.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = ResetAccountResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = ResetAccountResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = ResetAccountResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 404:
-        response_404 = ResetAccountResponse404.from_dict(response.json())
+        response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 409:
-        response_409 = ResetAccountResponse409.from_dict(response.json())
+        response_409 = ErrorBody.from_dict(response.json())
 
         return response_409
 
     if response.status_code == 413:
-        response_413 = ResetAccountResponse413.from_dict(response.json())
+        response_413 = ErrorBody.from_dict(response.json())
 
         return response_413
 
     if response.status_code == 415:
-        response_415 = ResetAccountResponse415.from_dict(response.json())
+        response_415 = ErrorBody.from_dict(response.json())
 
         return response_415
 
     if response.status_code == 422:
-        response_422 = ResetAccountResponse422.from_dict(response.json())
+        response_422 = ErrorBody.from_dict(response.json())
 
         return response_422
 
     if response.status_code == 429:
-        response_429 = ResetAccountResponse429.from_dict(response.json())
+        response_429 = ErrorBody.from_dict(response.json())
 
         return response_429
 
     if response.status_code == 431:
-        response_431 = ResetAccountResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = ResetAccountResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = ResetAccountResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -136,21 +110,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    AccountResponse
-    | ResetAccountResponse400
-    | ResetAccountResponse401
-    | ResetAccountResponse403
-    | ResetAccountResponse404
-    | ResetAccountResponse409
-    | ResetAccountResponse413
-    | ResetAccountResponse415
-    | ResetAccountResponse422
-    | ResetAccountResponse429
-    | ResetAccountResponse431
-    | ResetAccountResponse500
-    | ResetAccountResponse503
-]:
+) -> Response[AccountResponse | ErrorBody]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -164,21 +124,7 @@ def sync_detailed(
     client: AuthenticatedClient,
     body: ResetAccountRequest | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-) -> Response[
-    AccountResponse
-    | ResetAccountResponse400
-    | ResetAccountResponse401
-    | ResetAccountResponse403
-    | ResetAccountResponse404
-    | ResetAccountResponse409
-    | ResetAccountResponse413
-    | ResetAccountResponse415
-    | ResetAccountResponse422
-    | ResetAccountResponse429
-    | ResetAccountResponse431
-    | ResetAccountResponse500
-    | ResetAccountResponse503
-]:
+) -> Response[AccountResponse | ErrorBody]:
     """Reset the paper account
 
      Starting cash, no positions, every open order canceled, audited; the feed gets a `reset` entry. Tier
@@ -194,7 +140,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AccountResponse | ResetAccountResponse400 | ResetAccountResponse401 | ResetAccountResponse403 | ResetAccountResponse404 | ResetAccountResponse409 | ResetAccountResponse413 | ResetAccountResponse415 | ResetAccountResponse422 | ResetAccountResponse429 | ResetAccountResponse431 | ResetAccountResponse500 | ResetAccountResponse503]
+        Response[AccountResponse | ErrorBody]
     """
 
     kwargs = _get_kwargs(
@@ -214,22 +160,7 @@ def sync(
     client: AuthenticatedClient,
     body: ResetAccountRequest | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-) -> (
-    AccountResponse
-    | ResetAccountResponse400
-    | ResetAccountResponse401
-    | ResetAccountResponse403
-    | ResetAccountResponse404
-    | ResetAccountResponse409
-    | ResetAccountResponse413
-    | ResetAccountResponse415
-    | ResetAccountResponse422
-    | ResetAccountResponse429
-    | ResetAccountResponse431
-    | ResetAccountResponse500
-    | ResetAccountResponse503
-    | None
-):
+) -> AccountResponse | ErrorBody | None:
     """Reset the paper account
 
      Starting cash, no positions, every open order canceled, audited; the feed gets a `reset` entry. Tier
@@ -245,7 +176,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AccountResponse | ResetAccountResponse400 | ResetAccountResponse401 | ResetAccountResponse403 | ResetAccountResponse404 | ResetAccountResponse409 | ResetAccountResponse413 | ResetAccountResponse415 | ResetAccountResponse422 | ResetAccountResponse429 | ResetAccountResponse431 | ResetAccountResponse500 | ResetAccountResponse503
+        AccountResponse | ErrorBody
     """
 
     return sync_detailed(
@@ -260,21 +191,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
     body: ResetAccountRequest | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-) -> Response[
-    AccountResponse
-    | ResetAccountResponse400
-    | ResetAccountResponse401
-    | ResetAccountResponse403
-    | ResetAccountResponse404
-    | ResetAccountResponse409
-    | ResetAccountResponse413
-    | ResetAccountResponse415
-    | ResetAccountResponse422
-    | ResetAccountResponse429
-    | ResetAccountResponse431
-    | ResetAccountResponse500
-    | ResetAccountResponse503
-]:
+) -> Response[AccountResponse | ErrorBody]:
     """Reset the paper account
 
      Starting cash, no positions, every open order canceled, audited; the feed gets a `reset` entry. Tier
@@ -290,7 +207,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AccountResponse | ResetAccountResponse400 | ResetAccountResponse401 | ResetAccountResponse403 | ResetAccountResponse404 | ResetAccountResponse409 | ResetAccountResponse413 | ResetAccountResponse415 | ResetAccountResponse422 | ResetAccountResponse429 | ResetAccountResponse431 | ResetAccountResponse500 | ResetAccountResponse503]
+        Response[AccountResponse | ErrorBody]
     """
 
     kwargs = _get_kwargs(
@@ -308,22 +225,7 @@ async def asyncio(
     client: AuthenticatedClient,
     body: ResetAccountRequest | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-) -> (
-    AccountResponse
-    | ResetAccountResponse400
-    | ResetAccountResponse401
-    | ResetAccountResponse403
-    | ResetAccountResponse404
-    | ResetAccountResponse409
-    | ResetAccountResponse413
-    | ResetAccountResponse415
-    | ResetAccountResponse422
-    | ResetAccountResponse429
-    | ResetAccountResponse431
-    | ResetAccountResponse500
-    | ResetAccountResponse503
-    | None
-):
+) -> AccountResponse | ErrorBody | None:
     """Reset the paper account
 
      Starting cash, no positions, every open order canceled, audited; the feed gets a `reset` entry. Tier
@@ -339,7 +241,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AccountResponse | ResetAccountResponse400 | ResetAccountResponse401 | ResetAccountResponse403 | ResetAccountResponse404 | ResetAccountResponse409 | ResetAccountResponse413 | ResetAccountResponse415 | ResetAccountResponse422 | ResetAccountResponse429 | ResetAccountResponse431 | ResetAccountResponse500 | ResetAccountResponse503
+        AccountResponse | ErrorBody
     """
 
     return (

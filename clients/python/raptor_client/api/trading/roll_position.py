@@ -6,19 +6,8 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
 from ...models.order_response import OrderResponse
-from ...models.roll_position_response_400 import RollPositionResponse400
-from ...models.roll_position_response_401 import RollPositionResponse401
-from ...models.roll_position_response_403 import RollPositionResponse403
-from ...models.roll_position_response_404 import RollPositionResponse404
-from ...models.roll_position_response_409 import RollPositionResponse409
-from ...models.roll_position_response_413 import RollPositionResponse413
-from ...models.roll_position_response_415 import RollPositionResponse415
-from ...models.roll_position_response_422 import RollPositionResponse422
-from ...models.roll_position_response_429 import RollPositionResponse429
-from ...models.roll_position_response_431 import RollPositionResponse431
-from ...models.roll_position_response_500 import RollPositionResponse500
-from ...models.roll_position_response_503 import RollPositionResponse503
 from ...models.roll_request import RollRequest
 from ...types import UNSET, Response, Unset
 
@@ -50,84 +39,69 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    OrderResponse
-    | RollPositionResponse400
-    | RollPositionResponse401
-    | RollPositionResponse403
-    | RollPositionResponse404
-    | RollPositionResponse409
-    | RollPositionResponse413
-    | RollPositionResponse415
-    | RollPositionResponse422
-    | RollPositionResponse429
-    | RollPositionResponse431
-    | RollPositionResponse500
-    | RollPositionResponse503
-    | None
-):
+) -> ErrorBody | OrderResponse | None:
     if response.status_code == 201:
         response_201 = OrderResponse.from_dict(response.json())
 
         return response_201
 
     if response.status_code == 400:
-        response_400 = RollPositionResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = RollPositionResponse401.from_dict(response.json())
+        response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 403:
-        response_403 = RollPositionResponse403.from_dict(response.json())
+        response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
 
     if response.status_code == 404:
-        response_404 = RollPositionResponse404.from_dict(response.json())
+        response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 409:
-        response_409 = RollPositionResponse409.from_dict(response.json())
+        response_409 = ErrorBody.from_dict(response.json())
 
         return response_409
 
     if response.status_code == 413:
-        response_413 = RollPositionResponse413.from_dict(response.json())
+        response_413 = ErrorBody.from_dict(response.json())
 
         return response_413
 
     if response.status_code == 415:
-        response_415 = RollPositionResponse415.from_dict(response.json())
+        response_415 = ErrorBody.from_dict(response.json())
 
         return response_415
 
     if response.status_code == 422:
-        response_422 = RollPositionResponse422.from_dict(response.json())
+        response_422 = ErrorBody.from_dict(response.json())
 
         return response_422
 
     if response.status_code == 429:
-        response_429 = RollPositionResponse429.from_dict(response.json())
+        response_429 = ErrorBody.from_dict(response.json())
 
         return response_429
 
     if response.status_code == 431:
-        response_431 = RollPositionResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = RollPositionResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = RollPositionResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -139,21 +113,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    OrderResponse
-    | RollPositionResponse400
-    | RollPositionResponse401
-    | RollPositionResponse403
-    | RollPositionResponse404
-    | RollPositionResponse409
-    | RollPositionResponse413
-    | RollPositionResponse415
-    | RollPositionResponse422
-    | RollPositionResponse429
-    | RollPositionResponse431
-    | RollPositionResponse500
-    | RollPositionResponse503
-]:
+) -> Response[ErrorBody | OrderResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -168,21 +128,7 @@ def sync_detailed(
     client: AuthenticatedClient,
     body: RollRequest,
     idempotency_key: str | Unset = UNSET,
-) -> Response[
-    OrderResponse
-    | RollPositionResponse400
-    | RollPositionResponse401
-    | RollPositionResponse403
-    | RollPositionResponse404
-    | RollPositionResponse409
-    | RollPositionResponse413
-    | RollPositionResponse415
-    | RollPositionResponse422
-    | RollPositionResponse429
-    | RollPositionResponse431
-    | RollPositionResponse500
-    | RollPositionResponse503
-]:
+) -> Response[ErrorBody | OrderResponse]:
     """Roll a short call to another contract
 
      Buys to close the short call `{symbol}` and sells to open `to_symbol` as one all-or-none two-leg
@@ -203,7 +149,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[OrderResponse | RollPositionResponse400 | RollPositionResponse401 | RollPositionResponse403 | RollPositionResponse404 | RollPositionResponse409 | RollPositionResponse413 | RollPositionResponse415 | RollPositionResponse422 | RollPositionResponse429 | RollPositionResponse431 | RollPositionResponse500 | RollPositionResponse503]
+        Response[ErrorBody | OrderResponse]
     """
 
     kwargs = _get_kwargs(
@@ -225,22 +171,7 @@ def sync(
     client: AuthenticatedClient,
     body: RollRequest,
     idempotency_key: str | Unset = UNSET,
-) -> (
-    OrderResponse
-    | RollPositionResponse400
-    | RollPositionResponse401
-    | RollPositionResponse403
-    | RollPositionResponse404
-    | RollPositionResponse409
-    | RollPositionResponse413
-    | RollPositionResponse415
-    | RollPositionResponse422
-    | RollPositionResponse429
-    | RollPositionResponse431
-    | RollPositionResponse500
-    | RollPositionResponse503
-    | None
-):
+) -> ErrorBody | OrderResponse | None:
     """Roll a short call to another contract
 
      Buys to close the short call `{symbol}` and sells to open `to_symbol` as one all-or-none two-leg
@@ -261,7 +192,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        OrderResponse | RollPositionResponse400 | RollPositionResponse401 | RollPositionResponse403 | RollPositionResponse404 | RollPositionResponse409 | RollPositionResponse413 | RollPositionResponse415 | RollPositionResponse422 | RollPositionResponse429 | RollPositionResponse431 | RollPositionResponse500 | RollPositionResponse503
+        ErrorBody | OrderResponse
     """
 
     return sync_detailed(
@@ -278,21 +209,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
     body: RollRequest,
     idempotency_key: str | Unset = UNSET,
-) -> Response[
-    OrderResponse
-    | RollPositionResponse400
-    | RollPositionResponse401
-    | RollPositionResponse403
-    | RollPositionResponse404
-    | RollPositionResponse409
-    | RollPositionResponse413
-    | RollPositionResponse415
-    | RollPositionResponse422
-    | RollPositionResponse429
-    | RollPositionResponse431
-    | RollPositionResponse500
-    | RollPositionResponse503
-]:
+) -> Response[ErrorBody | OrderResponse]:
     """Roll a short call to another contract
 
      Buys to close the short call `{symbol}` and sells to open `to_symbol` as one all-or-none two-leg
@@ -313,7 +230,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[OrderResponse | RollPositionResponse400 | RollPositionResponse401 | RollPositionResponse403 | RollPositionResponse404 | RollPositionResponse409 | RollPositionResponse413 | RollPositionResponse415 | RollPositionResponse422 | RollPositionResponse429 | RollPositionResponse431 | RollPositionResponse500 | RollPositionResponse503]
+        Response[ErrorBody | OrderResponse]
     """
 
     kwargs = _get_kwargs(
@@ -333,22 +250,7 @@ async def asyncio(
     client: AuthenticatedClient,
     body: RollRequest,
     idempotency_key: str | Unset = UNSET,
-) -> (
-    OrderResponse
-    | RollPositionResponse400
-    | RollPositionResponse401
-    | RollPositionResponse403
-    | RollPositionResponse404
-    | RollPositionResponse409
-    | RollPositionResponse413
-    | RollPositionResponse415
-    | RollPositionResponse422
-    | RollPositionResponse429
-    | RollPositionResponse431
-    | RollPositionResponse500
-    | RollPositionResponse503
-    | None
-):
+) -> ErrorBody | OrderResponse | None:
     """Roll a short call to another contract
 
      Buys to close the short call `{symbol}` and sells to open `to_symbol` as one all-or-none two-leg
@@ -369,7 +271,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        OrderResponse | RollPositionResponse400 | RollPositionResponse401 | RollPositionResponse403 | RollPositionResponse404 | RollPositionResponse409 | RollPositionResponse413 | RollPositionResponse415 | RollPositionResponse422 | RollPositionResponse429 | RollPositionResponse431 | RollPositionResponse500 | RollPositionResponse503
+        ErrorBody | OrderResponse
     """
 
     return (

@@ -5,13 +5,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.join_waitlist_response_400 import JoinWaitlistResponse400
-from ...models.join_waitlist_response_413 import JoinWaitlistResponse413
-from ...models.join_waitlist_response_415 import JoinWaitlistResponse415
-from ...models.join_waitlist_response_422 import JoinWaitlistResponse422
-from ...models.join_waitlist_response_431 import JoinWaitlistResponse431
-from ...models.join_waitlist_response_500 import JoinWaitlistResponse500
-from ...models.join_waitlist_response_503 import JoinWaitlistResponse503
+from ...models.error_body import ErrorBody
 from ...models.waitlist_signup_request import WaitlistSignupRequest
 from ...models.waitlist_signup_response import WaitlistSignupResponse
 from ...types import Response
@@ -38,54 +32,44 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    JoinWaitlistResponse400
-    | JoinWaitlistResponse413
-    | JoinWaitlistResponse415
-    | JoinWaitlistResponse422
-    | JoinWaitlistResponse431
-    | JoinWaitlistResponse500
-    | JoinWaitlistResponse503
-    | WaitlistSignupResponse
-    | None
-):
+) -> ErrorBody | WaitlistSignupResponse | None:
     if response.status_code == 202:
         response_202 = WaitlistSignupResponse.from_dict(response.json())
 
         return response_202
 
     if response.status_code == 400:
-        response_400 = JoinWaitlistResponse400.from_dict(response.json())
+        response_400 = ErrorBody.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 413:
-        response_413 = JoinWaitlistResponse413.from_dict(response.json())
+        response_413 = ErrorBody.from_dict(response.json())
 
         return response_413
 
     if response.status_code == 415:
-        response_415 = JoinWaitlistResponse415.from_dict(response.json())
+        response_415 = ErrorBody.from_dict(response.json())
 
         return response_415
 
     if response.status_code == 422:
-        response_422 = JoinWaitlistResponse422.from_dict(response.json())
+        response_422 = ErrorBody.from_dict(response.json())
 
         return response_422
 
     if response.status_code == 431:
-        response_431 = JoinWaitlistResponse431.from_dict(response.json())
+        response_431 = ErrorBody.from_dict(response.json())
 
         return response_431
 
     if response.status_code == 500:
-        response_500 = JoinWaitlistResponse500.from_dict(response.json())
+        response_500 = ErrorBody.from_dict(response.json())
 
         return response_500
 
     if response.status_code == 503:
-        response_503 = JoinWaitlistResponse503.from_dict(response.json())
+        response_503 = ErrorBody.from_dict(response.json())
 
         return response_503
 
@@ -97,16 +81,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    JoinWaitlistResponse400
-    | JoinWaitlistResponse413
-    | JoinWaitlistResponse415
-    | JoinWaitlistResponse422
-    | JoinWaitlistResponse431
-    | JoinWaitlistResponse500
-    | JoinWaitlistResponse503
-    | WaitlistSignupResponse
-]:
+) -> Response[ErrorBody | WaitlistSignupResponse]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -119,16 +94,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
     body: WaitlistSignupRequest,
-) -> Response[
-    JoinWaitlistResponse400
-    | JoinWaitlistResponse413
-    | JoinWaitlistResponse415
-    | JoinWaitlistResponse422
-    | JoinWaitlistResponse431
-    | JoinWaitlistResponse500
-    | JoinWaitlistResponse503
-    | WaitlistSignupResponse
-]:
+) -> Response[ErrorBody | WaitlistSignupResponse]:
     """Join the waitlist
 
      Adds an email address to the waitlist. A repeat (any letter case) is `202` again and changes
@@ -142,7 +108,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[JoinWaitlistResponse400 | JoinWaitlistResponse413 | JoinWaitlistResponse415 | JoinWaitlistResponse422 | JoinWaitlistResponse431 | JoinWaitlistResponse500 | JoinWaitlistResponse503 | WaitlistSignupResponse]
+        Response[ErrorBody | WaitlistSignupResponse]
     """
 
     kwargs = _get_kwargs(
@@ -160,17 +126,7 @@ def sync(
     *,
     client: AuthenticatedClient | Client,
     body: WaitlistSignupRequest,
-) -> (
-    JoinWaitlistResponse400
-    | JoinWaitlistResponse413
-    | JoinWaitlistResponse415
-    | JoinWaitlistResponse422
-    | JoinWaitlistResponse431
-    | JoinWaitlistResponse500
-    | JoinWaitlistResponse503
-    | WaitlistSignupResponse
-    | None
-):
+) -> ErrorBody | WaitlistSignupResponse | None:
     """Join the waitlist
 
      Adds an email address to the waitlist. A repeat (any letter case) is `202` again and changes
@@ -184,7 +140,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        JoinWaitlistResponse400 | JoinWaitlistResponse413 | JoinWaitlistResponse415 | JoinWaitlistResponse422 | JoinWaitlistResponse431 | JoinWaitlistResponse500 | JoinWaitlistResponse503 | WaitlistSignupResponse
+        ErrorBody | WaitlistSignupResponse
     """
 
     return sync_detailed(
@@ -197,16 +153,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
     body: WaitlistSignupRequest,
-) -> Response[
-    JoinWaitlistResponse400
-    | JoinWaitlistResponse413
-    | JoinWaitlistResponse415
-    | JoinWaitlistResponse422
-    | JoinWaitlistResponse431
-    | JoinWaitlistResponse500
-    | JoinWaitlistResponse503
-    | WaitlistSignupResponse
-]:
+) -> Response[ErrorBody | WaitlistSignupResponse]:
     """Join the waitlist
 
      Adds an email address to the waitlist. A repeat (any letter case) is `202` again and changes
@@ -220,7 +167,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[JoinWaitlistResponse400 | JoinWaitlistResponse413 | JoinWaitlistResponse415 | JoinWaitlistResponse422 | JoinWaitlistResponse431 | JoinWaitlistResponse500 | JoinWaitlistResponse503 | WaitlistSignupResponse]
+        Response[ErrorBody | WaitlistSignupResponse]
     """
 
     kwargs = _get_kwargs(
@@ -236,17 +183,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient | Client,
     body: WaitlistSignupRequest,
-) -> (
-    JoinWaitlistResponse400
-    | JoinWaitlistResponse413
-    | JoinWaitlistResponse415
-    | JoinWaitlistResponse422
-    | JoinWaitlistResponse431
-    | JoinWaitlistResponse500
-    | JoinWaitlistResponse503
-    | WaitlistSignupResponse
-    | None
-):
+) -> ErrorBody | WaitlistSignupResponse | None:
     """Join the waitlist
 
      Adds an email address to the waitlist. A repeat (any letter case) is `202` again and changes
@@ -260,7 +197,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        JoinWaitlistResponse400 | JoinWaitlistResponse413 | JoinWaitlistResponse415 | JoinWaitlistResponse422 | JoinWaitlistResponse431 | JoinWaitlistResponse500 | JoinWaitlistResponse503 | WaitlistSignupResponse
+        ErrorBody | WaitlistSignupResponse
     """
 
     return (

@@ -1,8 +1,0 @@
-from enum import StrEnum
-
-
-class CreateCheckoutSessionResponse431Error(StrEnum):
-    REQUEST_HEADERS_TOO_LARGE = "request_headers_too_large"
-
-    def __str__(self) -> str:
-        return str(self.value)

@@ -1,9 +1,0 @@
-from enum import StrEnum
-
-
-class CreateOrderResponse409Error(StrEnum):
-    IDEMPOTENCY_IN_FLIGHT = "idempotency_in_flight"
-    IDEMPOTENCY_PREVIOUS_FAILED = "idempotency_previous_failed"
-
-    def __str__(self) -> str:
-        return str(self.value)

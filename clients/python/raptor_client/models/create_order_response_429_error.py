@@ -1,8 +1,0 @@
-from enum import StrEnum
-
-
-class CreateOrderResponse429Error(StrEnum):
-    RATE_LIMITED = "rate_limited"
-
-    def __str__(self) -> str:
-        return str(self.value)

@@ -1,8 +1,0 @@
-from enum import StrEnum
-
-
-class CreatePortalSessionResponse403Error(StrEnum):
-    FORBIDDEN = "forbidden"
-
-    def __str__(self) -> str:
-        return str(self.value)

@@ -1,8 +1,0 @@
-from enum import StrEnum
-
-
-class GetOrderResponse401Error(StrEnum):
-    UNAUTHENTICATED = "unauthenticated"
-
-    def __str__(self) -> str:
-        return str(self.value)

@@ -1,8 +1,0 @@
-from enum import StrEnum
-
-
-class ListOrdersResponse400Error(StrEnum):
-    INVALID_QUERY = "invalid_query"
-
-    def __str__(self) -> str:
-        return str(self.value)

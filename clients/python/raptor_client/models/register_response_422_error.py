@@ -1,9 +1,0 @@
-from enum import StrEnum
-
-
-class RegisterResponse422Error(StrEnum):
-    INVALID_BODY = "invalid_body"
-    INVALID_EMAIL = "invalid_email"
-
-    def __str__(self) -> str:
-        return str(self.value)

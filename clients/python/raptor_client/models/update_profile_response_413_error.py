@@ -1,8 +1,0 @@
-from enum import StrEnum
-
-
-class UpdateProfileResponse413Error(StrEnum):
-    PAYLOAD_TOO_LARGE = "payload_too_large"
-
-    def __str__(self) -> str:
-        return str(self.value)

@@ -1,8 +1,0 @@
-from enum import StrEnum
-
-
-class VerifyLinkResponse422Error(StrEnum):
-    INVALID_BODY = "invalid_body"
-
-    def __str__(self) -> str:
-        return str(self.value)

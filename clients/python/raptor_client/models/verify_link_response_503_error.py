@@ -1,9 +1,0 @@
-from enum import StrEnum
-
-
-class VerifyLinkResponse503Error(StrEnum):
-    REQUEST_TIMEOUT = "request_timeout"
-    TOO_MANY_CONNECTIONS = "too_many_connections"
-
-    def __str__(self) -> str:
-        return str(self.value)
