@@ -96,11 +96,11 @@ openapi-lint:
 	npx --no-install spectral lint openapi/openapi.json --ruleset .spectral.yaml --fail-severity error
 
 ## client-generate: regenerate both clients from openapi/openapi.json: the TypeScript types
-## (clients/typescript/src/schema.d.ts) and the Python package (clients/python/raptor_client,
+## (clients/typescript/src/schema.ts) and the Python package (clients/python/raptor_client,
 ## openapi-python-client in a virtualenv under target/)
 client-generate:
 	@scripts/npm-ci.sh clients/typescript
-	cd clients/typescript && npx --no-install openapi-typescript ../../openapi/openapi.json --output src/schema.d.ts
+	cd clients/typescript && npx --no-install openapi-typescript ../../openapi/openapi.json --output src/schema.ts
 	@scripts/python-client.sh generate
 
 ## client-e2e: both clients, each checked for drift and type-checked, run their journey against

@@ -1,10 +1,13 @@
 // Antlers' journey against a real Raptor server (make client-e2e): an operator, quotes, a keyed
 // market order and its replay, a LEAPS covered call opened and rolled, a resting order
-// canceled, a position closed, the account, positions, orders and the export read. Every
-// response is checked against the document the server serves (status, media type, error
-// code); statuses and codes are switched on exhaustively.
+// canceled, a position closed, the account, positions, orders and the export read; then, when
+// RAPTOR_PROXY_URL names scripts/dropping-proxy.py in front of the server, keyed orders placed
+// with the SDK's withRetries through it, each answer lost once, and counted. Every response is
+// checked against the document the server serves (status, media type, error code); statuses
+// and codes are switched on exhaustively.
 //
-//   RAPTOR_URL=http://127.0.0.1:PORT RAPTOR_BIN=target/debug/raptor DATABASE_URL=… node dist/journey.js
+//   RAPTOR_URL=http://127.0.0.1:PORT RAPTOR_BIN=target/debug/raptor DATABASE_URL=… \
+//     [RAPTOR_PROXY_URL=http://127.0.0.1:PROXY_PORT] node dist/journey.js
 
 import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
@@ -30,6 +33,7 @@ import {
   type Seen,
 } from "./contract.js";
 import type { paths } from "./schema.js";
+import { createRaptorClient, pages, withRetries } from "./sdk.js";
 
 function env(name: string): string {
   const value = process.env[name];
@@ -385,6 +389,73 @@ async function main(): Promise<void> {
     const dump = JSON.stringify(exported);
     check(dump.includes(email), "holds the user's email");
     check(dump.includes(order.id), "holds the orders");
+  }
+
+  const proxy = process.env["RAPTOR_PROXY_URL"];
+  if (proxy) {
+    step("through a proxy that drops the first answer: 3 keyed orders with withRetries, paged history, the account");
+    // The proxy forwards every request and loses the first answer of each (the server executed
+    // it): only a client that retries with the same key ends with one order per operation.
+    const proxied = createRaptorClient(proxy, { token: created.token });
+    proxied.use(contractCheck(doc, seen));
+    const tag = `proxy-${randomUUID()}`;
+    const placed: OrderResponse[] = [];
+    let attempts = 0;
+    for (let n = 1; n <= 3; n++) {
+      // One logical operation each: withRetries makes its key and keeps it across attempts.
+      const body: Schemas["CreateOrderRequest"] = { ...buy, client_order_id: `${tag}-${n}` };
+      let tries = 0;
+      const placedOrder = await withRetries((key, { signal }) => {
+        tries++;
+        return proxied.POST("/api/trading/orders", { params: { header: { "Idempotency-Key": key } }, body, signal });
+      });
+      attempts += tries;
+      check(tries >= 2, `order ${n}: the first answer was lost and the request sent again (${tries} attempts)`);
+      check(placedOrder.idempotency_replayed === true, `order ${n}: the answer is the stored outcome of the first attempt`);
+      check(placedOrder.client_order_id === body.client_order_id, `order ${n}: its client_order_id`);
+      filled(`proxied AAPL buy ${n}`, placedOrder, "190.10");
+      placed.push(placedOrder);
+    }
+    check(new Set(placed.map((o) => o.id)).size === 3, "three operations, three orders");
+
+    // The history through the proxy: every page request is lost once and retried (a read).
+    let pageRequests = 0;
+    const listed: OrderResponse[] = [];
+    for await (const listedOrder of pages((cursor) =>
+      withRetries((_key, { signal }) => {
+        pageRequests++;
+        return proxied.GET("/api/trading/orders", { params: { query: { status: "all", limit: 2, ...(cursor ? { cursor } : {}) } }, signal });
+      }),
+    )) {
+      listed.push(listedOrder);
+    }
+    const mine = listed.filter((o) => o.client_order_id.startsWith(`${tag}-`));
+    check(mine.length === 3, `exactly 3 orders from this phase, 0 duplicates (${mine.length})`);
+    check(
+      JSON.stringify(mine.map((o) => o.id).sort()) === JSON.stringify(placed.map((o) => o.id).sort()),
+      "the listed orders are the 3 placed",
+    );
+    check(listed.length === orders.length + 3, `${orders.length} + 3 orders in all (${listed.length})`);
+    check(new Set(listed.map((o) => o.id)).size === listed.length, "no order on two pages");
+
+    const after = await withRetries((_key, { signal }) => proxied.GET("/api/trading/account", { signal }));
+    check(cents(after.cash) === cents(account.cash) - 3n * 19010n, `cash ${account.cash} - 3 x 190.10 = ${after.cash}`);
+    const aapl = await withRetries((_key, { signal }) =>
+      proxied.GET("/api/trading/positions/{symbol}", { params: { path: { symbol: "AAPL" } }, signal }),
+    );
+    check(Number(aapl.qty) === 3 && signOf(aapl.side) === 1, `AAPL long 3 (${aapl.qty})`);
+
+    const statsAnswer = await fetch(`${proxy}/__proxy/stats`);
+    check(statsAnswer.status === 200, "GET /__proxy/stats answers 200");
+    const stats = (await statsAnswer.json()) as { dropped: number; forwarded: number };
+    check(stats.dropped >= 3, `the proxy dropped at least 3 answers (${stats.dropped})`);
+    console.log(
+      `journey: through the dropping proxy: 3 orders in ${attempts} attempts, ${mine.length} created (0 duplicates), ` +
+        `${listed.length} orders listed in ${pageRequests} page requests, cash ${account.cash} -> ${after.cash}; ` +
+        `proxy dropped ${stats.dropped}, forwarded ${stats.forwarded}`,
+    );
+  } else {
+    step("RAPTOR_PROXY_URL is not set: the dropping-proxy phase is skipped");
   }
 
   const operations = new Set(seen.map((s) => s.operation));

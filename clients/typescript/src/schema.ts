@@ -935,8 +935,9 @@ export interface components {
             /** @description Same as `message`. */
             detail: string;
             /**
-             * @description Stable machine code, e.g. `insufficient_buying_power`; each response narrows it to the
-             *     codes that route answers with that status.
+             * @description Stable machine code, e.g. `insufficient_buying_power`. Each error response lists the
+             *     codes its route answers with that status (its description and `x-error-codes`); a client
+             *     must accept a code it does not know yet and act on `retry`.
              */
             error: components["schemas"]["ErrorCode"];
             /** @description Present (`true`) only on a replay of a stored answer. */
@@ -1582,10 +1583,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -1611,10 +1609,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -1642,10 +1637,7 @@ export interface operations {
                      *       "type": "/docs/errors#subscription_active"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "subscription_active";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -1671,10 +1663,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -1700,10 +1689,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -1734,10 +1720,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -2009,10 +1992,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2038,10 +2018,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2069,10 +2046,7 @@ export interface operations {
                      *       "type": "/docs/errors#rate_limited"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "rate_limited";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2098,10 +2072,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2127,10 +2098,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2161,10 +2129,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -2224,10 +2189,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2253,10 +2215,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2282,10 +2241,7 @@ export interface operations {
                      *       "type": "/docs/errors#not_found"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "not_found";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2311,10 +2267,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2340,10 +2293,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2374,10 +2324,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -2462,10 +2409,7 @@ export interface operations {
                      *       "type": "/docs/errors#idempotency_key_invalid"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "Idempotency-Key must be a UUID string" | "idempotency_key_required" | "invalid_body" | "invalid_json";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2495,10 +2439,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2526,10 +2467,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2557,10 +2495,7 @@ export interface operations {
                      *       "type": "/docs/errors#not_found"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "not_found";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2591,10 +2526,7 @@ export interface operations {
                      *       "type": "/docs/errors#idempotency_in_flight"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "idempotency_in_flight" | "idempotency_previous_failed";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2622,10 +2554,7 @@ export interface operations {
                      *       "type": "/docs/errors#payload_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "payload_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2653,10 +2582,7 @@ export interface operations {
                      *       "type": "/docs/errors#unsupported_media_type"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unsupported_media_type";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2688,10 +2614,7 @@ export interface operations {
                      *       "type": "/docs/errors#idempotency_key_body_mismatch"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "idempotency_key_body_mismatch" | "invalid_body" | "invalid_display_name" | "invalid_marketing_opt_in" | "invalid_time_zone";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2719,10 +2642,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2750,10 +2670,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2787,10 +2704,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -2860,10 +2774,7 @@ export interface operations {
                      *       "type": "/docs/errors#invalid_body"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "invalid_body" | "invalid_json";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2891,10 +2802,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2920,10 +2828,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2949,10 +2854,7 @@ export interface operations {
                      *       "type": "/docs/errors#not_found"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "not_found";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -2978,10 +2880,7 @@ export interface operations {
                      *       "type": "/docs/errors#payload_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "payload_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3007,10 +2906,7 @@ export interface operations {
                      *       "type": "/docs/errors#unsupported_media_type"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unsupported_media_type";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3036,10 +2932,7 @@ export interface operations {
                      *       "type": "/docs/errors#invalid_body"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "invalid_body";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3065,10 +2958,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3094,10 +2984,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3128,10 +3015,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -3206,10 +3090,7 @@ export interface operations {
                      *       "type": "/docs/errors#invalid_body"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "invalid_body" | "invalid_json";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3237,10 +3118,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3266,10 +3144,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3295,10 +3170,7 @@ export interface operations {
                      *       "type": "/docs/errors#payload_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "payload_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3324,10 +3196,7 @@ export interface operations {
                      *       "type": "/docs/errors#unsupported_media_type"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unsupported_media_type";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3355,10 +3224,7 @@ export interface operations {
                      *       "type": "/docs/errors#invalid_body"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "invalid_body" | "invalid_quote" | "invalid_symbol";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3384,10 +3250,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3413,10 +3276,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3447,10 +3307,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -3513,10 +3370,7 @@ export interface operations {
                      *       "type": "/docs/errors#invalid_body"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "invalid_body" | "invalid_json";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3542,10 +3396,7 @@ export interface operations {
                      *       "type": "/docs/errors#payload_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "payload_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3571,10 +3422,7 @@ export interface operations {
                      *       "type": "/docs/errors#unsupported_media_type"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unsupported_media_type";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3601,10 +3449,7 @@ export interface operations {
                      *       "type": "/docs/errors#invalid_body"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "invalid_body" | "invalid_email";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3632,10 +3477,7 @@ export interface operations {
                      *       "type": "/docs/errors#rate_limited"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "rate_limited";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3661,10 +3503,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3690,10 +3529,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3722,10 +3558,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_timeout"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -3773,10 +3606,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3802,10 +3632,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3831,10 +3658,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3860,10 +3684,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3894,10 +3715,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -3960,10 +3778,7 @@ export interface operations {
                      *       "type": "/docs/errors#invalid_body"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "invalid_body" | "invalid_json";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -3989,10 +3804,7 @@ export interface operations {
                      *       "type": "/docs/errors#payload_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "payload_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4018,10 +3830,7 @@ export interface operations {
                      *       "type": "/docs/errors#unsupported_media_type"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unsupported_media_type";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4048,10 +3857,7 @@ export interface operations {
                      *       "type": "/docs/errors#invalid_body"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "invalid_body" | "invalid_email";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4079,10 +3885,7 @@ export interface operations {
                      *       "type": "/docs/errors#rate_limited"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "rate_limited";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4108,10 +3911,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4137,10 +3937,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4169,10 +3966,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_timeout"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -4237,10 +4031,7 @@ export interface operations {
                      *       "type": "/docs/errors#invalid_body"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "invalid_body" | "invalid_json" | "invalid_token";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4266,10 +4057,7 @@ export interface operations {
                      *       "type": "/docs/errors#payload_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "payload_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4295,10 +4083,7 @@ export interface operations {
                      *       "type": "/docs/errors#unsupported_media_type"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unsupported_media_type";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4324,10 +4109,7 @@ export interface operations {
                      *       "type": "/docs/errors#invalid_body"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "invalid_body";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4353,10 +4135,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4382,10 +4161,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4414,10 +4190,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_timeout"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -4499,10 +4272,7 @@ export interface operations {
                      *       "type": "/docs/errors#idempotency_key_invalid"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "Idempotency-Key must be a UUID string" | "idempotency_key_required" | "invalid_body" | "invalid_json";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4532,10 +4302,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4563,10 +4330,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4598,10 +4362,7 @@ export interface operations {
                      *       "type": "/docs/errors#idempotency_in_flight"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "idempotency_in_flight" | "idempotency_previous_failed" | "subscription_active";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4629,10 +4390,7 @@ export interface operations {
                      *       "type": "/docs/errors#payload_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "payload_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4660,10 +4418,7 @@ export interface operations {
                      *       "type": "/docs/errors#unsupported_media_type"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unsupported_media_type";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4694,10 +4449,7 @@ export interface operations {
                      *       "type": "/docs/errors#billing_request_rejected"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "billing_request_rejected" | "idempotency_key_body_mismatch" | "invalid_billing_request" | "invalid_body";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4725,10 +4477,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4756,10 +4505,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4787,10 +4533,7 @@ export interface operations {
                      *       "type": "/docs/errors#stripe_unavailable"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "stripe_unavailable";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4827,10 +4570,7 @@ export interface operations {
                      *       "type": "/docs/errors#billing_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4858,10 +4598,7 @@ export interface operations {
                      *       "type": "/docs/errors#stripe_timeout"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "stripe_timeout";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -4938,10 +4675,7 @@ export interface operations {
                      *       "type": "/docs/errors#invalid_body"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "invalid_body" | "invalid_json";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4969,10 +4703,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -4998,10 +4729,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5027,10 +4755,7 @@ export interface operations {
                      *       "type": "/docs/errors#payload_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "payload_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5056,10 +4781,7 @@ export interface operations {
                      *       "type": "/docs/errors#unsupported_media_type"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unsupported_media_type";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5086,10 +4808,7 @@ export interface operations {
                      *       "type": "/docs/errors#invalid_body"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "invalid_body" | "invalid_subscription";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5115,10 +4834,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5144,10 +4860,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5178,10 +4891,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -5260,10 +4970,7 @@ export interface operations {
                      *       "type": "/docs/errors#idempotency_key_invalid"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "Idempotency-Key must be a UUID string" | "idempotency_key_required" | "invalid_body" | "invalid_json";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5293,10 +5000,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5324,10 +5028,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5358,10 +5059,7 @@ export interface operations {
                      *       "type": "/docs/errors#idempotency_in_flight"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "idempotency_in_flight" | "idempotency_previous_failed";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5389,10 +5087,7 @@ export interface operations {
                      *       "type": "/docs/errors#payload_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "payload_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5420,10 +5115,7 @@ export interface operations {
                      *       "type": "/docs/errors#unsupported_media_type"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unsupported_media_type";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5454,10 +5146,7 @@ export interface operations {
                      *       "type": "/docs/errors#billing_request_rejected"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "billing_request_rejected" | "idempotency_key_body_mismatch" | "invalid_billing_request" | "invalid_body";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5485,10 +5174,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5516,10 +5202,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5547,10 +5230,7 @@ export interface operations {
                      *       "type": "/docs/errors#stripe_unavailable"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "stripe_unavailable";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5587,10 +5267,7 @@ export interface operations {
                      *       "type": "/docs/errors#billing_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5618,10 +5295,7 @@ export interface operations {
                      *       "type": "/docs/errors#stripe_timeout"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "stripe_timeout";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -5685,10 +5359,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5714,10 +5385,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5743,10 +5411,7 @@ export interface operations {
                      *       "type": "/docs/errors#not_found"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "not_found";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5772,10 +5437,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5801,10 +5463,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5835,10 +5494,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -5922,10 +5578,7 @@ export interface operations {
                      *       "type": "/docs/errors#idempotency_key_invalid"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "Idempotency-Key must be a UUID string" | "idempotency_key_required" | "invalid_body" | "invalid_json";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5955,10 +5608,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -5986,10 +5636,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6017,10 +5664,7 @@ export interface operations {
                      *       "type": "/docs/errors#not_found"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "not_found";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6051,10 +5695,7 @@ export interface operations {
                      *       "type": "/docs/errors#idempotency_in_flight"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "idempotency_in_flight" | "idempotency_previous_failed";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6082,10 +5723,7 @@ export interface operations {
                      *       "type": "/docs/errors#payload_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "payload_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6113,10 +5751,7 @@ export interface operations {
                      *       "type": "/docs/errors#unsupported_media_type"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unsupported_media_type";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6146,10 +5781,7 @@ export interface operations {
                      *       "type": "/docs/errors#billing_request_rejected"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "billing_request_rejected" | "idempotency_key_body_mismatch" | "invalid_body";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6177,10 +5809,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6208,10 +5837,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6239,10 +5865,7 @@ export interface operations {
                      *       "type": "/docs/errors#stripe_unavailable"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "stripe_unavailable";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6279,10 +5902,7 @@ export interface operations {
                      *       "type": "/docs/errors#billing_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "billing_busy" | "billing_not_configured" | "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "stripe_unavailable" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6310,10 +5930,7 @@ export interface operations {
                      *       "type": "/docs/errors#stripe_timeout"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "stripe_timeout";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -6406,10 +6023,7 @@ export interface operations {
                      *       "type": "/docs/errors#invalid_payload"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "invalid_payload" | "invalid_signature";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6435,10 +6049,7 @@ export interface operations {
                      *       "type": "/docs/errors#payload_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "payload_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6464,10 +6075,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6493,10 +6101,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6528,10 +6133,7 @@ export interface operations {
                      *       "type": "/docs/errors#billing_not_configured"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "billing_not_configured" | "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -6597,10 +6199,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6626,10 +6225,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6655,10 +6251,7 @@ export interface operations {
                      *       "type": "/docs/errors#not_found"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "not_found";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6684,10 +6277,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6713,10 +6303,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6747,10 +6334,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -6836,10 +6420,7 @@ export interface operations {
                      *       "type": "/docs/errors#idempotency_key_invalid"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "Idempotency-Key must be a UUID string" | "idempotency_key_required" | "invalid_body" | "invalid_json";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6869,10 +6450,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6901,10 +6479,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden" | "live_trading_unavailable";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6932,10 +6507,7 @@ export interface operations {
                      *       "type": "/docs/errors#not_found"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "not_found";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6966,10 +6538,7 @@ export interface operations {
                      *       "type": "/docs/errors#idempotency_in_flight"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "idempotency_in_flight" | "idempotency_previous_failed";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -6997,10 +6566,7 @@ export interface operations {
                      *       "type": "/docs/errors#payload_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "payload_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7028,10 +6594,7 @@ export interface operations {
                      *       "type": "/docs/errors#unsupported_media_type"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unsupported_media_type";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7061,10 +6624,7 @@ export interface operations {
                      *       "type": "/docs/errors#duplicate_reset"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "duplicate_reset" | "idempotency_key_body_mismatch" | "invalid_body";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7094,10 +6654,7 @@ export interface operations {
                      *       "type": "/docs/errors#rate_limited"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "rate_limited";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7125,10 +6682,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7156,10 +6710,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7193,10 +6744,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -7268,10 +6816,7 @@ export interface operations {
                      *       "type": "/docs/errors#invalid_query"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "invalid_query";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7299,10 +6844,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7328,10 +6870,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7357,10 +6896,7 @@ export interface operations {
                      *       "type": "/docs/errors#not_found"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "not_found";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7386,10 +6922,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7415,10 +6948,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7449,10 +6979,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -7552,10 +7079,7 @@ export interface operations {
                      *       "type": "/docs/errors#invalid_query"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "invalid_query";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7583,10 +7107,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7612,10 +7133,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7641,10 +7159,7 @@ export interface operations {
                      *       "type": "/docs/errors#not_found"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "not_found";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7670,10 +7185,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7699,10 +7211,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7733,10 +7242,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -7853,10 +7359,7 @@ export interface operations {
                      *       "type": "/docs/errors#idempotency_key_invalid"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "Idempotency-Key must be a UUID string" | "idempotency_key_required" | "invalid_body" | "invalid_json";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7886,10 +7389,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7921,10 +7421,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden" | "insufficient_buying_power" | "insufficient_qty" | "live_trading_unavailable" | "uncovered_short_option";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7952,10 +7449,7 @@ export interface operations {
                      *       "type": "/docs/errors#quote_unavailable"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "quote_unavailable";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -7986,10 +7480,7 @@ export interface operations {
                      *       "type": "/docs/errors#idempotency_in_flight"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "idempotency_in_flight" | "idempotency_previous_failed";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8017,10 +7508,7 @@ export interface operations {
                      *       "type": "/docs/errors#payload_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "payload_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8048,10 +7536,7 @@ export interface operations {
                      *       "type": "/docs/errors#unsupported_media_type"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unsupported_media_type";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8086,10 +7571,7 @@ export interface operations {
                      *       "type": "/docs/errors#contract_expired"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "contract_expired" | "duplicate_client_order_id" | "idempotency_key_body_mismatch" | "invalid_body" | "invalid_order" | "invalid_symbol" | "quote_unavailable" | "too_many_open_orders";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8119,10 +7601,7 @@ export interface operations {
                      *       "type": "/docs/errors#rate_limited"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "rate_limited";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8150,10 +7629,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8181,10 +7657,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8219,10 +7692,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -8313,10 +7783,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8342,10 +7809,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8371,10 +7835,7 @@ export interface operations {
                      *       "type": "/docs/errors#not_found"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "not_found";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8400,10 +7861,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8429,10 +7887,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8463,10 +7918,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -8555,10 +8007,7 @@ export interface operations {
                      *       "type": "/docs/errors#invalid_path"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "invalid_path";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8586,10 +8035,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8615,10 +8061,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8644,10 +8087,7 @@ export interface operations {
                      *       "type": "/docs/errors#not_found"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "not_found";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8673,10 +8113,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8702,10 +8139,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8736,10 +8170,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -8828,10 +8259,7 @@ export interface operations {
                      *       "type": "/docs/errors#invalid_path"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "invalid_path";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8859,10 +8287,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8889,10 +8314,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden" | "live_trading_unavailable";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8918,10 +8340,7 @@ export interface operations {
                      *       "type": "/docs/errors#not_found"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "not_found";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8947,10 +8366,7 @@ export interface operations {
                      *       "type": "/docs/errors#order_not_cancelable"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "order_not_cancelable";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -8978,10 +8394,7 @@ export interface operations {
                      *       "type": "/docs/errors#rate_limited"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "rate_limited";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9007,10 +8420,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9036,10 +8446,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9070,10 +8477,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -9134,10 +8538,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9163,10 +8564,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9192,10 +8590,7 @@ export interface operations {
                      *       "type": "/docs/errors#not_found"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "not_found";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9221,10 +8616,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9250,10 +8642,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9284,10 +8673,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -9352,10 +8738,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9381,10 +8764,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9410,10 +8790,7 @@ export interface operations {
                      *       "type": "/docs/errors#not_found"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "not_found";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9439,10 +8816,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9468,10 +8842,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9502,10 +8873,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -9622,10 +8990,7 @@ export interface operations {
                      *       "type": "/docs/errors#idempotency_key_invalid"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "Idempotency-Key must be a UUID string" | "idempotency_key_required" | "invalid_body" | "invalid_json";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9655,10 +9020,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9690,10 +9052,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden" | "insufficient_buying_power" | "insufficient_qty" | "live_trading_unavailable" | "uncovered_short_option";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9722,10 +9081,7 @@ export interface operations {
                      *       "type": "/docs/errors#not_found"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "not_found" | "quote_unavailable";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9756,10 +9112,7 @@ export interface operations {
                      *       "type": "/docs/errors#idempotency_in_flight"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "idempotency_in_flight" | "idempotency_previous_failed";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9787,10 +9140,7 @@ export interface operations {
                      *       "type": "/docs/errors#payload_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "payload_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9818,10 +9168,7 @@ export interface operations {
                      *       "type": "/docs/errors#unsupported_media_type"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unsupported_media_type";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9856,10 +9203,7 @@ export interface operations {
                      *       "type": "/docs/errors#contract_expired"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "contract_expired" | "duplicate_client_order_id" | "idempotency_key_body_mismatch" | "invalid_body" | "invalid_order" | "invalid_symbol" | "quote_unavailable" | "too_many_open_orders";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9889,10 +9233,7 @@ export interface operations {
                      *       "type": "/docs/errors#rate_limited"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "rate_limited";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9920,10 +9261,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9951,10 +9289,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -9989,10 +9324,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -10119,10 +9451,7 @@ export interface operations {
                      *       "type": "/docs/errors#idempotency_key_invalid"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "Idempotency-Key must be a UUID string" | "idempotency_key_required" | "invalid_body" | "invalid_json";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10152,10 +9481,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10187,10 +9513,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden" | "insufficient_buying_power" | "insufficient_qty" | "live_trading_unavailable" | "uncovered_short_option";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10219,10 +9542,7 @@ export interface operations {
                      *       "type": "/docs/errors#not_found"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "not_found" | "quote_unavailable";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10253,10 +9573,7 @@ export interface operations {
                      *       "type": "/docs/errors#idempotency_in_flight"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "idempotency_in_flight" | "idempotency_previous_failed";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10284,10 +9601,7 @@ export interface operations {
                      *       "type": "/docs/errors#payload_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "payload_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10315,10 +9629,7 @@ export interface operations {
                      *       "type": "/docs/errors#unsupported_media_type"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unsupported_media_type";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10353,10 +9664,7 @@ export interface operations {
                      *       "type": "/docs/errors#contract_expired"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "contract_expired" | "duplicate_client_order_id" | "idempotency_key_body_mismatch" | "invalid_body" | "invalid_order" | "invalid_symbol" | "quote_unavailable" | "too_many_open_orders";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10386,10 +9694,7 @@ export interface operations {
                      *       "type": "/docs/errors#rate_limited"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "rate_limited";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10417,10 +9722,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10448,10 +9750,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10486,10 +9785,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "idempotency_store_unavailable" | "new_orders_disabled" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -10554,10 +9850,7 @@ export interface operations {
                      *       "type": "/docs/errors#unauthenticated"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unauthenticated";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10583,10 +9876,7 @@ export interface operations {
                      *       "type": "/docs/errors#forbidden"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "forbidden";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10612,10 +9902,7 @@ export interface operations {
                      *       "type": "/docs/errors#quote_unavailable"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "quote_unavailable";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10641,10 +9928,7 @@ export interface operations {
                      *       "type": "/docs/errors#quote_unavailable"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "quote_unavailable";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10670,10 +9954,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10699,10 +9980,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10733,10 +10011,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -10799,10 +10074,7 @@ export interface operations {
                      *       "type": "/docs/errors#invalid_body"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "invalid_body" | "invalid_json";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10828,10 +10100,7 @@ export interface operations {
                      *       "type": "/docs/errors#payload_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "payload_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10857,10 +10126,7 @@ export interface operations {
                      *       "type": "/docs/errors#unsupported_media_type"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "unsupported_media_type";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10887,10 +10153,7 @@ export interface operations {
                      *       "type": "/docs/errors#invalid_body"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "invalid_body" | "invalid_email";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10916,10 +10179,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10945,10 +10205,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -10979,10 +10236,7 @@ export interface operations {
                      *       "type": "/docs/errors#database_busy"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "database_busy" | "database_unavailable" | "request_timeout" | "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -11035,10 +10289,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -11064,10 +10315,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -11095,10 +10343,7 @@ export interface operations {
                      *       "type": "/docs/errors#too_many_connections"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -11152,10 +10397,7 @@ export interface operations {
                      *       "type": "/docs/errors#not_found"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "not_found";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -11181,10 +10423,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -11210,10 +10449,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -11241,10 +10477,7 @@ export interface operations {
                      *       "type": "/docs/errors#too_many_connections"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "too_many_connections";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -11301,10 +10534,7 @@ export interface operations {
                      *       "type": "/docs/errors#request_headers_too_large"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "request_headers_too_large";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /**
@@ -11330,10 +10560,7 @@ export interface operations {
                      *       "type": "/docs/errors#internal"
                      *     }
                      */
-                    "application/problem+json": components["schemas"]["ErrorBody"] & {
-                        /** @enum {string} */
-                        error: "internal";
-                    };
+                    "application/problem+json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description a dependency does not answer (`unavailable`, and `checks` names it), or shutdown has begun (`draining`) */
