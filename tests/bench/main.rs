@@ -173,15 +173,25 @@ async fn run() -> anyhow::Result<bool> {
         .await
         .with_context(|| format!("could not create database {name}"))?;
     println!("raptor-bench: database {name}");
+    let only = std::env::var("RAPTOR_BENCH_ONLY").unwrap_or_default();
+    if !["", "soak", "ratios"].contains(&only.as_str()) {
+        bail!("RAPTOR_BENCH_ONLY={only}: the values are `soak` and `ratios`");
+    }
     let settings = Settings {
         secs: Duration::from_secs(env_number("RAPTOR_BENCH_SECS", 5)?),
         key_rows: env_number("RAPTOR_BENCH_KEY_ROWS", 5_000_000)?,
         soak: Duration::from_secs(env_number("RAPTOR_BENCH_SOAK_SECS", 300)?),
-        only_soak: match std::env::var("RAPTOR_BENCH_ONLY").as_deref() {
-            Err(_) | Ok("") => false,
-            Ok("soak") => true,
-            Ok(other) => bail!("RAPTOR_BENCH_ONLY={other}: the one value is `soak`"),
-        },
+        only_soak: only == "soak",
+        only_ratios: only == "ratios",
+        b_env: std::env::var("RAPTOR_BENCH_B_ENV")
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(|pair| {
+                pair.split_once('=')
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .with_context(|| format!("RAPTOR_BENCH_B_ENV: {pair} is not NAME=VALUE"))
+            })
+            .collect::<anyhow::Result<_>>()?,
         options: admin_options.clone().database(&name),
         database: name.clone(),
     };
@@ -216,6 +226,11 @@ struct Settings {
     soak: Duration,
     /// `RAPTOR_BENCH_ONLY=soak`: the key rows of scenario 9, then the soak, nothing else.
     only_soak: bool,
+    /// `RAPTOR_BENCH_ONLY=ratios`: only the rounds of the service beside its ceiling, and of a
+    /// second server started with `b_env` when it is set (an A/B of a lever in one run).
+    only_ratios: bool,
+    /// `RAPTOR_BENCH_B_ENV` (`NAME=VALUE ...`): the environment server B adds to server A's.
+    b_env: Vec<(String, String)>,
     options: PgConnectOptions,
     database: String,
 }
@@ -263,13 +278,14 @@ async fn bench(
         )
     };
     let port = free_port()?;
-    let (child, pid) = start_server(&url(&upstream), port, true).await?;
+    let (child, pid) = start_server(&url(&upstream), port, true, &[]).await?;
     servers.push(child);
     let counted_port = free_port()?;
     let (child, _) = start_server(
         &url(&format!("127.0.0.1:{proxy_port}")),
         counted_port,
         false,
+        &[],
     )
     .await?;
     servers.push(child);
@@ -335,6 +351,25 @@ async fn bench(
         let mut report = Report::at_end(postgres, flush, speed, settings, pid)?;
         report.soak = Some(soak);
         report.checks = report.evaluate_soak();
+        b.pool.close().await;
+        return Ok(report);
+    }
+
+    if settings.only_ratios {
+        let b_server = if settings.b_env.is_empty() {
+            None
+        } else {
+            let port = free_port()?;
+            let (child, b_pid) = start_server(&url(&upstream), port, true, &settings.b_env).await?;
+            servers.push(child);
+            let http = Http::new(format!("http://127.0.0.1:{port}"))?;
+            http.wait_ready().await?;
+            Some((http, cpu::Meter::new(postmaster, Some(b_pid), None)))
+        };
+        let ab = ratios_ab(settings, &b, b_server).await?;
+        let speed = cpu::Speed::ended(speed_start).await;
+        let mut report = Report::at_end(postgres, flush, speed, settings, pid)?;
+        report.ab = Some(ab);
         b.pool.close().await;
         return Ok(report);
     }
@@ -548,6 +583,136 @@ async fn bench(
     report.checks = report.evaluate()?;
     b.pool.close().await;
     Ok(report)
+}
+
+/// One round of `RAPTOR_BENCH_ONLY=ratios`: keyed orders at 32 clients on server A, on server
+/// B (when there is one) and pgbench's keyed ceiling, in an order that rotates each round.
+#[derive(Debug, Clone, Default, Serialize)]
+struct AbRound {
+    ceiling_tps: f64,
+    ceiling_cpu_ms: f64,
+    a_rps: f64,
+    a_cpu_ms: f64,
+    a_server_ms: f64,
+    b_rps: Option<f64>,
+    b_cpu_ms: Option<f64>,
+    b_server_ms: Option<f64>,
+    errors: usize,
+}
+
+/// `RAPTOR_BENCH_ONLY=ratios`: `PAIRS` rounds (`RAPTOR_BENCH_ROUNDS` to change) of keyed
+/// orders at 32 clients on server A and server B (A's environment plus `RAPTOR_BENCH_B_ENV`)
+/// beside the keyed ceiling, each round's order rotated so that neither side always runs first.
+/// Prints each round and the medians: A and B over the ceiling, B over A, CPU per order.
+async fn ratios_ab(
+    settings: &Settings,
+    a: &Bench,
+    b: Option<(Http, cpu::Meter)>,
+) -> anyhow::Result<Vec<AbRound>> {
+    let rounds = usize::try_from(env_number("RAPTOR_BENCH_ROUNDS", PAIRS as u64)?)?;
+    let users = (a.users[0].id, a.users[USERS - 1].id);
+    let db_meter = a.meter.without_server();
+    let b = b.map(|(http, meter)| Bench {
+        pool: a.pool.clone(),
+        http,
+        users: a
+            .users
+            .iter()
+            .map(|u| BenchUser {
+                id: u.id,
+                token: u.token.clone(),
+            })
+            .collect(),
+        operator: a.operator.clone(),
+        counted: a.counted.clone(),
+        counts: a.counts.clone(),
+        secs: a.secs,
+        meter,
+    });
+    println!(
+        "ratios: {rounds} rounds of keyed orders at 32 clients: server A{}, the ceiling ...",
+        if b.is_some() {
+            format!(", server B (A + {:?})", settings.b_env)
+        } else {
+            String::new()
+        }
+    );
+    let mut out = Vec::new();
+    for round in 0..rounds {
+        let mut r = AbRound::default();
+        // 0: ceiling, 1: A, 2: B; rotated by the round.
+        for step in 0..3 {
+            match (step + round) % 3 {
+                0 => {
+                    let top = pgbench(
+                        settings,
+                        &db_meter,
+                        (Schema::Real, Script::Keyed),
+                        32,
+                        users,
+                    )?;
+                    (r.ceiling_tps, r.ceiling_cpu_ms) = (top.tps, top.cpu.machine_ms);
+                }
+                1 => {
+                    let run = a
+                        .closed("A, fresh key", 32, |user, _| a.order(user, Some(new_key())))
+                        .await?;
+                    let cpu = run.cpu.unwrap_or_default();
+                    (r.a_rps, r.a_cpu_ms, r.a_server_ms) = (run.rps, cpu.machine_ms, cpu.server_ms);
+                    r.errors += run.errors();
+                }
+                _ => {
+                    if let Some(b) = &b {
+                        let run = b
+                            .closed("B, fresh key", 32, |user, _| b.order(user, Some(new_key())))
+                            .await?;
+                        let cpu = run.cpu.unwrap_or_default();
+                        r.b_rps = Some(run.rps);
+                        r.b_cpu_ms = Some(cpu.machine_ms);
+                        r.b_server_ms = Some(cpu.server_ms);
+                        r.errors += run.errors();
+                    }
+                }
+            }
+        }
+        println!(
+            "  round {round}: ceiling {:.0} tx/s ({:.2} ms); A {:.0} req/s ({:.2} ms, server {:.3}){}",
+            r.ceiling_tps,
+            r.ceiling_cpu_ms,
+            r.a_rps,
+            r.a_cpu_ms,
+            r.a_server_ms,
+            match (r.b_rps, r.b_cpu_ms, r.b_server_ms) {
+                (Some(rps), Some(cpu), Some(server)) =>
+                    format!("; B {rps:.0} req/s ({cpu:.2} ms, server {server:.3})"),
+                _ => String::new(),
+            }
+        );
+        out.push(r);
+    }
+    let median = |figure: &dyn Fn(&AbRound) -> Option<f64>| {
+        let mut values: Vec<f64> = out.iter().filter_map(figure).collect();
+        values.sort_by(f64::total_cmp);
+        values.get(values.len() / 2).copied()
+    };
+    let show = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"));
+    println!(
+        "\nmedians: A / ceiling {} x, machine CPU A / ceiling {} x, A server CPU {} ms",
+        show(median(&|r| Some(r.a_rps / r.ceiling_tps))),
+        show(median(&|r| Some(r.a_cpu_ms / r.ceiling_cpu_ms))),
+        show(median(&|r| Some(r.a_server_ms))),
+    );
+    if b.is_some() {
+        println!(
+            "         B / ceiling {} x, machine CPU B / ceiling {} x, B server CPU {} ms\n         B / A throughput {} x, machine CPU per order B / A {} x",
+            show(median(&|r| r.b_rps.map(|b| b / r.ceiling_tps))),
+            show(median(&|r| r.b_cpu_ms.map(|b| b / r.ceiling_cpu_ms))),
+            show(median(&|r| r.b_server_ms)),
+            show(median(&|r| r.b_rps.map(|b| b / r.a_rps))),
+            show(median(&|r| r.b_cpu_ms.map(|b| b / r.a_cpu_ms))),
+        );
+    }
+    Ok(out)
 }
 
 fn find<'a>(runs: &'a [Run], name: &str, clients: usize) -> anyhow::Result<&'a Run> {
@@ -1428,6 +1593,7 @@ async fn start_server(
     database_url: &str,
     port: u16,
     sweeper: bool,
+    extra_env: &[(String, String)],
 ) -> anyhow::Result<(tokio::process::Child, u32)> {
     let child = tokio::process::Command::new(raptor_binary("make bench")?)
         .arg("serve")
@@ -1451,6 +1617,7 @@ async fn start_server(
             "RAPTOR_RESPONSE_KEYS",
             "bench:QmVuY2hLZXlCZW5jaEtleUJlbmNoS2V5QmVuY2hLZXk=",
         )
+        .envs(extra_env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
@@ -1907,6 +2074,8 @@ struct Report {
     ceiling: Vec<Ceiling>,
     /// The service beside its ceiling, round by round.
     pairs: Vec<Pair>,
+    /// `RAPTOR_BENCH_ONLY=ratios`: server A, server B and the ceiling, round by round.
+    ab: Option<Vec<AbRound>>,
     /// The disk's flush latency, measured in the run.
     flush: cpu::Flush,
     /// The machine's speed at the run's start and end.
@@ -1941,6 +2110,7 @@ impl Report {
             fills: Vec::new(),
             ceiling: Vec::new(),
             pairs: Vec::new(),
+            ab: None,
             flush,
             speed,
             soak: None,
