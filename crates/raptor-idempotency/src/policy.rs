@@ -41,7 +41,7 @@ impl RequireKey {
 }
 
 /// A route's idempotency options, as associated constants so that a route's policy is part of
-/// its handler's type: `Idempotent<CreateOrderRequest, Tier1>`.
+/// its handler's type: `Idempotent<CreateOrderRequest, Tier1, Auth>`.
 pub trait Policy: Send + Sync + 'static {
     /// Fail-closed or fail-open.
     const TIER: Tier;
