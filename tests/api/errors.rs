@@ -325,7 +325,7 @@ async fn order_not_cancelable_keeps_the_order_status(pool: PgPool) {
 }
 
 /// Every error an operation can answer is in the document for that operation: the resources'
-/// tables (`raptor_api::codes::route_codes`) cover every operation, by operationId.
+/// tables (`raptor_api::route_codes`) cover every operation, by operationId.
 #[test]
 fn every_operation_has_its_error_codes_in_the_document() {
     let spec: serde_json::Value =
@@ -338,7 +338,7 @@ fn every_operation_has_its_error_codes_in_the_document() {
             let route = format!("{} {path}", method.to_uppercase());
             let id = operation["operationId"].as_str().expect("operationId");
             assert!(
-                raptor_api::codes::route_codes().any(|(op, _)| op == id),
+                raptor_api::route_codes().any(|(op, _)| op == id),
                 "{route} ({id}) is in no resource's ROUTE_CODES"
             );
             let responses = operation["responses"].as_object().expect("responses");
@@ -378,5 +378,5 @@ fn every_operation_has_its_error_codes_in_the_document() {
             }
         }
     }
-    assert_eq!(operations, raptor_api::codes::route_codes().count());
+    assert_eq!(operations, raptor_api::route_codes().count());
 }

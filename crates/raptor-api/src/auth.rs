@@ -1,6 +1,8 @@
 //! Principals: bearer tokens stored as SHA-256 hashes, users with roles, service
 //! principals, and the extractors that authenticate a request.
 
+use std::sync::{Arc, OnceLock};
+
 use axum::extract::{FromRef, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
@@ -165,6 +167,23 @@ fn bearer(parts: &Parts) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
+/// The user a request authenticated as, filled in by the `Principal` extractor for the access
+/// log (which runs outside the handler and cannot see its extractors).
+#[derive(Debug, Clone, Default)]
+pub struct SeenUser(Arc<OnceLock<i32>>);
+
+impl SeenUser {
+    /// Records `users.id` (the first one wins; a request has one principal).
+    pub fn set(&self, id: i32) {
+        let _ = self.0.set(id);
+    }
+
+    /// The recorded `users.id`, if a user signed in.
+    pub fn get(&self) -> Option<i32> {
+        self.0.get().copied()
+    }
+}
+
 impl<S> FromRequestParts<S> for Principal
 where
     S: Send + Sync,
@@ -204,10 +223,7 @@ where
             (None, _, Some(name)) => Principal::Service { name },
             _ => return Err(ApiError::Unauthenticated),
         };
-        if let (Some(seen), Some(id)) = (
-            parts.extensions.get::<crate::middleware::SeenUser>(),
-            principal.user_id(),
-        ) {
+        if let (Some(seen), Some(id)) = (parts.extensions.get::<SeenUser>(), principal.user_id()) {
             seen.set(id);
         }
         parts.extensions.insert(AccountMode(row.account_mode));

@@ -2,9 +2,9 @@
 //!
 //! This is the single source of the OpenAPI document's error responses: `openapi::finish`
 //! replaces whatever error responses the route attributes name with the ones computed here, one
-//! response per status, whose `error` member is an enum of exactly that operation's codes. So a
-//! generated client can switch exhaustively on them, and a server that answers a code the table
-//! does not list for a route fails the schema fuzzer (`make fuzz-api`). `docs/errors.md` explains
+//! response per status, with the shared `ErrorBody` schema and exactly that operation's codes
+//! listed (its description and `x-error-codes`). A server that answers a code the table does
+//! not list for a route fails the schema fuzzer (`make fuzz-api`). `docs/errors.md` explains
 //! every code; a test checks that the two list the same codes.
 //!
 //! How an operation's codes are computed ([`operation_codes`]):
@@ -17,9 +17,14 @@
 //!   `unsupported_media_type`;
 //! - one that takes an `Idempotency-Key`: the mechanism's codes;
 //! - a `limit`/`status` query: `invalid_query`; a UUID path parameter: `invalid_path`;
-//! - plus the operation's own codes, which each resource declares next to its handlers, keyed
+//! - plus the operation's own codes, which each resource declares next to its routes, keyed
 //!   by operationId (the handler's name): `ROUTE_CODES` in `trading`, `billing`, `accounts`,
-//!   `admin`, `sessions`, `waitlist` and `health`; [`route_codes`] concatenates them.
+//!   `admin`, `sessions`, `waitlist` and `health`, built from the codes and shared sets
+//!   (`TRADE`, `STRIPE`) defined here.
+//!
+//! Every module uses this one and it uses none of them: the crate root gathers the resources'
+//! tables (`crate::route_codes`, beside `api_routes`, where a new resource registers both) and
+//! `openapi::finish` hands them to [`operation_codes`].
 //!
 //! Adding a code: a line in `error_codes!`'s table below (wire value, statuses, summary), a
 //! section in `docs/errors.md` (a test checks both list the same codes), and the code in the
@@ -253,8 +258,8 @@ impl utoipa::PartialSchema for ErrorCode {
 impl utoipa::ToSchema for ErrorCode {}
 
 /// The codes of one operation, as a resource declares them: its operationId (the handler's
-/// name) and sets of codes (shared sets such as [`TRADE`] compose).
-pub(crate) type RouteCodes = (&'static str, &'static [&'static [ErrorCode]]);
+/// name) and sets of codes (shared sets such as `TRADE` compose).
+pub type RouteCodes = (&'static str, &'static [&'static [ErrorCode]]);
 
 use ErrorCode as E;
 
@@ -283,22 +288,6 @@ pub(crate) const STRIPE: &[ErrorCode] = &[
     E::StripeUnavailable,
 ];
 
-/// Every operation's own codes, from each resource's table.
-pub fn route_codes() -> impl Iterator<Item = (&'static str, &'static [&'static [ErrorCode]])> {
-    [
-        crate::accounts::ROUTE_CODES,
-        crate::admin::ROUTE_CODES,
-        crate::billing::ROUTE_CODES,
-        crate::health::ROUTE_CODES,
-        crate::sessions::ROUTE_CODES,
-        crate::trading::ROUTE_CODES,
-        crate::waitlist::ROUTE_CODES,
-    ]
-    .into_iter()
-    .flatten()
-    .copied()
-}
-
 /// Operations whose body is not parsed as JSON by the route's extractor (the Stripe webhook
 /// verifies the raw bytes' signature first): no `invalid_json`/`invalid_body`/415 for them.
 pub const RAW_BODY: &[&str] = &["receive_stripe_webhook"];
@@ -320,10 +309,14 @@ pub struct Shape {
     pub uuid_path: bool,
 }
 
-/// Every code the operation `operation_id` can answer, sorted and unique; `None` when no
-/// resource declares it.
-pub fn operation_codes(operation_id: &str, shape: Shape) -> Option<Vec<ErrorCode>> {
-    let own = route_codes().find(|(id, _)| *id == operation_id)?.1;
+/// Every code the operation `operation_id` can answer, sorted and unique; `None` when
+/// `route_codes` (every resource's table, which the crate root gathers) does not declare it.
+pub fn operation_codes(
+    route_codes: &[RouteCodes],
+    operation_id: &str,
+    shape: Shape,
+) -> Option<Vec<ErrorCode>> {
+    let own = route_codes.iter().find(|(id, _)| *id == operation_id)?.1;
     // A connection past the server's bound, or a request head over its bound, is refused
     // before its request reaches the router: any operation can get those answers.
     let mut codes: Vec<ErrorCode> = vec![
@@ -488,17 +481,6 @@ mod tests {
     }
 
     #[test]
-    fn route_codes_are_answered_over_http_and_declared_once() {
-        let mut seen = std::collections::HashSet::new();
-        for (operation, sets) in route_codes() {
-            assert!(seen.insert(operation), "{operation} is declared twice");
-            for code in sets.iter().flat_map(|s| s.iter()) {
-                assert!(code.over_http(), "{operation} lists the CLI's {code}");
-            }
-        }
-    }
-
-    #[test]
     fn codes_follow_the_operation_shape() {
         let keyed = Shape {
             authenticated: true,
@@ -506,7 +488,9 @@ mod tests {
             keyed: true,
             ..Shape::default()
         };
-        let codes = operation_codes("create_order", keyed).unwrap_or_default();
+        // An order placement, as `trading` declares it.
+        let table: &[RouteCodes] = &[("create_order", &[TRADE])];
+        let codes = operation_codes(table, "create_order", keyed).unwrap_or_default();
         for expected in [
             E::IdempotencyKeyInvalid,
             E::Unauthenticated,
@@ -516,6 +500,6 @@ mod tests {
             assert!(codes.contains(&expected), "missing {expected}");
         }
         assert!(!codes.contains(&E::InvalidQuery));
-        assert!(operation_codes("nowhere", Shape::default()).is_none());
+        assert!(operation_codes(table, "nowhere", Shape::default()).is_none());
     }
 }

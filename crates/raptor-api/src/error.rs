@@ -6,9 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use raptor_engine::OrderRejection;
 use raptor_idempotency::ErrorReply;
-use serde::Serialize;
 use serde_json::{json, Map, Value};
-use utoipa::ToSchema;
 
 use crate::codes::ErrorCode;
 
@@ -136,65 +134,6 @@ impl From<sqlx::Error> for ApiError {
     }
 }
 
-/// The error body every error response carries (documented once in OpenAPI): RFC 9457
-/// problem details (`application/problem+json`, see `crate::problem`) plus the stable code,
-/// the message and the code's context members (e.g. `buying_power`, `retry_after_ms`).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorBody {
-    /// Stable machine code, e.g. `insufficient_buying_power`. Each error response lists the
-    /// codes its route answers with that status (its description and `x-error-codes`); a client
-    /// must accept a code it does not know yet and act on `retry`.
-    #[schema(value_type = crate::codes::ErrorCode, example = "insufficient_buying_power")]
-    pub error: String,
-    /// Human-readable explanation.
-    pub message: String,
-    /// What to do about it, a property of the code (`docs/errors.md` gives each code's):
-    /// `same_key` (retrying with the same `Idempotency-Key` and body can help, after
-    /// `Retry-After` when present), `new_key` (the key is spent: a new attempt is a new
-    /// operation with a new key) or `no`.
-    pub retry: crate::codes::Retry,
-    /// Where the code is explained: `/docs/errors#<code>`.
-    #[serde(rename = "type")]
-    #[schema(example = "/docs/errors#insufficient_buying_power")]
-    pub problem_type: String,
-    /// The HTTP status's reason phrase.
-    #[schema(example = "Forbidden")]
-    pub title: String,
-    /// The HTTP status.
-    #[schema(example = 403)]
-    pub status: u16,
-    /// Same as `message`.
-    pub detail: String,
-    /// This occurrence: `urn:request:<x-request-id>`.
-    #[schema(
-        nullable = false,
-        example = "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11"
-    )]
-    pub instance: Option<String>,
-    /// `idempotency_in_flight`: milliseconds until the first attempt may be taken over.
-    #[schema(nullable = false)]
-    pub retry_after_ms: Option<u64>,
-    /// `insufficient_buying_power`: the account's buying power.
-    #[schema(required = false, value_type = String, format = "decimal")]
-    pub buying_power: Option<String>,
-    /// `insufficient_buying_power`: what the order would reserve.
-    #[schema(required = false, value_type = String, format = "decimal")]
-    pub cost_basis: Option<String>,
-    /// `insufficient_qty`, `quote_unavailable`, `contract_expired`, `uncovered_short_option`:
-    /// the symbol concerned.
-    #[schema(nullable = false)]
-    pub symbol: Option<String>,
-    /// `insufficient_qty`: the quantity the position has.
-    #[schema(required = false, value_type = String, format = "decimal")]
-    pub available: Option<String>,
-    /// `insufficient_qty`: the quantity the order asked for.
-    #[schema(required = false, value_type = String, format = "decimal")]
-    pub requested: Option<String>,
-    /// `order_not_cancelable`: the order's status (`status` is the HTTP status).
-    #[schema(required = false, value_type = crate::trading::dto::OrderStatusDto)]
-    pub order_status: Option<String>,
-}
-
 impl ApiError {
     /// A 422 with a code.
     pub fn invalid(code: ErrorCode, message: impl Into<String>) -> Self {
@@ -275,7 +214,8 @@ impl ApiError {
         }
     }
 
-    /// The JSON body: code, message and the context members of the variant.
+    /// The JSON body: code, message and the context members of the variant (the document's
+    /// `ErrorBody` schema, in `crate::openapi`).
     pub fn to_body(&self) -> Value {
         let message = match self {
             Self::Internal(_) => "internal server error".to_owned(),

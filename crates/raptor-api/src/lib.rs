@@ -6,6 +6,7 @@ pub mod audit;
 pub mod auth;
 pub mod billing;
 pub mod client_addr;
+mod clock;
 pub mod codes;
 mod docs_ui;
 pub mod error;
@@ -45,10 +46,28 @@ pub fn api_routes() -> OpenApiRouter<ApiState> {
         .merge(waitlist::routes())
 }
 
+/// Every operation's own error codes, by operationId: each resource's `ROUTE_CODES`, beside
+/// its routes in [`api_routes`]. `openapi::finish` hands them to `codes::operation_codes`,
+/// which adds what the operation's shape implies.
+pub fn route_codes() -> impl Iterator<Item = codes::RouteCodes> {
+    [
+        accounts::ROUTE_CODES,
+        admin::ROUTE_CODES,
+        billing::ROUTE_CODES,
+        health::ROUTE_CODES,
+        sessions::ROUTE_CODES,
+        trading::ROUTE_CODES,
+        waitlist::ROUTE_CODES,
+    ]
+    .into_iter()
+    .flatten()
+    .copied()
+}
+
 /// The generated OpenAPI document.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut spec = api_routes().split_for_parts().1;
-    openapi::finish(&mut spec);
+    openapi::finish(&mut spec, &route_codes().collect::<Vec<_>>());
     spec
 }
 
@@ -65,7 +84,7 @@ pub fn app_with(state: ApiState, extra: Router<ApiState>) -> Router {
     // histogram buckets reach past the request timeout.
     crate::metrics::install(config.request_timeout);
     let (routes, mut spec) = api_routes().split_for_parts();
-    openapi::finish(&mut spec);
+    openapi::finish(&mut spec, &route_codes().collect::<Vec<_>>());
     let router = routes
         .merge(docs_ui::router(&spec, config.docs_assets.clone()))
         .merge(extra)
@@ -76,4 +95,20 @@ pub fn app_with(state: ApiState, extra: Router<ApiState>) -> Router {
 
 async fn not_found() -> ApiError {
     ApiError::NotFound("route")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_codes_are_answered_over_http_and_declared_once() {
+        let mut seen = std::collections::HashSet::new();
+        for (operation, sets) in route_codes() {
+            assert!(seen.insert(operation), "{operation} is declared twice");
+            for code in sets.iter().flat_map(|s| s.iter()) {
+                assert!(code.over_http(), "{operation} lists the CLI's {code}");
+            }
+        }
+    }
 }

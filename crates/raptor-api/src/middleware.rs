@@ -1,7 +1,6 @@
 //! Cross-cutting HTTP layers: request ids, the request span, latency metrics, CORS, limits,
 //! timeouts, panics, and the safety net that turns any non-JSON error into the JSON envelope.
 
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, HttpBody};
@@ -18,6 +17,7 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::audit::REQUEST_ID;
+use crate::auth::SeenUser;
 use crate::state::ApiConfig;
 
 /// The request id header, in and out.
@@ -172,18 +172,6 @@ async fn scope_request_id(request: Request, next: Next) -> Response {
     REQUEST_ID.scope(id, next.run(request)).await
 }
 
-/// The user a request authenticated as, filled in by the `Principal` extractor for the access
-/// log (which runs outside the handler and cannot see its extractors).
-#[derive(Debug, Clone, Default)]
-pub struct SeenUser(Arc<OnceLock<i32>>);
-
-impl SeenUser {
-    /// Records `users.id` (the first one wins; a request has one principal).
-    pub fn set(&self, id: i32) {
-        let _ = self.0.set(id);
-    }
-}
-
 /// One log line per request, inside the request span (method, route, request id): status,
 /// latency, the client's address ([`crate::client_addr`]), the user id when one signed in, and
 /// the response body's size in bytes when it is known before sending (every JSON answer) at
@@ -201,7 +189,7 @@ async fn access_log(mut request: Request, next: Next) -> Response {
     let status = response.status().as_u16();
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     let client_addr = client.map(tracing::field::display);
-    let user_id = seen.0.get().copied();
+    let user_id = seen.get();
     let span = tracing::Span::current();
     span.record("http.response.status_code", status);
     if response.status().is_server_error() {

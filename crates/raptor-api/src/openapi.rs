@@ -1,12 +1,12 @@
 //! The OpenAPI document: the shared parts (info, security, error body, the Idempotency-Key
 //! header) and its two renderings, JSON and a small HTML page.
 
+use serde::Serialize;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::OpenApi as Spec;
-use utoipa::{IntoParams, Modify, OpenApi};
+use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
 
 use crate::codes;
-use crate::error::ErrorBody;
 
 pub mod examples;
 
@@ -60,6 +60,65 @@ pub struct IdempotencyKeyHeader {
     #[param(rename = "Idempotency-Key", value_type = String, required = false,
             example = "5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11")]
     pub idempotency_key: Option<String>,
+}
+
+/// The error body every error response carries (documented once in OpenAPI): RFC 9457
+/// problem details (`application/problem+json`, see `crate::problem`) plus the stable code,
+/// the message and the code's context members (e.g. `buying_power`, `retry_after_ms`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// Stable machine code, e.g. `insufficient_buying_power`. Each error response lists the
+    /// codes its route answers with that status (its description and `x-error-codes`); a client
+    /// must accept a code it does not know yet and act on `retry`.
+    #[schema(value_type = crate::codes::ErrorCode, example = "insufficient_buying_power")]
+    pub error: String,
+    /// Human-readable explanation.
+    pub message: String,
+    /// What to do about it, a property of the code (`docs/errors.md` gives each code's):
+    /// `same_key` (retrying with the same `Idempotency-Key` and body can help, after
+    /// `Retry-After` when present), `new_key` (the key is spent: a new attempt is a new
+    /// operation with a new key) or `no`.
+    pub retry: crate::codes::Retry,
+    /// Where the code is explained: `/docs/errors#<code>`.
+    #[serde(rename = "type")]
+    #[schema(example = "/docs/errors#insufficient_buying_power")]
+    pub problem_type: String,
+    /// The HTTP status's reason phrase.
+    #[schema(example = "Forbidden")]
+    pub title: String,
+    /// The HTTP status.
+    #[schema(example = 403)]
+    pub status: u16,
+    /// Same as `message`.
+    pub detail: String,
+    /// This occurrence: `urn:request:<x-request-id>`.
+    #[schema(
+        nullable = false,
+        example = "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11"
+    )]
+    pub instance: Option<String>,
+    /// `idempotency_in_flight`: milliseconds until the first attempt may be taken over.
+    #[schema(nullable = false)]
+    pub retry_after_ms: Option<u64>,
+    /// `insufficient_buying_power`: the account's buying power.
+    #[schema(required = false, value_type = String, format = "decimal")]
+    pub buying_power: Option<String>,
+    /// `insufficient_buying_power`: what the order would reserve.
+    #[schema(required = false, value_type = String, format = "decimal")]
+    pub cost_basis: Option<String>,
+    /// `insufficient_qty`, `quote_unavailable`, `contract_expired`, `uncovered_short_option`:
+    /// the symbol concerned.
+    #[schema(nullable = false)]
+    pub symbol: Option<String>,
+    /// `insufficient_qty`: the quantity the position has.
+    #[schema(required = false, value_type = String, format = "decimal")]
+    pub available: Option<String>,
+    /// `insufficient_qty`: the quantity the order asked for.
+    #[schema(required = false, value_type = String, format = "decimal")]
+    pub requested: Option<String>,
+    /// `order_not_cancelable`: the order's status (`status` is the HTTP status).
+    #[schema(required = false, value_type = crate::trading::dto::OrderStatusDto)]
+    pub order_status: Option<String>,
 }
 
 /// The JSON bytes served at `/openapi.json` and written to `openapi/openapi.json`.
@@ -141,7 +200,8 @@ fn header(description: &str, schema: utoipa::openapi::schema::Type) -> utoipa::o
 
 /// Final touches the route attributes cannot say, in one pass over the operations and one over
 /// the schemas:
-/// - every operation's error responses, from `crate::codes` (`error_responses`);
+/// - every operation's error responses, from `crate::codes` and `route_codes`, every
+///   resource's table of its operations' own codes (`error_responses`);
 /// - the response headers: `x-request-id` on every answer; `Idempotent-Replayed` on instrumented
 ///   routes; `WWW-Authenticate` on 401; `Retry-After` where a retry is asked for (409, 429,
 ///   503); `Location` on a created order;
@@ -149,7 +209,7 @@ fn header(description: &str, schema: utoipa::openapi::schema::Type) -> utoipa::o
 ///   absent, `security: []` on public operations, `x-internal` on the ops probes, the server;
 /// - decimal and symbol patterns, and the `idempotency_replayed` member a replay adds to its
 ///   stored body.
-pub fn finish(spec: &mut Spec) {
+pub fn finish(spec: &mut Spec, route_codes: &[codes::RouteCodes]) {
     use utoipa::openapi::schema::Type;
     let Spec {
         paths,
@@ -160,7 +220,7 @@ pub fn finish(spec: &mut Spec) {
     for item in paths.paths.values_mut() {
         for (_, operation) in operations_mut(item) {
             // Reads an absent `security` as public, so before `mark_public` fills it in.
-            error_responses(operation);
+            error_responses(operation, route_codes);
             response_headers(operation);
             parameter_forms(operation);
             optional_body(operation, components.as_ref());
@@ -364,12 +424,16 @@ fn shape(operation_id: &str, operation: &utoipa::openapi::path::Operation) -> co
 /// status, `application/problem+json` with the shared `ErrorBody` schema, the operation's codes
 /// at that status listed in the description and in `x-error-codes`, with an example. An operation the table does not know keeps what its attributes
 /// say (a test keeps that list empty).
-fn error_responses(operation: &mut utoipa::openapi::path::Operation) {
+fn error_responses(
+    operation: &mut utoipa::openapi::path::Operation,
+    route_codes: &[codes::RouteCodes],
+) {
     use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
     let Some(operation_id) = operation.operation_id.clone() else {
         return;
     };
-    let Some(codes) = codes::operation_codes(&operation_id, shape(&operation_id, operation)) else {
+    let form = shape(&operation_id, operation);
+    let Some(codes) = codes::operation_codes(route_codes, &operation_id, form) else {
         return;
     };
     let mut by_status: std::collections::BTreeMap<u16, Vec<codes::ErrorCode>> = Default::default();

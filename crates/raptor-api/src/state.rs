@@ -5,14 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::FromRef;
-use chrono::{DateTime, Utc};
 use raptor_idempotency::{Idempotency, IdempotencyConfig};
 use rust_decimal::Decimal;
 use sqlx::PgPool;
 
 use crate::audit::ReplayAuditor;
-pub use crate::billing::BillingConfig;
-pub use crate::sessions::AuthLimits;
+pub use crate::billing::stripe::BillingConfig;
+pub use crate::clock::{Clock, FixedClock, SystemClock};
+pub use crate::sessions::limits::AuthLimits;
 
 /// API settings. The server builds them from the environment; libraries never read it.
 #[derive(Debug, Clone)]
@@ -39,7 +39,7 @@ pub struct ApiConfig {
     pub session_ttl: Duration,
     /// `RAPTOR_SESSION_KEY`: derives a sign-in link's session token (the same on every
     /// verification of the link); a random one when unset.
-    pub session_key: crate::sessions::SessionKey,
+    pub session_key: crate::sessions::key::SessionKey,
     /// Sign-up and login rate limits.
     pub auth_limits: AuthLimits,
     /// Stripe: API base, keys and the per-call timeout.
@@ -78,7 +78,7 @@ impl Default for ApiConfig {
             account_write_wait: Duration::from_secs(2),
             max_open_orders: 500,
             session_ttl: Duration::from_secs(30 * 24 * 60 * 60),
-            session_key: crate::sessions::SessionKey::random(),
+            session_key: crate::sessions::key::SessionKey::random(),
             auth_limits: AuthLimits::default(),
             billing: BillingConfig::default(),
             docs_assets: std::path::PathBuf::from(DEFAULT_DOCS_ASSETS),
@@ -86,32 +86,6 @@ impl Default for ApiConfig {
             public_url: DEFAULT_PUBLIC_URL.to_owned(),
             metrics_on_api_listener: true,
         }
-    }
-}
-
-/// Where "now" comes from: the system clock in production, a fixed one in tests.
-pub trait Clock: Send + Sync + 'static {
-    /// The current instant.
-    fn now(&self) -> DateTime<Utc>;
-}
-
-/// The system clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> DateTime<Utc> {
-        Utc::now()
-    }
-}
-
-/// A clock stopped at one instant (tests).
-#[derive(Debug, Clone, Copy)]
-pub struct FixedClock(pub DateTime<Utc>);
-
-impl Clock for FixedClock {
-    fn now(&self) -> DateTime<Utc> {
-        self.0
     }
 }
 
@@ -130,13 +104,13 @@ pub struct ApiInner {
     /// The clock.
     pub clock: Arc<dyn Clock>,
     /// The book's context (the clock, the paper engine, the account limits).
-    desk: crate::trading::Desk,
+    desk: crate::trading::desk::Desk,
     /// The Stripe client (`None` without `STRIPE_SECRET_KEY`).
-    pub stripe: Option<crate::billing::StripeClient>,
+    pub stripe: Option<crate::billing::stripe::StripeClient>,
     /// Sign-up and login rate limiters.
-    pub auth_limiter: crate::sessions::AuthLimiter,
+    pub auth_limiter: crate::sessions::limits::AuthLimiter,
     /// Per-account write concurrency.
-    pub account_writes: Arc<crate::trading::AccountWrites>,
+    pub account_writes: Arc<crate::trading::account_writes::AccountWrites>,
     /// Permits of the Stripe-calling routes (`BillingConfig::concurrency`).
     pub billing_permits: Arc<tokio::sync::Semaphore>,
     /// The data exports under way (bounded per user and per process).
@@ -199,20 +173,20 @@ impl ApiState {
         config: ApiConfig,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let desk = crate::trading::Desk::new(
+        let desk = crate::trading::desk::Desk::new(
             clock.clone(),
             raptor_engine::Engine {
                 fees: config.fees.clone(),
             },
-            crate::trading::TradingLimits {
+            crate::trading::desk::TradingLimits {
                 max_open_orders: config.max_open_orders,
                 starting_cash: config.paper_starting_cash,
             },
         );
-        let stripe = crate::billing::StripeClient::from_config(&config.billing);
-        let auth_limiter = crate::sessions::AuthLimiter::new(config.auth_limits);
+        let stripe = crate::billing::stripe::StripeClient::from_config(&config.billing);
+        let auth_limiter = crate::sessions::limits::AuthLimiter::new(config.auth_limits);
         let config_billing_concurrency = config.billing.concurrency.max(1);
-        let account_writes = Arc::new(crate::trading::AccountWrites::new(
+        let account_writes = Arc::new(crate::trading::account_writes::AccountWrites::new(
             config.account_write_concurrency,
             config.account_write_wait,
         ));
@@ -240,7 +214,7 @@ impl ApiState {
     }
 
     /// The book's context: what trading operations use besides a connection.
-    pub fn desk(&self) -> &crate::trading::Desk {
+    pub fn desk(&self) -> &crate::trading::desk::Desk {
         &self.0.desk
     }
 
@@ -286,19 +260,19 @@ impl FromRef<ApiState> for PgPool {
     }
 }
 
-impl FromRef<ApiState> for Arc<crate::trading::AccountWrites> {
+impl FromRef<ApiState> for Arc<crate::trading::account_writes::AccountWrites> {
     fn from_ref(state: &ApiState) -> Self {
         state.account_writes.clone()
     }
 }
 
-impl FromRef<ApiState> for crate::trading::Desk {
+impl FromRef<ApiState> for crate::trading::desk::Desk {
     fn from_ref(state: &ApiState) -> Self {
         state.0.desk.clone()
     }
 }
 
-impl FromRef<ApiState> for crate::trading::OrderGates {
+impl FromRef<ApiState> for crate::trading::gate::OrderGates {
     fn from_ref(state: &ApiState) -> Self {
         Self {
             new_orders_disabled: state.config.new_orders_disabled,
@@ -306,7 +280,7 @@ impl FromRef<ApiState> for crate::trading::OrderGates {
     }
 }
 
-impl FromRef<ApiState> for crate::billing::BillingDeps {
+impl FromRef<ApiState> for crate::billing::gate::BillingDeps {
     fn from_ref(state: &ApiState) -> Self {
         Self {
             stripe: state.stripe.clone(),

@@ -4,11 +4,11 @@
 //! `webhook` signature verification and events, `handlers` the routes.
 
 pub mod dto;
-mod gate;
+pub(crate) mod gate;
 mod handlers;
 mod ops;
 pub(crate) mod store;
-mod stripe;
+pub(crate) mod stripe;
 mod webhook;
 
 use utoipa_axum::router::OpenApiRouter;

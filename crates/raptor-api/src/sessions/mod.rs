@@ -4,8 +4,8 @@
 
 pub mod dto;
 mod handlers;
-mod key;
-mod limits;
+pub(crate) mod key;
+pub(crate) mod limits;
 mod store;
 
 use utoipa_axum::router::OpenApiRouter;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 
-use crate::state::Clock;
+use crate::clock::Clock;
 
 /// The book's context inside a claim: the clock, the paper engine and the account limits. It
 /// holds no pool, so code running under a claim can write only through the claim's

@@ -4,10 +4,10 @@
 //! service layer, named `ops` in every resource), which run with a `desk` (clock, engine,
 //! limits: no pool) on the caller's connection; `store` is the SQL; `dto` the wire types.
 
-mod account_writes;
-mod desk;
+pub(crate) mod account_writes;
+pub(crate) mod desk;
 pub mod dto;
-mod gate;
+pub(crate) mod gate;
 mod handlers;
 mod ops;
 mod parse;
@@ -21,7 +21,6 @@ use crate::state::ApiState;
 
 pub use account_writes::{AccountWrite, AccountWrites};
 pub use desk::Desk;
-pub(crate) use desk::TradingLimits;
 pub use gate::{AccountWriter, NewOrderGate, OrderGates, OrderWriter, PaperTrader, Writer};
 pub use ops::Expired;
 pub use store::{lock_account_and_quotes_statement, QUOTE_EVENT};

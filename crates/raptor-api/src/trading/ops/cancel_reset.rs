@@ -5,12 +5,14 @@ use serde_json::json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::{account_state, expire_due, Desk};
+use super::book::account_state;
+use super::expiry::expire_due;
 use raptor_idempotency::{IdempotencyKey, Policy, Tier1};
 
 use crate::audit::{self, AuditAction, AuditEvent};
 use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult, ResultExt};
+use crate::trading::desk::Desk;
 use crate::trading::dto::{AccountResponse, OrderResponse};
 use crate::trading::store;
 
@@ -124,5 +126,5 @@ pub(crate) async fn reset(
     )
     .await
     .context("audit reset")?;
-    super::account(conn, user_id).await
+    super::book::account(conn, user_id).await
 }

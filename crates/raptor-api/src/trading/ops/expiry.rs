@@ -8,9 +8,9 @@ use raptor_engine::{AccountState, Position, Settlement};
 use serde_json::json;
 use sqlx::{PgConnection, PgPool};
 
-use super::Desk;
 use crate::audit::{self, AuditAction, AuditEvent};
 use crate::error::{ApiError, ApiResult, ResultExt};
+use crate::trading::desk::Desk;
 use crate::trading::store;
 
 /// Accounts swept per transaction by `raptor orders expire` and the schedule.

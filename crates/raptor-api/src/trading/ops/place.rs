@@ -3,8 +3,8 @@
 
 use axum::http::StatusCode;
 use raptor_engine::{
-    Decision, LegSpec, OrderClass, OrderSpec, OrderStatus, OrderType, Position, PositionIntent,
-    Side, TimeInForce,
+    Decision, Instrument, LegSpec, OrderClass, OrderSpec, OrderStatus, OrderType, Position,
+    PositionIntent, Side, TimeInForce,
 };
 use raptor_idempotency::{Completed, Completer, IdempotencyKey, Reply};
 use rust_decimal::Decimal;
@@ -12,14 +12,48 @@ use serde_json::json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::book::{account_state, fill_event};
 use super::client_order_id::ClientOrderId;
-use super::{account_state, fill_event, Desk, Intent};
 use crate::audit::{self, AuditAction, AuditEvent};
 use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult, ResultExt};
+use crate::trading::desk::Desk;
 use crate::trading::dto::{self, OrderResponse};
-use crate::trading::parse::{invalid_order, Price};
+use crate::trading::parse::{invalid_order, CloseDraft, OrderDraft, Price, RollDraft};
 use crate::trading::store;
+
+/// What the caller asked for, parsed at the boundary (`trading::parse`).
+pub(crate) enum Intent {
+    /// `POST /orders`.
+    Order(OrderDraft),
+    /// `POST /positions/{symbol}/roll`.
+    Roll(RollDraft),
+    /// `POST /positions/{symbol}/close`.
+    Close(CloseDraft),
+}
+
+impl Intent {
+    /// Every instrument the request names, by symbol, sorted and distinct (the quote lock
+    /// order).
+    fn instruments(&self) -> Vec<&Instrument> {
+        let mut instruments: Vec<&Instrument> = match self {
+            Self::Order(order) => order.legs.iter().map(|l| &l.instrument).collect(),
+            Self::Roll(roll) => vec![&roll.from, &roll.to],
+            Self::Close(close) => vec![&close.instrument],
+        };
+        instruments.sort_by(|a, b| a.symbol().cmp(b.symbol()));
+        instruments.dedup_by(|a, b| a.symbol() == b.symbol());
+        instruments
+    }
+
+    fn purpose(&self) -> &'static str {
+        match self {
+            Self::Order(_) => "order",
+            Self::Roll(_) => "roll",
+            Self::Close(_) => "close",
+        }
+    }
+}
 
 /// Picks the intent of a leg: the explicit one (checked against `side`), or the one implied by
 /// `side` and the current position.

@@ -13,10 +13,11 @@ use serde_json::json;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use super::{account_state, fill_event, Desk};
+use super::book::{account_state, fill_event};
 use crate::audit::{self, AuditAction, AuditEvent};
 use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult, ResultExt};
+use crate::trading::desk::Desk;
 use crate::trading::dto::{self, QuoteResponse};
 use crate::trading::{parse, store};
 

@@ -2,6 +2,7 @@
 //! orders in scope, whether one is due), in one statement.
 
 use std::collections::BTreeMap;
+use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use raptor_engine::{
@@ -12,7 +13,6 @@ use rust_decimal::Decimal;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::parse;
 use crate::error::{ApiError, ApiResult, ResultExt};
 
 /// Which open orders an order decision reads: those with a leg on one of `underlyings` (an
@@ -239,4 +239,9 @@ impl TryFrom<OpenOrderJson> for StoredOrder {
             quote_seq: order.quote_seq,
         })
     }
+}
+
+fn parse<T: FromStr>(text: &str, what: &str) -> ApiResult<T> {
+    text.parse()
+        .map_err(|_| ApiError::Internal(anyhow::anyhow!("stored {what} {text:?} does not parse")))
 }

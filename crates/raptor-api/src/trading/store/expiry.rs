@@ -111,7 +111,7 @@ pub(crate) async fn expiring_positions(
     conn: &mut PgConnection,
     user_id: i32,
     through: NaiveDate,
-) -> ApiResult<Vec<super::PositionRow>> {
+) -> ApiResult<Vec<super::account::PositionRow>> {
     raptor_db::query_as(
         "select symbol, qty, avg_entry_price, realized_pnl from paper_positions
           where user_id = $1 and open_expiry_date <= $2

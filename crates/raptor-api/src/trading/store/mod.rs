@@ -14,10 +14,6 @@ mod fills;
 mod orders;
 mod quotes;
 
-use std::str::FromStr;
-
-use crate::error::{ApiError, ApiResult};
-
 pub use account::lock_account_and_quotes_statement;
 pub(crate) use account::*;
 pub(crate) use activities::*;
@@ -27,8 +23,3 @@ pub(crate) use fills::*;
 pub(crate) use orders::*;
 pub use quotes::QUOTE_EVENT;
 pub(crate) use quotes::*;
-
-fn parse<T: FromStr>(text: &str, what: &str) -> ApiResult<T> {
-    text.parse()
-        .map_err(|_| ApiError::Internal(anyhow::anyhow!("stored {what} {text:?} does not parse")))
-}

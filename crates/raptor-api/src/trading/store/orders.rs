@@ -26,7 +26,7 @@ pub(crate) struct NewOrder<'a> {
     pub(crate) at: DateTime<Utc>,
     /// When a resting order stops being good (`None`: until canceled, or not resting).
     pub(crate) expires_at: Option<DateTime<Utc>>,
-    /// The newest quote event of its symbols when it was placed ([`super::Quotes::sequence`]):
+    /// The newest quote event of its symbols when it was placed ([`super::quotes::Quotes::sequence`]):
     /// quote sweeps judge it against the later events only.
     pub(crate) quote_seq: i64,
 }
