@@ -103,6 +103,9 @@ pg_isready -q -h 127.0.0.1 -p "$port" || {
 }
 
 export RUST_LOG=warn RAPTOR_LOG_FORMAT=json
+# A throwaway server on this machine: no SMTP relay, development keys (production, the default,
+# refuses to start without them).
+export RAPTOR_ENV=development
 # No background jobs: their statements would be counted.
 export RAPTOR_ORDER_EXPIRY_INTERVAL_SECS=0 RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS=0
 export RAPTOR_QUOTE_SWEEP_INTERVAL_MS=0 RAPTOR_MAIL_RELAY_INTERVAL_MS=0

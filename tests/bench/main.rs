@@ -98,6 +98,9 @@ const SWEEP_CLIENTS: usize = 8;
 const CAPPED: usize = 500;
 /// Server pool size (`RAPTOR_DB_POOL_SIZE`' default).
 const POOL_SIZE: u32 = 20;
+/// Each server's pool in an A/B (`RAPTOR_BENCH_B_ENV`): two servers' pools (the request pool,
+/// the store pool of half its size, the side pools) and pgbench's 32 clients within 100.
+const AB_POOL_SIZE: u32 = 14;
 /// The whole run's deadline.
 const RUN_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
@@ -278,13 +281,21 @@ async fn bench(
         )
     };
     let port = free_port()?;
-    let (child, pid) = start_server(&url(&upstream), port, true, &[]).await?;
+    // An A/B runs two servers beside pgbench's 32 clients: each gets a smaller pool, so that
+    // both pools and pgbench fit in Postgres' 100 connections.
+    let pool_size = if settings.only_ratios && !settings.b_env.is_empty() {
+        AB_POOL_SIZE
+    } else {
+        POOL_SIZE
+    };
+    let (child, pid) = start_server(&url(&upstream), port, true, pool_size, &[]).await?;
     servers.push(child);
     let counted_port = free_port()?;
     let (child, _) = start_server(
         &url(&format!("127.0.0.1:{proxy_port}")),
         counted_port,
         false,
+        POOL_SIZE,
         &[],
     )
     .await?;
@@ -356,11 +367,17 @@ async fn bench(
     }
 
     if settings.only_ratios {
+        // The counting server is not used here; its pool's connections would leave pgbench's
+        // 32 clients too few of Postgres' 100 beside servers A and B.
+        if let Some(mut counted) = servers.pop() {
+            counted.kill().await.context("stop the counting server")?;
+        }
         let b_server = if settings.b_env.is_empty() {
             None
         } else {
             let port = free_port()?;
-            let (child, b_pid) = start_server(&url(&upstream), port, true, &settings.b_env).await?;
+            let (child, b_pid) =
+                start_server(&url(&upstream), port, true, pool_size, &settings.b_env).await?;
             servers.push(child);
             let http = Http::new(format!("http://127.0.0.1:{port}"))?;
             http.wait_ready().await?;
@@ -1593,6 +1610,7 @@ async fn start_server(
     database_url: &str,
     port: u16,
     sweeper: bool,
+    pool_size: u32,
     extra_env: &[(String, String)],
 ) -> anyhow::Result<(tokio::process::Child, u32)> {
     let child = tokio::process::Command::new(raptor_binary("make bench")?)
@@ -1604,7 +1622,7 @@ async fn start_server(
         .env("RAPTOR_ADDR", format!("127.0.0.1:{port}"))
         .env("RAPTOR_LOG_FORMAT", "json")
         .env("RUST_LOG", "warn")
-        .env("RAPTOR_DB_POOL_SIZE", POOL_SIZE.to_string())
+        .env("RAPTOR_DB_POOL_SIZE", pool_size.to_string())
         .env("RAPTOR_PAPER_STARTING_CASH", "100000000.00")
         .env("RAPTOR_ORDER_EXPIRY_INTERVAL_SECS", "0")
         .env("RAPTOR_IDEMPOTENCY_CLEANUP_INTERVAL_SECS", "0")
