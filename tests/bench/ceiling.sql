@@ -1,7 +1,7 @@
 -- The ceiling of `make bench`: the writes a keyed market order must make in Raptor's schema, and
 -- nothing more, in no more round trips than the service makes (the claim; BEGIN; one statement
 -- that locks quote and account; one that makes every write and completes the key; COMMIT), run
--- by pgbench in the prepared protocol on the same Postgres (see tests/bench/main.rs).
+-- by pgbench in the prepared protocol on the same Postgres (see tests/bench/ceiling.rs).
 -- The session runs with synchronous_commit=off (PGOPTIONS), as the service's claim does; the
 -- order's transaction turns it back on, as the service's business transaction has it.
 -- The key's two writes sit between `-- key {` and `-- key }`: the bench's unkeyed ceiling runs this
