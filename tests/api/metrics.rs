@@ -203,6 +203,16 @@ async fn a_scrape_shows_the_orders_pools_process_and_schedules_of_real_work(pool
     assert!(metric(&after, "process_open_fds", &[]).expect("fds") >= 3.0);
     assert!(metric(&after, "process_max_fds", &[]).expect("max fds") >= 64.0);
     assert!(metric(&after, "process_cpu_seconds_total", &[]).expect("cpu") > 0.0);
+    // A counter (it only grows), so that rate() over it is the process's CPU use.
+    assert!(
+        after.contains("# TYPE process_cpu_seconds_total counter"),
+        "process_cpu_seconds_total is not typed a counter:\n{}",
+        after
+            .lines()
+            .filter(|l| l.contains("process_cpu"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     let start = metric(&after, "process_start_time_seconds", &[]).expect("start time");
     assert!(
         (start - started).abs() < 30.0,
@@ -352,4 +362,44 @@ async fn a_bad_metrics_address_is_a_start_up_error(pool: PgPool) {
         assert!(stderr.contains(expected), "{value}: {stderr}");
         assert!(stderr.contains("RAPTOR_METRICS_ADDR"), "{value}: {stderr}");
     }
+}
+
+/// A method no HTTP specification defines is counted as `_OTHER` (OpenTelemetry's HTTP
+/// conventions): a client sending made-up methods cannot grow the series without bound.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_made_up_method_adds_no_series_of_its_own(pool: PgPool) {
+    let (env, _token) = seeded_env(&pool);
+    let server = Served::start(&env).await;
+    let (client, base) = (reqwest::Client::new(), server.base());
+    for method in ["BREW", "PROPFINDX", "GET"] {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method token");
+        let answer = client
+            .request(method, format!("{base}/healthz"))
+            .send()
+            .await
+            .expect("an answer");
+        assert!(answer.status().as_u16() < 500, "{}", answer.status());
+    }
+    let text = scrape(&client, &base).await;
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("raptor_http_request_duration_seconds_count"))
+        .collect();
+    for made_up in ["BREW", "PROPFINDX"] {
+        assert!(
+            !text.contains(&format!("method=\"{made_up}\"")),
+            "{made_up} is a label value:\n{}",
+            series.join("\n")
+        );
+    }
+    assert!(
+        series.iter().any(|l| l.contains("method=\"_OTHER\"")),
+        "no _OTHER series:\n{}",
+        series.join("\n")
+    );
+    assert!(
+        series.iter().any(|l| l.contains("method=\"GET\"")),
+        "no GET series:\n{}",
+        series.join("\n")
+    );
 }

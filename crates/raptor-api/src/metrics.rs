@@ -105,7 +105,9 @@ pub fn render(state: &ApiState) -> String {
     raptor_db::pool_metrics::record(&state.db);
     raptor_db::pool_metrics::record(state.idempotency.store_pool());
     process::record();
-    handle.render()
+    let mut text = handle.render();
+    text.push_str(&process::cpu_exposition());
+    text
 }
 
 /// `GET /metrics`'s answer: [`render`] as Prometheus text.

@@ -106,9 +106,10 @@ fn make_span(request: &Request<Body>) -> tracing::Span {
         .extensions()
         .get::<ServerRequestId>()
         .map_or("", |id| id.0.as_str());
+    let method = method_label(request.method());
     let span = tracing::info_span!(
         "http.request",
-        http.method = %request.method(),
+        http.method = method,
         http.route = route,
         request_id,
         server_request_id,
@@ -120,9 +121,15 @@ fn make_span(request: &Request<Body>) -> tracing::Span {
     if crate::trace_context::exporting() {
         // The exported span's name and kind (OpenTelemetry's HTTP conventions), and its parent:
         // the caller's span named by `traceparent`.
+        // An unknown method names the span `HTTP {route}`, as the conventions say.
+        let name = if method == OTHER_METHOD {
+            "HTTP"
+        } else {
+            method
+        };
         span.record(
             "otel.name",
-            tracing::field::display(format_args!("{} {route}", request.method())),
+            tracing::field::display(format_args!("{name} {route}")),
         );
         span.record("otel.kind", "server");
         crate::trace_context::adopt_parent(&span, request.headers());
@@ -216,10 +223,33 @@ async fn access_log(mut request: Request, next: Next) -> Response {
     response
 }
 
-/// Per-route latency histogram, labelled by the matched route (low cardinality).
+/// What a method is called in metric labels and span names for an unknown one (OpenTelemetry's
+/// HTTP conventions).
+const OTHER_METHOD: &str = "_OTHER";
+
+/// A request's method as a label: the methods HTTP defines as they are, any other `_OTHER`, so
+/// a client sending made-up methods cannot grow the series without bound.
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::CONNECT => "CONNECT",
+        Method::OPTIONS => "OPTIONS",
+        Method::TRACE => "TRACE",
+        Method::PATCH => "PATCH",
+        _ => OTHER_METHOD,
+    }
+}
+
+/// Per-route latency histogram, labelled by the matched route (low cardinality) and the method
+/// (`method_label`: bounded too).
 async fn record_latency(request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let method = request.method().to_string();
+    let method = method_label(request.method());
     let route = request
         .extensions()
         .get::<MatchedPath>()

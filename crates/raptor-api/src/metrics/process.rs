@@ -1,4 +1,4 @@
-//! The process's own gauges, read from `/proc` at each scrape (Linux; elsewhere none are set),
+//! The process's own metrics, read from `/proc` at each scrape (Linux; elsewhere none are set),
 //! under the names Prometheus' client libraries use: `process_resident_memory_bytes`,
 //! `process_virtual_memory_bytes`, `process_open_fds`, `process_max_fds`,
 //! `process_cpu_seconds_total` (user + system) and `process_start_time_seconds` (unix).
@@ -24,12 +24,25 @@ pub(super) fn record() {
         metrics::gauge!("process_max_fds").set(max);
     }
     if let Some(stat) = read("/proc/self/stat").and_then(|s| Stat::parse(&s)) {
-        metrics::gauge!("process_cpu_seconds_total")
-            .set((stat.utime + stat.stime) / TICKS_PER_SECOND);
         if let Some(boot) = read("/proc/stat").and_then(|s| boot_time(&s)) {
             metrics::gauge!("process_start_time_seconds")
                 .set(boot + stat.starttime / TICKS_PER_SECOND);
         }
+    }
+}
+
+/// `process_cpu_seconds_total` (user + system) in the text exposition, typed a counter: the
+/// recorder's counters hold whole numbers, and this one counts hundredths of a second.
+/// Empty where `/proc/self/stat` cannot be read.
+pub(super) fn cpu_exposition() -> String {
+    match read("/proc/self/stat").and_then(|s| Stat::parse(&s)) {
+        Some(stat) => format!(
+            "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n\
+             # TYPE process_cpu_seconds_total counter\n\
+             process_cpu_seconds_total {}\n",
+            (stat.utime + stat.stime) / TICKS_PER_SECOND
+        ),
+        None => String::new(),
     }
 }
 
