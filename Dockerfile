@@ -35,8 +35,14 @@ COPY --from=planner /src/recipe.json recipe.json
 # Dependencies only: this layer is reused until the recipe changes.
 RUN cargo chef cook --release --locked --recipe-path recipe.json -p raptor-server --bin raptor
 COPY . .
+# The build's identity for `raptor_build_info{version, git_sha}`, `raptor --version` and the
+# traces' service.version (crates/raptor-server/build.rs): the image has no .git, so the commit
+# and the release's tag come in as build arguments (empty: the crate's version, `unknown`).
+ARG VERSION=""
+ARG REVISION=""
 # [profile.release] in Cargo.toml strips the binary.
-RUN cargo build --release --locked -p raptor-server --bin raptor
+RUN RAPTOR_VERSION="${VERSION}" RAPTOR_GIT_SHA="${REVISION}" \
+    cargo build --release --locked -p raptor-server --bin raptor
 
 # Swagger UI's files for /docs, from the lock file (only `dependencies`: swagger-ui-dist). Node
 # 24 is an LTS line (supported until 2028); only npm runs here, nothing of Node is shipped.

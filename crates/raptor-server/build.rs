@@ -1,6 +1,10 @@
-//! The commit the binary is built from, for `raptor_build_info{git_sha}`: `RAPTOR_GIT_SHA` when
-//! set at build time (a container build has no `.git`), else `git rev-parse --short=12 HEAD`,
-//! else `unknown`. Reruns only when the checked-out commit (or that variable) changes.
+//! What the binary is, for `raptor_build_info{version, git_sha}` and `raptor --version`:
+//! - the commit: `RAPTOR_GIT_SHA` when set at build time (a container build has no `.git`), else
+//!   `git rev-parse --short=12 HEAD`, else `unknown`;
+//! - the version: `RAPTOR_VERSION` when set at build time (the release's tag, passed by the
+//!   image's build), else the crate's version.
+//!
+//! Reruns only when the checked-out commit (or one of those variables) changes.
 
 use std::process::Command;
 
@@ -47,4 +51,16 @@ fn main() {
         .take(40)
         .collect();
     println!("cargo:rustc-env=RAPTOR_GIT_SHA={sha}");
+
+    println!("cargo:rerun-if-env-changed=RAPTOR_VERSION");
+    let version: String = std::env::var("RAPTOR_VERSION")
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_owned())
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_'))
+        .take(64)
+        .collect();
+    println!("cargo:rustc-env=RAPTOR_VERSION={version}");
 }

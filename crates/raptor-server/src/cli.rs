@@ -16,7 +16,7 @@ use crate::config::{Config, PoolMode, RaptorEnv};
 
 /// Raptor write API.
 #[derive(Debug, Parser)]
-#[command(name = "raptor", version, about)]
+#[command(name = "raptor", version = crate::VERSION, about)]
 pub struct Cli {
     /// Settings (environment variables; flags override them).
     #[command(flatten)]

@@ -25,6 +25,11 @@ pub use jobs::{spawn_cleanup, spawn_mail_relay, spawn_order_expiry, spawn_quote_
 /// rev-parse`, or `unknown`), in `raptor_build_info{git_sha}`.
 pub const GIT_SHA: &str = env!("RAPTOR_GIT_SHA");
 
+/// The version this binary reports (`build.rs`: `RAPTOR_VERSION` at build time, the release's
+/// tag, else the crate's version), in `raptor_build_info{version}`, `raptor --version` and the
+/// traces' `service.version`.
+pub const VERSION: &str = env!("RAPTOR_VERSION");
+
 /// The `raptor` binary's whole `main`: reads `.env` (development), parses the command line,
 /// starts telemetry and runs the command (the tests' copy of the binary runs this too).
 pub async fn main() -> std::process::ExitCode {

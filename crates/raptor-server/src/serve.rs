@@ -24,7 +24,7 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
     }
     // Before anything records a metric: the histograms' buckets follow the timeout.
     raptor_api::metrics::install(Duration::from_secs(config.server.request_timeout_secs));
-    raptor_api::metrics::record_build_info(env!("CARGO_PKG_VERSION"), GIT_SHA);
+    raptor_api::metrics::record_build_info(crate::VERSION, GIT_SHA);
     let (pool, store) = connect(&config).await?;
     let listener = TcpListener::bind(config.server.addr)
         .await

@@ -129,7 +129,7 @@ fn provider(args: &TraceArgs, endpoint: &str) -> anyhow::Result<SdkTracerProvide
         .with_service_name(args.otel_service_name.clone())
         .with_attribute(opentelemetry::KeyValue::new(
             "service.version",
-            env!("CARGO_PKG_VERSION"),
+            crate::VERSION,
         ))
         .build();
     Ok(SdkTracerProvider::builder()
