@@ -159,6 +159,15 @@ async fn concurrent_checkouts_execute_once_and_replay(pool: PgPool) {
         assert_eq!(fake.requests_to("/v1/customers").len(), 1);
         let call = &checkout_calls[0];
         assert_eq!(call.authorization.as_deref(), Some("Bearer sk_test_fake"));
+        // Every call names the API version it was written for.
+        for call in fake.requests() {
+            assert_eq!(
+                call.stripe_version.as_deref(),
+                Some(raptor_api::billing::STRIPE_API_VERSION),
+                "{}",
+                call.path
+            );
+        }
         assert_eq!(call.field("mode"), Some("subscription"));
         assert_eq!(
             call.field("line_items[0][price]"),

@@ -27,6 +27,8 @@ pub(crate) struct Recorded {
     pub(crate) form: Vec<(String, String)>,
     pub(crate) authorization: Option<String>,
     pub(crate) idempotency_key: Option<String>,
+    /// The `Stripe-Version` the call named.
+    pub(crate) stripe_version: Option<String>,
     /// The W3C `traceparent` the call carried (when the server exports traces).
     pub(crate) traceparent: Option<String>,
 }
@@ -169,6 +171,7 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
         form: form.clone(),
         authorization: header("authorization"),
         idempotency_key: header("idempotency-key"),
+        stripe_version: header("stripe-version"),
         traceparent: header("traceparent"),
     };
     inner.requests.lock().expect("lock").push(recorded.clone());

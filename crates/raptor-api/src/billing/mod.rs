@@ -9,6 +9,7 @@ mod handlers;
 mod ops;
 pub(crate) mod store;
 pub(crate) mod stripe;
+pub use stripe::STRIPE_API_VERSION;
 mod webhook;
 
 use utoipa_axum::router::OpenApiRouter;

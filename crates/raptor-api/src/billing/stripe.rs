@@ -60,6 +60,11 @@ impl std::fmt::Debug for BillingConfig {
     }
 }
 
+/// The Stripe API version every call names (`Stripe-Version`), so a change of the account's
+/// default version in Stripe's dashboard cannot change what our calls send and receive. The
+/// subscription reader accepts both places its period end has had (`Subscription::period_end`).
+pub const STRIPE_API_VERSION: &str = "2025-03-31.basil";
+
 /// The namespace of forwarded Idempotency-Keys (UUIDv5 over `"{user}:{operation}:{key}"`).
 const FORWARD_NAMESPACE: Uuid = Uuid::from_u128(0x7b1c_52e4_0f3a_4d6e_9a87_b111_0c0d_e5a1);
 
@@ -386,6 +391,7 @@ impl StripeClient {
             .http
             .post(format!("{}{path}", self.api_base))
             .bearer_auth(&*self.secret_key)
+            .header("Stripe-Version", STRIPE_API_VERSION)
             .header("Idempotency-Key", idempotency_key)
             .headers(crate::trace_context::outgoing_headers())
             .form(form)
