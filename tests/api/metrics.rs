@@ -203,6 +203,11 @@ async fn a_scrape_shows_the_orders_pools_process_and_schedules_of_real_work(pool
     assert!(metric(&after, "process_open_fds", &[]).expect("fds") >= 3.0);
     assert!(metric(&after, "process_max_fds", &[]).expect("max fds") >= 64.0);
     assert!(metric(&after, "process_cpu_seconds_total", &[]).expect("cpu") > 0.0);
+    // The last year of the market calendar's holidays, which an alert holds against next year.
+    assert_eq!(
+        metric(&after, "raptor_market_calendar_last_year", &[]),
+        Some(f64::from(raptor_engine::calendar::last_covered_year()))
+    );
     // A counter (it only grows), so that rate() over it is the process's CPU use.
     assert!(
         after.contains("# TYPE process_cpu_seconds_total counter"),

@@ -99,12 +99,14 @@ pub fn record_schedule_run(schedule: &'static str, ok: bool) {
 }
 
 /// The text exposition of every metric, after setting the gauges read at scrape time: both
-/// pools of `state` and the process.
+/// pools of `state`, the process and the last year the market calendar covers.
 pub fn render(state: &ApiState) -> String {
     let handle = prometheus();
     raptor_db::pool_metrics::record(&state.db);
     raptor_db::pool_metrics::record(state.idempotency.store_pool());
     process::record();
+    metrics::gauge!("raptor_market_calendar_last_year")
+        .set(f64::from(raptor_engine::calendar::last_covered_year()));
     let mut text = handle.render();
     text.push_str(&process::cpu_exposition());
     text

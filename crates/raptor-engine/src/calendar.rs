@@ -54,6 +54,12 @@ pub const HOLIDAYS: &[(i32, &[(u32, u32)])] = &[
 /// Days the regular session closes at 13:00 New York.
 const EARLY_CLOSES: &[(i32, u32, u32)] = &[(2026, 11, 27), (2026, 12, 24), (2027, 11, 26)];
 
+/// The last year the holiday table covers: `raptor_market_calendar_last_year`, which an alert
+/// holds against next year, so the table is extended before it runs out.
+pub fn last_covered_year() -> i32 {
+    HOLIDAYS.iter().map(|(y, _)| *y).max().unwrap_or(0)
+}
+
 /// Whether the calendar table covers `year` (holidays are only known for those years).
 pub fn covers(year: i32) -> bool {
     HOLIDAYS.iter().any(|(y, _)| *y == year)

@@ -22,6 +22,14 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
     for warning in config.production_warnings() {
         tracing::warn!("{warning}");
     }
+    let next_year = chrono::Datelike::year(&chrono::Utc::now()) + 1;
+    if !raptor_engine::calendar::covers(next_year) {
+        tracing::warn!(
+            last_year = raptor_engine::calendar::last_covered_year(),
+            "the market calendar has no holidays for {next_year}: extend raptor-engine's \
+             calendar table before the year ends (docs/operations.md, RaptorMarketCalendarEnding)"
+        );
+    }
     // Before anything records a metric: the histograms' buckets follow the timeout.
     raptor_api::metrics::install(Duration::from_secs(config.server.request_timeout_secs));
     raptor_api::metrics::record_build_info(crate::VERSION, GIT_SHA);
