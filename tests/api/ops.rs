@@ -257,7 +257,7 @@ async fn shutdown_waits_for_pending_key_releases(pool: PgPool) {
                             tier: raptor_idempotency::Tier::FailClosed,
                             replay: raptor_idempotency::Replay::Stored,
                         },
-                        None,
+                        raptor_idempotency::Lent::none(),
                     )
                     .await
                     .expect("claimed");

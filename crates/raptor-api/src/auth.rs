@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 use axum::extract::{FromRef, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use raptor_idempotency::Scope;
+use raptor_idempotency::{Authenticate, Lent, Scope};
 use sha2::{Digest, Sha256};
 use sqlx::{PgConnection, PgPool};
 
@@ -67,14 +67,6 @@ impl Principal {
     }
 }
 
-impl raptor_idempotency::Authenticated for Principal {
-    fn scope(&self) -> Scope {
-        Scope {
-            user_id: self.user_id(),
-        }
-    }
-}
-
 /// An authenticated user (services are refused with 403).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AuthUser {
@@ -82,14 +74,6 @@ pub struct AuthUser {
     pub id: i32,
     /// Its role.
     pub role: Role,
-}
-
-impl raptor_idempotency::Authenticated for AuthUser {
-    fn scope(&self) -> Scope {
-        Scope {
-            user_id: Some(self.id),
-        }
-    }
 }
 
 /// An authenticated operator.
@@ -184,16 +168,16 @@ impl SeenUser {
     }
 }
 
-impl<S> FromRequestParts<S> for Principal
-where
-    S: Send + Sync,
-    PgPool: FromRef<S>,
-{
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
+impl Principal {
+    /// Authenticates the bearer token, lending the connection its lookup used (see
+    /// [`Authenticate`]); a principal this request already authenticated as lends none.
+    async fn authenticate<S>(parts: &mut Parts, state: &S) -> ApiResult<(Self, Lent)>
+    where
+        S: Send + Sync,
+        PgPool: FromRef<S>,
+    {
         if let Some(principal) = parts.extensions.get::<Principal>() {
-            return Ok(principal.clone());
+            return Ok((principal.clone(), Lent::none()));
         }
         let token = bearer(parts).ok_or(ApiError::Unauthenticated)?;
         // The account's mode comes along, so the order gates need no query of their own.
@@ -209,11 +193,6 @@ where
         .fetch_optional(&mut *conn)
         .await?;
         let row = row.ok_or(ApiError::Unauthenticated)?;
-        // An instrumented request's transaction goes on on this connection (one checkout for
-        // the request instead of two); anything else gives it back now.
-        if let Some(conn) = raptor_idempotency::held::keep(parts, conn) {
-            conn.finish().await?;
-        }
         let principal = match (
             row.user_id,
             row.role.as_deref().and_then(Role::parse),
@@ -228,7 +207,62 @@ where
         }
         parts.extensions.insert(AccountMode(row.account_mode));
         parts.extensions.insert(principal.clone());
+        Ok((principal, Lent::new(conn)))
+    }
+}
+
+impl<S> Authenticate<S> for Principal
+where
+    S: Send + Sync,
+    PgPool: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn authenticate(parts: &mut Parts, state: &S) -> ApiResult<(Self, Lent)> {
+        Principal::authenticate(parts, state).await
+    }
+
+    fn scope(&self) -> Scope {
+        Scope {
+            user_id: self.user_id(),
+        }
+    }
+}
+
+impl<S> FromRequestParts<S> for Principal
+where
+    S: Send + Sync,
+    PgPool: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    /// Authenticates a request that lends its lookup's connection to nothing: the connection
+    /// goes back to the pool at once.
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
+        let (principal, lent) = Principal::authenticate(parts, state).await?;
+        lent.finish().await?;
         Ok(principal)
+    }
+}
+
+impl<S> Authenticate<S> for AuthUser
+where
+    S: Send + Sync,
+    PgPool: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn authenticate(parts: &mut Parts, state: &S) -> ApiResult<(Self, Lent)> {
+        match Principal::authenticate(parts, state).await? {
+            (Principal::User { id, role }, lent) => Ok((Self { id, role }, lent)),
+            (Principal::Service { .. }, _) => Err(ApiError::Forbidden),
+        }
+    }
+
+    fn scope(&self) -> Scope {
+        Scope {
+            user_id: Some(self.id),
+        }
     }
 }
 
@@ -240,10 +274,9 @@ where
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
-        match Principal::from_request_parts(parts, state).await? {
-            Principal::User { id, role } => Ok(Self { id, role }),
-            Principal::Service { .. } => Err(ApiError::Forbidden),
-        }
+        let (user, lent) = <Self as Authenticate<S>>::authenticate(parts, state).await?;
+        lent.finish().await?;
+        Ok(user)
     }
 }
 

@@ -1,28 +1,29 @@
 //! The axum integration: [`Idempotent<T, P, A>`], the last extractor of an instrumented
 //! handler.
 //!
-//! It reads the body, then runs the authentication (and gates) `A`, so a replay can never bypass a gate and
-//! the key's scope is the principal's; then it counts a request without a key, parses the key
-//! (refusing a missing one where it is required), reads and deserialises the body,
-//! fingerprints the request and claims. A replay, 400, 409, 422 or 503 is its rejection, so the
+//! It reads the body, then runs the authentication (and gates) `A` ([`Authenticate`]), so a
+//! replay can never bypass a gate and the key's scope is the principal's; then it counts a
+//! request without a key, parses the key (refusing a missing one where it is required),
+//! deserialises the body, fingerprints the request and claims, on the connection `A` lent
+//! ([`Lent`]). A replay, 400, 409, 422 or 503 is its rejection, so the
 //! handler body only ever runs for the winner.
 
+use std::future::Future;
 use std::marker::PhantomData;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{FromRef, FromRequest, FromRequestParts, MatchedPath, Request};
+use axum::extract::{FromRef, FromRequest, MatchedPath, Request};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use raptor_db::Conn;
 use serde::de::DeserializeOwned;
 
 use crate::claim::Claim;
 use crate::claim::ClaimRequest;
 use crate::fingerprint::fingerprint;
-use crate::held;
 use crate::key::IdempotencyKey;
+use crate::lent::Lent;
 use crate::outcome::Outcome;
 use crate::policy::Policy;
 use crate::reply::Refusal;
@@ -35,11 +36,25 @@ pub struct Scope {
     pub user_id: Option<i32>,
 }
 
-/// What authenticates (and gates) an instrumented request: the extractor [`Idempotent`] runs
-/// first, before it even looks at the key, so a replay can never bypass authentication or a
-/// gate, and the key's scope comes from the principal itself. A route cannot be instrumented
-/// without one: it is a type parameter of [`Idempotent`].
-pub trait Authenticated: Send {
+/// What authenticates (and gates) an instrumented request: [`Idempotent`] runs it first,
+/// before it even looks at the key, so a replay can never bypass authentication or a gate, and
+/// the key's scope comes from the principal itself. A route cannot be instrumented without
+/// one: it is a type parameter of [`Idempotent`].
+///
+/// It returns the connection its token lookup used ([`Lent`]; empty when it used none), which
+/// becomes the request's transaction. A gate that waits (for a permit, a queue) is handed the
+/// `Lent` and lets go of it first ([`Lent::let_go`]): a connection held while waiting would
+/// drain the pool under load.
+pub trait Authenticate<S>: Sized + Send {
+    /// The refusal (401, 403, a gate's 503), answered as is.
+    type Rejection: IntoResponse;
+
+    /// Authenticates and gates the request; the principal and the connection it lends.
+    fn authenticate(
+        parts: &mut Parts,
+        state: &S,
+    ) -> impl Future<Output = Result<(Self, Lent), Self::Rejection>> + Send;
+
     /// The principal's idempotency scope.
     fn scope(&self) -> Scope;
 }
@@ -81,7 +96,7 @@ where
     Idempotency: FromRef<S>,
     T: DeserializeOwned + Send,
     P: Policy,
-    A: FromRequestParts<S> + Authenticated,
+    A: Authenticate<S>,
 {
     type Rejection = IdempotentRejection<A::Rejection>;
 
@@ -93,12 +108,10 @@ where
         let mut body_request = Request::new(payload);
         *body_request.extensions_mut() = parts.extensions.clone();
         let bytes = Bytes::from_request(body_request, state).await;
-        held::want(&mut parts);
-        let auth = A::from_request_parts(&mut parts, state)
+        let (auth, lent) = A::authenticate(&mut parts, state)
             .await
             .map_err(IdempotentRejection::Auth)?;
-        let conn = held::take(&mut parts.extensions);
-        let (claim, body) = claim_request::<S, T, P>(&parts, bytes, conn, state, auth.scope())
+        let (claim, body) = claim_request::<S, T, P>(&parts, bytes, lent, state, auth.scope())
             .await
             .map_err(IdempotentRejection::Refusal)?;
         Ok(Self {
@@ -111,12 +124,12 @@ where
 }
 
 /// Everything after authentication: count a keyless request, parse the key (refusing a missing
-/// one where it is required), deserialise the body, fingerprint the request, claim. `conn` is
-/// the connection the authentication kept, for the request's transaction.
+/// one where it is required), deserialise the body, fingerprint the request, claim. `lent` is
+/// the connection the authentication lent, for the request's transaction.
 async fn claim_request<S, T, P>(
     parts: &Parts,
     bytes: Result<Bytes, BytesRejection>,
-    conn: Option<Conn>,
+    lent: Lent,
     state: &S,
     scope: Scope,
 ) -> Result<(Claim, T), Refusal>
@@ -175,7 +188,7 @@ where
 
     let (true, Some(key)) = (enabled, key) else {
         Outcome::Passthrough.record(&endpoint);
-        let claim = idem.untracked(endpoint, enabled, key, conn).await?;
+        let claim = idem.untracked(endpoint, enabled, key, lent).await?;
         return Ok((claim, body));
     };
 
@@ -191,7 +204,7 @@ where
         tier: P::TIER,
         replay: P::REPLAY,
     };
-    let claim = idem.claim(request, conn).await?;
+    let claim = idem.claim(request, lent).await?;
     Ok((claim, body))
 }
 

@@ -16,6 +16,7 @@ use crate::claim::{Claim, KeyGuard};
 use crate::flag::{self, FlagCache};
 use crate::key::IdempotencyKey;
 use crate::keyless::KeylessCounter;
+use crate::lent::Lent;
 use crate::reply::Refusal;
 
 use crate::config::IdempotencyConfig;
@@ -183,13 +184,13 @@ impl Idempotency {
         self.inner.flag.set_local(enabled);
     }
 
-    /// The request's transaction: on the connection the authentication kept for it
-    /// ([`crate::held`]), else on a new one from the pool.
+    /// The request's transaction: on the connection the authentication lent it ([`Lent`]),
+    /// else on a new one from the pool.
     pub(crate) async fn begin(
         &self,
-        conn: Option<raptor_db::Conn>,
+        lent: Lent,
     ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
-        match conn {
+        match lent.into_conn() {
             Some(conn) => conn.begin().await,
             None => raptor_db::begin(&self.inner.pool).await,
         }
@@ -198,15 +199,15 @@ impl Idempotency {
     /// A claim with no key row: the request runs in one transaction, without dedup.
     /// `instrumented` adds `Idempotent-Replayed: false` to the response. `key` is the request's
     /// valid key, if it sent one (kill switch off, fail-open): handlers still derive ids from it.
-    /// `conn`: the connection the authentication kept, if any.
+    /// `lent`: the connection the authentication lent, if any.
     pub async fn untracked(
         &self,
         endpoint: String,
         instrumented: bool,
         key: Option<IdempotencyKey>,
-        conn: Option<raptor_db::Conn>,
+        lent: Lent,
     ) -> Result<Claim, Refusal> {
-        let tx = self.begin(conn).await.map_err(|err| {
+        let tx = self.begin(lent).await.map_err(|err| {
             tracing::error!(error = %err, "could not begin a transaction");
             Refusal::DatabaseUnavailable
         })?;

@@ -2,13 +2,14 @@
 //! (authenticate, then gates, then the claim): without `STRIPE_SECRET_KEY` they answer
 //! `503 billing_not_configured` and no key row is created.
 
-use axum::extract::{FromRef, FromRequestParts};
+use axum::extract::FromRef;
 use axum::http::request::Parts;
 
 use super::stripe::StripeClient;
 use crate::auth::AuthUser;
 use crate::codes::ErrorCode;
 use crate::error::{ApiError, ApiResult};
+use raptor_idempotency::{Authenticate, Lent, Scope};
 use sqlx::PgPool;
 
 /// An authenticated user on a deployment where billing is configured.
@@ -59,7 +60,7 @@ pub struct BillingDeps {
     pub permits: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
-impl<S> FromRequestParts<S> for BillingUser
+impl<S> Authenticate<S> for BillingUser
 where
     S: Send + Sync,
     PgPool: FromRef<S>,
@@ -67,23 +68,24 @@ where
 {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
-        let user = AuthUser::from_request_parts(parts, state).await?;
+    async fn authenticate(parts: &mut Parts, state: &S) -> ApiResult<(Self, Lent)> {
+        let (user, lent) = AuthUser::authenticate(parts, state).await?;
         let deps = BillingDeps::from_ref(state);
         let stripe = deps
             .stripe
             .ok_or_else(|| not_configured("STRIPE_SECRET_KEY"))?;
-        Ok(Self {
-            user_id: user.id,
-            stripe,
-            permits: deps.permits,
-        })
+        Ok((
+            Self {
+                user_id: user.id,
+                stripe,
+                permits: deps.permits,
+            },
+            lent,
+        ))
     }
-}
 
-impl raptor_idempotency::Authenticated for BillingUser {
-    fn scope(&self) -> raptor_idempotency::Scope {
-        raptor_idempotency::Scope {
+    fn scope(&self) -> Scope {
+        Scope {
             user_id: Some(self.user_id),
         }
     }

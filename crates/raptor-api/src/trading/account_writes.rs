@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
+use raptor_idempotency::Lent;
 use sqlx::PgPool;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -71,12 +72,33 @@ impl AccountWrites {
     }
 }
 
-/// A permit to write to the caller's account, held until the handler ends. Put it after the
-/// gates and before the idempotency claim, so a waiting request holds no connection (one its
-/// authentication kept for the transaction is let go of before it waits).
+/// A permit to write to the caller's account, held until the handler ends. Taken after the
+/// gates and before the idempotency claim; a request that must wait for it waits without the
+/// connection its authentication lent ([`AccountWrite::acquire`] takes the [`Lent`]).
 #[derive(Debug)]
 pub struct AccountWrite {
     _permit: OwnedSemaphorePermit,
+}
+
+impl AccountWrite {
+    /// The permit to write to `user_id`'s account. When it must wait, it first lets go of the
+    /// `lent` connection (the request's transaction will take a new one): a request waiting
+    /// here with a connection would starve the pool under load.
+    pub async fn acquire<S>(state: &S, user_id: i32, lent: &mut Lent) -> ApiResult<Self>
+    where
+        Arc<AccountWrites>: FromRef<S>,
+    {
+        let writes = Arc::<AccountWrites>::from_ref(state);
+        let semaphore = writes.semaphore(user_id);
+        let permit = match semaphore.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                lent.let_go();
+                writes.acquire(user_id, semaphore).await?
+            }
+        };
+        Ok(Self { _permit: permit })
+    }
 }
 
 impl<S> FromRequestParts<S> for AccountWrite
@@ -89,17 +111,6 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
         let user = AuthUser::from_request_parts(parts, state).await?;
-        let writes = Arc::<AccountWrites>::from_ref(state);
-        let semaphore = writes.semaphore(user.id);
-        let permit = match semaphore.clone().try_acquire_owned() {
-            Ok(permit) => permit,
-            Err(_) => {
-                // It must wait: not with a connection the authentication kept for the
-                // request's transaction (the transaction will take a new one).
-                raptor_idempotency::held::let_go(parts);
-                writes.acquire(user.id, semaphore).await?
-            }
-        };
-        Ok(Self { _permit: permit })
+        Self::acquire(state, user.id, &mut Lent::none()).await
     }
 }

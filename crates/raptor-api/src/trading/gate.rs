@@ -7,6 +7,8 @@ use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use sqlx::PgPool;
 
+use raptor_idempotency::{Authenticate, Lent, Scope};
+
 use super::account_writes::{AccountWrite, AccountWrites};
 use crate::auth::{AccountMode, AuthUser};
 use crate::error::{ApiError, ApiResult, ResultExt};
@@ -30,13 +32,19 @@ pub struct PaperTrader {
 #[derive(Debug, Clone, Copy)]
 pub struct NewOrderGate(pub PaperTrader);
 
-async fn paper_trader<S>(parts: &mut Parts, state: &S, new_order: bool) -> ApiResult<PaperTrader>
+/// The paper-account gate (and, for `new_order`, the kill switch), with the connection the
+/// authentication lent.
+async fn paper_trader<S>(
+    parts: &mut Parts,
+    state: &S,
+    new_order: bool,
+) -> ApiResult<(PaperTrader, Lent)>
 where
     S: Send + Sync,
     PgPool: FromRef<S>,
     OrderGates: FromRef<S>,
 {
-    let user = AuthUser::from_request_parts(parts, state).await?;
+    let (user, lent) = AuthUser::authenticate(parts, state).await?;
     if new_order && OrderGates::from_ref(state).new_orders_disabled {
         return Err(ApiError::NewOrdersDisabled);
     }
@@ -57,9 +65,50 @@ where
         }
     };
     match mode.as_deref() {
-        Some("paper") => Ok(PaperTrader { user_id: user.id }),
+        Some("paper") => Ok((PaperTrader { user_id: user.id }, lent)),
         Some(_) => Err(ApiError::LiveTradingUnavailable),
         None => Err(ApiError::Forbidden),
+    }
+}
+
+fn trader_scope(user_id: i32) -> Scope {
+    Scope {
+        user_id: Some(user_id),
+    }
+}
+
+impl<S> Authenticate<S> for PaperTrader
+where
+    S: Send + Sync,
+    PgPool: FromRef<S>,
+    OrderGates: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn authenticate(parts: &mut Parts, state: &S) -> ApiResult<(Self, Lent)> {
+        paper_trader(parts, state, false).await
+    }
+
+    fn scope(&self) -> Scope {
+        trader_scope(self.user_id)
+    }
+}
+
+impl<S> Authenticate<S> for NewOrderGate
+where
+    S: Send + Sync,
+    PgPool: FromRef<S>,
+    OrderGates: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn authenticate(parts: &mut Parts, state: &S) -> ApiResult<(Self, Lent)> {
+        let (trader, lent) = paper_trader(parts, state, true).await?;
+        Ok((Self(trader), lent))
+    }
+
+    fn scope(&self) -> Scope {
+        trader_scope(self.0.user_id)
     }
 }
 
@@ -72,35 +121,17 @@ where
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
-        paper_trader(parts, state, false).await
-    }
-}
-
-impl<S> FromRequestParts<S> for NewOrderGate
-where
-    S: Send + Sync,
-    PgPool: FromRef<S>,
-    OrderGates: FromRef<S>,
-{
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
-        paper_trader(parts, state, true).await.map(Self)
-    }
-}
-
-impl raptor_idempotency::Authenticated for PaperTrader {
-    fn scope(&self) -> raptor_idempotency::Scope {
-        raptor_idempotency::Scope {
-            user_id: Some(self.user_id),
-        }
+        let (trader, lent) = paper_trader(parts, state, false).await?;
+        lent.finish().await?;
+        Ok(trader)
     }
 }
 
 /// What a write to a paper account authenticates with before its claim: the gates (`G`: the
 /// paper check, and for new orders the kill switch), then a permit to write to the account, in
-/// that order, so a refused request waits for no permit and a waiting one holds no connection.
-/// The permit is held until the handler ends.
+/// that order, so a refused request waits for no permit and a waiting one holds no connection
+/// (it is handed the lent connection, and lets go of it before it waits). The permit is held
+/// until the handler ends.
 #[derive(Debug)]
 pub struct Writer<G> {
     /// The gated principal.
@@ -130,30 +161,30 @@ impl From<NewOrderGate> for PaperTrader {
     }
 }
 
-impl<S, G> FromRequestParts<S> for Writer<G>
+impl<S, G> Authenticate<S> for Writer<G>
 where
     S: Send + Sync,
     PgPool: FromRef<S>,
     Arc<AccountWrites>: FromRef<S>,
-    G: FromRequestParts<S, Rejection = ApiError> + Send,
+    G: Authenticate<S, Rejection = ApiError> + Copy + Into<PaperTrader>,
 {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
-        let gate = G::from_request_parts(parts, state).await?;
-        let permit = AccountWrite::from_request_parts(parts, state).await?;
-        Ok(Self {
-            gate,
-            _permit: permit,
-        })
+    async fn authenticate(parts: &mut Parts, state: &S) -> ApiResult<(Self, Lent)> {
+        let (gate, mut lent) = G::authenticate(parts, state).await?;
+        let user_id = gate.into().user_id;
+        // A permit that must wait is waited for without the lent connection.
+        let permit = AccountWrite::acquire(state, user_id, &mut lent).await?;
+        Ok((
+            Self {
+                gate,
+                _permit: permit,
+            },
+            lent,
+        ))
     }
-}
 
-impl<G> raptor_idempotency::Authenticated for Writer<G>
-where
-    G: Copy + Into<PaperTrader> + Send,
-{
-    fn scope(&self) -> raptor_idempotency::Scope {
-        raptor_idempotency::Authenticated::scope(&self.trader())
+    fn scope(&self) -> Scope {
+        trader_scope(self.trader().user_id)
     }
 }

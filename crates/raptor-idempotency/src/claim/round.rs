@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use crate::claim::{Claim, KeyGuard, Tracked};
 use crate::key::IdempotencyKey;
+use crate::lent::Lent;
 use crate::outcome::Outcome;
 use crate::policy::{Replay, Tier};
 use crate::protocol;
@@ -82,24 +83,24 @@ fn take_before_drop<T>(receiver: &mut tokio::sync::oneshot::Receiver<T>) -> Opti
 }
 
 /// How long a claim round may keep the connection the authentication kept for the request's
-/// transaction ([`crate::held`]). A round answers in well under a millisecond when the store is
+/// transaction ([`Lent`]). A round answers in well under a millisecond when the store is
 /// healthy; one that waits (a locked row, a saturated store pool) lets go of it, so a slow store
 /// never ties up the business pool.
 const KEEP_WHILE_CLAIMING: Duration = Duration::from_millis(10);
 
-/// The round's answer within `left`, letting go of `conn` once the round has taken
+/// The round's answer within `left`, letting go of the `lent` connection once the round has taken
 /// [`KEEP_WHILE_CLAIMING`]; `Err` when the time is up.
 async fn answer_within<T>(
     left: Duration,
     answer: &mut tokio::sync::oneshot::Receiver<T>,
-    conn: &mut Option<raptor_db::Conn>,
+    lent: &mut Lent,
 ) -> Result<Result<T, tokio::sync::oneshot::error::RecvError>, tokio::time::error::Elapsed> {
     let until = tokio::time::Instant::now() + left;
-    if conn.is_some() && left > KEEP_WHILE_CLAIMING {
+    if lent.is_lent() && left > KEEP_WHILE_CLAIMING {
         if let Ok(found) = tokio::time::timeout(KEEP_WHILE_CLAIMING, &mut *answer).await {
             return Ok(found);
         }
-        *conn = None;
+        lent.let_go();
     }
     tokio::time::timeout_at(until, answer).await
 }
@@ -117,8 +118,8 @@ enum Found {
 impl Idempotency {
     /// Claims `request.key`. `Ok` gives the winner its [`Claim`] (or, on a fail-open route whose
     /// store cannot be connected to, an untracked one); `Err` is the answer to send instead: a
-    /// replay, 409, 422 or 503. `conn`, the connection the authentication kept
-    /// ([`crate::held`]), becomes the winner's transaction; every other answer returns it.
+    /// replay, 409, 422 or 503. `lent`, the connection the authentication lent
+    /// ([`Lent`]), becomes the winner's transaction; every other answer returns it.
     ///
     /// The fail-open rule (docs/idempotency.md, "Tiers"): a Tier 2 route runs without dedup
     /// only when **no connection to the store can be made at all**. That is decided in one
@@ -134,11 +135,7 @@ impl Idempotency {
         skip_all,
         fields(endpoint = %request.endpoint, idempotency.key = %request.key, otel.name = "idempotency.claim")
     )]
-    pub async fn claim(
-        &self,
-        request: ClaimRequest,
-        mut conn: Option<raptor_db::Conn>,
-    ) -> Result<Claim, Refusal> {
+    pub async fn claim(&self, request: ClaimRequest, mut lent: Lent) -> Result<Claim, Refusal> {
         let deadline = self.inner.config.store_timeout;
         let started = Instant::now();
         // Chosen before the round so that a claim whose commit outlived the deadline can still
@@ -176,7 +173,7 @@ impl Idempotency {
                 attempt,
             };
             let left = deadline.saturating_sub(started.elapsed());
-            let found = match answer_within(left, &mut receiver.receiver, &mut conn).await {
+            let found = match answer_within(left, &mut receiver.receiver, &mut lent).await {
                 Ok(Ok(Ok(found))) => found,
                 Ok(Ok(Err(RoundError::Statement(err))))
                     if raptor_db::classify(&err) == raptor_db::Failure::Busy =>
@@ -196,7 +193,7 @@ impl Idempotency {
                     return Err(self.refuse(&request, &format!("claim statement failed: {err}")));
                 }
                 Ok(Ok(Err(RoundError::NoConnection(err)))) => {
-                    return self.no_connection(request, err, started, conn.take()).await;
+                    return self.no_connection(request, err, started, lent).await;
                 }
                 Ok(Err(_)) => return Err(self.refuse(&request, "claim task ended")),
                 // No answer by the deadline although every bound inside the round is shorter:
@@ -207,7 +204,7 @@ impl Idempotency {
                 // No await between receiving the win and arming its guard (in `won`): a
                 // cancellation cannot fall between the two.
                 Found::Won { id, lineage } => {
-                    return self.won(request, id, lineage, attempt, conn.take()).await
+                    return self.won(request, id, lineage, attempt, lent).await
                 }
                 Found::Vanished => continue,
                 Found::Existing(row) => row,
@@ -240,7 +237,7 @@ impl Idempotency {
         request: ClaimRequest,
         err: sqlx::Error,
         started: Instant,
-        conn: Option<raptor_db::Conn>,
+        lent: Lent,
     ) -> Result<Claim, Refusal> {
         let budget = StoreBudget::new(self.inner.config.store_timeout);
         let why = match err {
@@ -288,7 +285,7 @@ impl Idempotency {
                 // `fail_open` is counted).
                 tracing::warn!(endpoint = %request.endpoint, why, "idempotency store unreachable; running without dedup (fail-open)");
                 Outcome::FailOpen.record(&request.endpoint);
-                self.untracked(request.endpoint, true, Some(request.key), conn)
+                self.untracked(request.endpoint, true, Some(request.key), lent)
                     .await
             }
         }
@@ -336,11 +333,11 @@ impl Idempotency {
         id: i64,
         lineage: Uuid,
         attempt: Uuid,
-        conn: Option<raptor_db::Conn>,
+        lent: Lent,
     ) -> Result<Claim, Refusal> {
         let tracked = Tracked::new(&request, id, lineage, attempt);
         let guard = KeyGuard::new(self.clone(), Some(tracked));
-        let tx = match self.begin(conn).await {
+        let tx = match self.begin(lent).await {
             Ok(tx) => tx,
             Err(err) => {
                 tracing::error!(error = %err, "claimed a key but could not begin the business transaction");
