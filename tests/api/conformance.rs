@@ -519,24 +519,24 @@ impl Replayer {
             ..CompletionValues::default()
         };
         let rows = if token.is_multiple_of(2) {
-            let sql = format!(
-                "with effect as (insert into model_effects (trace, token, lineage)
-                                 values ($1, $2, $3) returning 1),
-                      {}
-                 select {}",
-                protocol::completion_cte(4, "exists (select 1 from effect)"),
-                protocol::COMPLETED_COLUMN
-            );
             let marker = Uuid::new_v4();
-            let query = sqlx::query(&sql)
-                .bind(run.trace)
-                .bind(attempt)
-                .bind(lineage);
-            let row = CompletionValues::bind(Some(&values), query)
-                .bind(marker)
-                .fetch_one(&mut conn)
-                .await
-                .map_err(err)?;
+            let mut sql = sqlx::QueryBuilder::new(
+                "with effect as (insert into model_effects (trace, token, lineage) values (",
+            );
+            sql.push_bind(run.trace)
+                .push(", ")
+                .push_bind(attempt)
+                .push(", ")
+                .push_bind(lineage)
+                .push(") returning 1), ");
+            protocol::push_completion_cte(
+                &mut sql,
+                Some(values),
+                "exists (select 1 from effect)",
+                marker,
+            );
+            sql.push(" select ").push(protocol::COMPLETED_COLUMN);
+            let row = sql.build().fetch_one(&mut conn).await.map_err(err)?;
             let completed: Option<Uuid> = row.try_get("idempotency_completed").map_err(err)?;
             u64::from(completed == Some(marker))
         } else {

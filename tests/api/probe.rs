@@ -176,31 +176,27 @@ async fn create_item_inline(
                 )
                 .with_location(format!("/probe/items/{id}")),
             );
-            let sql = if forge {
-                // The completion's parameters are still bound, so the statement names each one
-                // (Postgres must know their types) in a condition that is always true.
-                "with ins as (insert into probe_items (id, label, user_id) values ($1, $2, $3)
-                              returning id)
-                 select gen_random_uuid() as idempotency_completed
-                  where $4::bigint is null or $5::uuid is null or $6::smallint is null
-                     or $7::jsonb is null or $8::text is null or $9::bytea is null
-                     or $10::bytea is null or $11::jsonb is null or $12::smallint is null
-                     or $13::uuid is null or true"
-                    .to_owned()
-            } else {
-                format!(
-                    "with ins as (insert into probe_items (id, label, user_id) values ($1, $2, $3)
-                                  returning id),
-                          {}
-                     select {}",
-                    PendingCompletion::cte(4, "exists (select 1 from ins)"),
-                    PendingCompletion::COMPLETED_COLUMN,
-                )
+            let row = {
+                let mut sql = sqlx::QueryBuilder::new(
+                    "with ins as (insert into probe_items (id, label, user_id) values (",
+                );
+                sql.push_bind(id)
+                    .push(", ")
+                    .push_bind(&body.label)
+                    .push(", ")
+                    .push_bind(user_id)
+                    .push(") returning id)");
+                if forge {
+                    // A statement that makes the column up instead of carrying the completion.
+                    sql.push(" select gen_random_uuid() as idempotency_completed");
+                } else {
+                    sql.push(", ");
+                    pending.push_cte(&mut sql, "exists (select 1 from ins)");
+                    sql.push(" select ")
+                        .push(PendingCompletion::COMPLETED_COLUMN);
+                }
+                sql.build().fetch_one(&mut *tx).await?
             };
-            let row = pending
-                .bind(sqlx::query(&sql).bind(id).bind(&body.label).bind(user_id))
-                .fetch_one(&mut *tx)
-                .await?;
             Ok::<_, ApiError>(pending.written(&row)?.into())
         })
         .await

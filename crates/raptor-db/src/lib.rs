@@ -14,7 +14,7 @@ pub use conn::{begin, conn, try_conn, Conn, ConnError};
 pub use error::{classify, Failure};
 pub use mode::{pool_mode, set_pool_mode, PoolMode};
 pub use pool::{PoolSettings, SessionSettings, StoreBudget, StoreSettings};
-pub use query::{query, query_as, query_scalar};
+pub use query::{built, query, query_as, query_scalar, statement, Statement};
 
 /// Every migration of the workspace (`migrations/`), embedded.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");

@@ -13,11 +13,10 @@
 //! so an attempt that was declared stale and released, or whose key was claimed again, changes
 //! nothing.
 
+use raptor_db::Statement;
 use serde_json::value::RawValue;
-use sqlx::postgres::PgArguments;
-use sqlx::query::Query;
 use sqlx::types::Json;
-use sqlx::{PgConnection, Postgres};
+use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::seal::StoredColumns;
@@ -195,45 +194,53 @@ pub async fn release_attempt(
         .rows_affected())
 }
 
-/// The fenced completion update, its parameters numbered from `first` (the id, the attempt,
-/// then the seven response columns in [`CompletionValues::bind`]'s order): one row while the
-/// attempt still holds the key, none once it was declared stale and released or re-claimed.
-pub fn completion_sql(first: usize) -> String {
-    let p = |offset: usize| format!("${}", first + offset);
-    format!(
-        "update idempotency_keys
-            set status = 'completed', response_code = {code}::smallint,
-                response_body = {body}::jsonb, response_kid = {kid}::text,
-                response_nonce = {nonce}::bytea, response_ciphertext = {ciphertext}::bytea,
-                response_headers = {headers}::jsonb, response_seal = {seal}::smallint,
-                completed_at = now()
-          where id = {id}::bigint and attempt = {attempt}::uuid and status = 'in_flight'",
-        id = p(0),
-        attempt = p(1),
-        code = p(2),
-        body = p(3),
-        kid = p(4),
-        nonce = p(5),
-        ciphertext = p(6),
-        headers = p(7),
-        seal = p(8),
-    )
+/// Pushes the fenced completion update onto `sql`, each value bound where it is used: one row
+/// while the attempt still holds the key (`id`, `attempt` *and* `status = 'in_flight'`), none
+/// once it was declared stale and released or re-claimed. `None` binds NULLs of the same types
+/// (an update that matches no row).
+pub fn push_completion<'a>(sql: &mut Statement<'a>, values: Option<CompletionValues<'a>>) {
+    let sealed = values.and_then(|v| v.sealed);
+    sql.push("update idempotency_keys set status = 'completed', response_code = ")
+        .push_bind(values.map(|v| v.code))
+        .push("::smallint, response_body = ")
+        .push_bind(values.and_then(|v| v.body).map(Json))
+        .push("::jsonb, response_kid = ")
+        .push_bind(sealed.map(|(kid, _, _)| kid))
+        .push("::text, response_nonce = ")
+        .push_bind(sealed.map(|(_, nonce, _)| nonce))
+        .push("::bytea, response_ciphertext = ")
+        .push_bind(sealed.map(|(_, _, ciphertext)| ciphertext))
+        .push("::bytea, response_headers = ")
+        .push_bind(values.and_then(|v| v.headers))
+        .push("::jsonb, response_seal = ")
+        .push_bind(values.and_then(|v| v.seal))
+        .push("::smallint, completed_at = now() where id = ")
+        .push_bind(values.map(|v| v.id))
+        .push("::bigint and attempt = ")
+        .push_bind(values.map(|v| v.attempt))
+        .push("::uuid and status = 'in_flight'");
 }
 
-/// The completion as a common table expression `idempotency_completion` of a handler's
-/// statement (the Tier 1 order's insert is one): [`completion_sql`] numbered from `first`, run
-/// only where the SQL condition `when` holds, returning the token bound as parameter
-/// `first + 9`. The statement selects [`COMPLETED_COLUMN`].
-pub fn completion_cte(first: usize, when: &str) -> String {
-    format!(
-        "idempotency_completion as ({} and ({when}) returning ${}::uuid as token)",
-        completion_sql(first),
-        first + 9
-    )
+/// Pushes the completion as a common table expression `idempotency_completion` of a handler's
+/// statement (the Tier 1 order's insert is one): [`push_completion`], run only where the SQL
+/// condition `when` holds, returning `token`. The statement selects [`COMPLETED_COLUMN`].
+pub fn push_completion_cte<'a>(
+    sql: &mut Statement<'a>,
+    values: Option<CompletionValues<'a>>,
+    when: &str,
+    token: Uuid,
+) {
+    sql.push("idempotency_completion as (");
+    push_completion(sql, values);
+    sql.push(" and (")
+        .push(when)
+        .push(") returning ")
+        .push_bind(token)
+        .push("::uuid as token)");
 }
 
-/// The column a statement carrying [`completion_cte`] selects: the token when its completion
-/// wrote the key row, NULL when it matched nothing.
+/// The column a statement carrying [`push_completion_cte`] selects: the token when its
+/// completion wrote the key row, NULL when it matched nothing.
 pub const COMPLETED_COLUMN: &str =
     "(select token from idempotency_completion) as idempotency_completed";
 
@@ -256,38 +263,15 @@ pub struct CompletionValues<'a> {
     pub seal: Option<i16>,
 }
 
-impl<'a> CompletionValues<'a> {
-    /// Binds the completion's nine parameters, in [`completion_sql`]'s order; `None` binds
-    /// NULLs of the same types (an update that matches no row).
-    pub fn bind<'q>(
-        values: Option<&Self>,
-        query: Query<'q, Postgres, PgArguments>,
-    ) -> Query<'q, Postgres, PgArguments>
-    where
-        'a: 'q,
-    {
-        let sealed = values.and_then(|v| v.sealed);
-        query
-            .bind(values.map(|v| v.id))
-            .bind(values.map(|v| v.attempt))
-            .bind(values.map(|v| v.code))
-            .bind(values.and_then(|v| v.body).map(Json))
-            .bind(sealed.map(|(kid, _, _)| kid))
-            .bind(sealed.map(|(_, nonce, _)| nonce))
-            .bind(sealed.map(|(_, _, ciphertext)| ciphertext))
-            .bind(values.and_then(|v| v.headers))
-            .bind(values.and_then(|v| v.seal))
-    }
-}
-
 /// The completion in a statement of its own (the claim's, or the store's for a refusal): how
 /// many rows it completed (0: fenced off).
 pub async fn complete(
     conn: &mut PgConnection,
     values: &CompletionValues<'_>,
 ) -> Result<u64, sqlx::Error> {
-    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| completion_sql(1));
-    Ok(CompletionValues::bind(Some(values), raptor_db::query(&SQL))
+    let mut sql = raptor_db::statement("");
+    push_completion(&mut sql, Some(*values));
+    Ok(raptor_db::built(&mut sql)
         .execute(conn)
         .await?
         .rows_affected())
@@ -325,14 +309,23 @@ pub fn statements() -> Vec<(&'static str, String)> {
         ("settle_fail", FAIL_SQL.to_owned()),
         ("settle_release", RELEASE_SQL.to_owned()),
         ("release_attempt", RELEASE_ATTEMPT_SQL.to_owned()),
-        ("complete", completion_sql(1)),
-        (
-            "complete_in_statement",
-            format!(
-                "with written as (select 1 where $1::bool), {} select {COMPLETED_COLUMN}",
-                completion_cte(2, "exists (select 1 from written)")
-            ),
-        ),
+        ("complete", {
+            let mut sql = raptor_db::statement("");
+            push_completion(&mut sql, None);
+            sql.into_sql()
+        }),
+        ("complete_in_statement", {
+            let mut sql = raptor_db::statement("with written as (select 1 where ");
+            sql.push_bind(true).push("::bool), ");
+            push_completion_cte(
+                &mut sql,
+                None,
+                "exists (select 1 from written)",
+                Uuid::nil(),
+            );
+            sql.push(" select ").push(COMPLETED_COLUMN);
+            sql.into_sql()
+        }),
         ("cleanup", CLEANUP_SQL.to_owned()),
     ]
 }

@@ -267,7 +267,7 @@ impl Transition {
                  and status = 'in_flight' (in the business transaction; no row: rollback, 409)",
                 &[
                     at!(PROTOCOL, "complete"),
-                    at!(PROTOCOL, "completion_cte"),
+                    at!(PROTOCOL, "push_completion_cte"),
                     at!(CLAIM, "Claim::finish"),
                     at!(ORDERS, "insert_order"),
                 ],

@@ -4,7 +4,7 @@
 //!
 //! The second way keeps the claim's guarantee. The handler cannot make up a completion: it gets
 //! a [`PendingCompletion`] for the answer it will return, binds it into its statement with
-//! [`PendingCompletion::bind`], and hands the statement's row to [`PendingCompletion::written`],
+//! [`PendingCompletion::push_cte`], and hands the statement's row to [`PendingCompletion::written`],
 //! which checks that the row carries the token only this completion's update returns (not
 //! another completion's, not a column the statement made up). Only that gives the
 //! [`Completed`] the claim commits; it holds the answer that was stored, so the answer sent and
@@ -12,9 +12,8 @@
 //! is rolled back by [`Claim::finish`](super::Claim), as with the claim's own completion.
 
 use serde_json::value::RawValue;
-use sqlx::postgres::{PgArguments, PgRow};
-use sqlx::query::Query;
-use sqlx::{PgConnection, Postgres, Row};
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::Tracked;
@@ -77,7 +76,7 @@ impl Completion {
         })
     }
 
-    /// The values the completion binds ([`protocol::completion_sql`]'s order).
+    /// The values the completion writes ([`protocol::push_completion`]).
     fn values(&self) -> CompletionValues<'_> {
         let sealed = self.sealed.as_ref();
         CompletionValues {
@@ -137,23 +136,15 @@ impl PendingCompletion {
     /// The column [`PendingCompletion::written`] reads: the handler's statement selects it.
     pub const COMPLETED_COLUMN: &'static str = protocol::COMPLETED_COLUMN;
 
-    /// A common table expression `idempotency_completion` for the handler's statement: the
-    /// completion update, its ten parameters numbered from `first` (bound by
-    /// [`PendingCompletion::bind`] after the statement's own), run only where the SQL condition
-    /// `when` holds (e.g. `exists (select 1 from inserted)`, so a statement that wrote nothing
+    /// Pushes the common table expression `idempotency_completion` onto the handler's
+    /// statement: the fenced completion update with its values (the attempt's fence among
+    /// them) and this completion's token, bound where they are written; NULLs when there is
+    /// nothing to write, which completes no row. It runs only where the SQL condition `when`
+    /// holds (e.g. `exists (select 1 from inserted)`, so a statement that wrote nothing
     /// completes nothing). The statement must select [`PendingCompletion::COMPLETED_COLUMN`].
-    pub fn cte(first: usize, when: &str) -> String {
-        protocol::completion_cte(first, when)
-    }
-
-    /// Binds the completion's ten parameters (NULLs when there is nothing to write, which
-    /// completes no row).
-    pub fn bind<'q>(
-        &'q self,
-        query: Query<'q, Postgres, PgArguments>,
-    ) -> Query<'q, Postgres, PgArguments> {
+    pub fn push_cte<'q>(&'q self, sql: &mut raptor_db::Statement<'q>, when: &str) {
         let completion = self.completion.as_ref().ok().and_then(Option::as_ref);
-        CompletionValues::bind(completion.map(Completion::values).as_ref(), query).bind(self.token)
+        protocol::push_completion_cte(sql, completion.map(Completion::values), when, self.token);
     }
 
     /// The completion, once the handler's statement ran with its `when` holding: `row` is the

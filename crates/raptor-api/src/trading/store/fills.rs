@@ -50,61 +50,85 @@ impl ExecutionArrays {
         }
     }
 
-    /// Binds parameters `$first..$first+12` in the order of [`EFFECTS_SQL`].
-    pub(super) fn bind<'q>(
+    /// Pushes the execution's effects onto an order's statement: its fills, the final state of
+    /// the positions it touched, and the account's cash, as common table expressions that run
+    /// only when the CTE `o` (the order written or updated) returned its row. `user_id` owns
+    /// the account; `at` is the time of the fills.
+    pub(super) fn push_effects<'q>(
         self,
-        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
-    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
-        query
-            .bind(self.fill_leg)
-            .bind(self.fill_symbol)
-            .bind(self.fill_side)
-            .bind(self.fill_qty)
-            .bind(self.fill_price)
-            .bind(self.fill_multiplier)
-            .bind(self.fill_pnl)
-            .bind(self.position_symbol)
-            .bind(self.position_qty)
-            .bind(self.position_avg)
-            .bind(self.position_pnl)
-            .bind(self.cash_delta)
-            .bind(self.realized_pnl)
+        sql: &mut raptor_db::Statement<'q>,
+        user_id: i32,
+        at: DateTime<Utc>,
+    ) {
+        sql.push(
+            "fills as (
+        insert into paper_fills
+            (order_id, user_id, leg_index, symbol, side, qty, price, multiplier, realized_pnl,
+             filled_at)
+        select o.id, ",
+        )
+        .push_bind(user_id)
+        .push(", f.leg_index, f.symbol, f.side, f.qty, f.price, f.multiplier, f.pnl, ")
+        .push_bind(at)
+        .push(" from o, ");
+        raptor_db::push_unnest!(sql, "f", {
+            leg_index: "smallint[]" = self.fill_leg,
+            symbol: "text[]" = self.fill_symbol,
+            side: "text[]" = self.fill_side,
+            qty: "numeric[]" = self.fill_qty,
+            price: "numeric[]" = self.fill_price,
+            multiplier: "integer[]" = self.fill_multiplier,
+            pnl: "numeric[]" = self.fill_pnl,
+        });
+        sql.push(
+            "),
+    positions as (
+        insert into paper_positions
+            (user_id, symbol, qty, avg_entry_price, realized_pnl, updated_at, expiry_date,
+             open_expiry_date)
+        select ",
+        )
+        .push_bind(user_id)
+        .push(", p.symbol, p.qty, p.avg_entry_price, p.realized_pnl, ")
+        .push_bind(at)
+        .push(
+            ", occ_expiry_date(p.symbol),
+               case when p.qty <> 0 then occ_expiry_date(p.symbol) end
+          from o, ",
+        );
+        raptor_db::push_unnest!(sql, "p", {
+            symbol: "text[]" = self.position_symbol,
+            qty: "numeric[]" = self.position_qty,
+            avg_entry_price: "numeric[]" = self.position_avg,
+            realized_pnl: "numeric[]" = self.position_pnl,
+        });
+        sql.push(
+            "
+        on conflict (user_id, symbol) do update
+           set qty = excluded.qty, avg_entry_price = excluded.avg_entry_price,
+               realized_pnl = excluded.realized_pnl, updated_at = excluded.updated_at,
+               open_expiry_date = excluded.open_expiry_date),
+    cash as (
+        update paper_accounts set cash = cash + ",
+        )
+        .push_bind(self.cash_delta)
+        .push(", realized_pnl = realized_pnl + ")
+        .push_bind(self.realized_pnl)
+        .push(", updated_at = ")
+        .push_bind(at)
+        .push(" where user_id = ")
+        .push_bind(user_id)
+        .push(" and exists (select 1 from o) and (")
+        .push_bind(self.cash_delta)
+        .push(" <> 0 or ")
+        .push_bind(self.realized_pnl)
+        .push(" <> 0))");
     }
 }
 
 pub(super) fn leg_index(index: usize) -> i16 {
     i16::try_from(index).unwrap_or(i16::MAX)
 }
-
-/// The fills, positions and cash of an execution, as CTEs that run only when the CTE `o`
-/// (the order written or updated) returned its row. `$1` is the order id, `$2` the user, `$3`
-/// the time; the execution's arrays are `$10..$22`.
-pub(super) const EFFECTS_SQL: &str = "
-    fills as (
-        insert into paper_fills
-            (order_id, user_id, leg_index, symbol, side, qty, price, multiplier, realized_pnl,
-             filled_at)
-        select o.id, $2, f.leg_index, f.symbol, f.side, f.qty, f.price, f.multiplier, f.pnl, $3
-          from o, unnest($10::smallint[], $11::text[], $12::text[], $13::numeric[],
-                         $14::numeric[], $15::integer[], $16::numeric[])
-                  as f(leg_index, symbol, side, qty, price, multiplier, pnl)),
-    positions as (
-        insert into paper_positions
-            (user_id, symbol, qty, avg_entry_price, realized_pnl, updated_at, expiry_date,
-             open_expiry_date)
-        select $2, p.symbol, p.qty, p.avg_entry_price, p.realized_pnl, $3,
-               occ_expiry_date(p.symbol),
-               case when p.qty <> 0 then occ_expiry_date(p.symbol) end
-          from o, unnest($17::text[], $18::numeric[], $19::numeric[], $20::numeric[])
-                  as p(symbol, qty, avg_entry_price, realized_pnl)
-        on conflict (user_id, symbol) do update
-           set qty = excluded.qty, avg_entry_price = excluded.avg_entry_price,
-               realized_pnl = excluded.realized_pnl, updated_at = excluded.updated_at,
-               open_expiry_date = excluded.open_expiry_date),
-    cash as (
-        update paper_accounts
-           set cash = cash + $21, realized_pnl = realized_pnl + $22, updated_at = $3
-         where user_id = $2 and exists (select 1 from o) and ($21 <> 0 or $22 <> 0))";
 
 /// The order-level fill price: the leg price for simple orders, the net per unit for mleg.
 pub(crate) fn filled_price(spec: &OrderSpec, execution: &Execution) -> Decimal {

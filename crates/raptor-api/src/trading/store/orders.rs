@@ -9,7 +9,7 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
-use super::fills::{filled_price, leg_index, ExecutionArrays, EFFECTS_SQL};
+use super::fills::{filled_price, leg_index, ExecutionArrays};
 use crate::error::{ApiResult, ResultExt};
 
 /// What a new order row holds.
@@ -47,50 +47,16 @@ pub(crate) async fn client_order_id_created(
     .context("check client_order_id")
 }
 
-/// The order insert (`insert_order`), with the execution's effects. Built once.
-fn insert_order_sql() -> &'static str {
-    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        "with o as (
-            insert into paper_orders
-                (id, user_id, client_order_id, idempotency_key, purpose, order_class, order_type,
-                 time_in_force, symbol, side, position_intent, qty, limit_price, status,
-                 filled_qty, filled_avg_price, reserved_cash, fees, created_at, updated_at,
-                 filled_at, expires_at, quote_seq)
-            values ($1, $2, $4, $5, $6, $7, $8, $9, $23, $24, $25, $26, $27, $28, $29, $30, $31,
-                    $32, $3, $3, $33, $34, $43)
-            on conflict on constraint uq_paper_orders_client_order_id do nothing
-            returning id),
-        legs as (
-            insert into paper_order_legs
-                (order_id, leg_index, symbol, side, position_intent, ratio_qty, qty, filled_qty,
-                 filled_avg_price)
-            select o.id, l.* from o, unnest($35::smallint[], $36::text[], $37::text[],
-                                            $38::text[], $39::integer[], $40::numeric[],
-                                            $41::numeric[], $42::numeric[])
-                                     as l),
-        audit as (
-            insert into audit_log (user_id, action, context, request_id)
-            select a.user_id, a.action, a.context, $47
-              from unnest($44::integer[], $45::text[], $46::jsonb[]) as a(user_id, action, context)
-             where exists (select 1 from o)),
-        {EFFECTS_SQL},
-        {COMPLETION}
-        select (select count(*) from o) as written, {COMPLETED}"
-            .replace("{EFFECTS_SQL}", EFFECTS_SQL)
-            .replace(
-                "{COMPLETION}",
-                &PendingCompletion::cte(48, "exists (select 1 from o)"),
-            )
-            .replace("{COMPLETED}", PendingCompletion::COMPLETED_COLUMN)
-    });
-    &SQL
-}
-
 /// Writes a new order with its legs, its audit rows, when it filled its fills, positions and
 /// cash, and the idempotency key's completion (`completion`, the answer placing gives), in one
 /// statement: the statement's row, for [`PendingCompletion::written`]. `None` when the account
 /// already has an order with this `client_order_id` (the unique index decides; nothing is
 /// written, the audit rows and the completion neither, and the transaction stays usable).
+///
+/// The statement is assembled from named pieces (`raptor_db::push_insert!`/`push_unnest!`):
+/// every value is written beside its column and bound where it lands, and the completion,
+/// with its fence, is a piece of its own ([`PendingCompletion::push_cte`]). Its text depends
+/// only on its shape, so it is prepared once per connection.
 pub(crate) async fn insert_order(
     conn: &mut PgConnection,
     order: &NewOrder<'_>,
@@ -115,80 +81,84 @@ pub(crate) async fn insert_order(
             .execution
             .and_then(|e| e.fills.iter().find(|f| f.leg_index == index))
     };
+    let legs = &spec.legs;
 
-    let query = raptor_db::query(insert_order_sql())
-        .bind(order.id)
-        .bind(order.user_id)
-        .bind(order.at)
-        .bind(&order.client_order_id)
-        .bind(&order.idempotency_key)
-        .bind(order.purpose)
-        .bind(spec.class.as_str())
-        .bind(spec.order_type.as_str())
-        .bind(spec.time_in_force.as_str());
-    let arrays = ExecutionArrays::new(order.execution);
-    let query = arrays
-        .bind(query)
-        .bind(simple_leg.map(|l| l.instrument.symbol().to_owned()))
-        .bind(simple_leg.map(|l| l.side.as_str()))
-        .bind(simple_leg.map(|l| l.position_intent.as_str()))
-        .bind(spec.qty)
-        .bind(spec.limit_price)
-        .bind(order.status.as_str())
-        .bind(filled_qty)
-        .bind(filled_avg_price)
-        .bind(order.reserved_cash)
-        .bind(fees)
-        .bind(filled_at)
-        .bind(order.expires_at)
-        .bind((0..spec.legs.len()).map(leg_index).collect::<Vec<_>>())
-        .bind(
-            spec.legs
-                .iter()
-                .map(|l| l.instrument.symbol().to_owned())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            spec.legs
-                .iter()
-                .map(|l| l.side.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            spec.legs
-                .iter()
-                .map(|l| l.position_intent.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            spec.legs
-                .iter()
-                .map(|l| i32::try_from(l.ratio_qty).unwrap_or(i32::MAX))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            spec.legs
-                .iter()
-                .map(|l| l.fill_qty(spec.qty))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            (0..spec.legs.len())
-                .map(|i| fill_of(i).map_or(Decimal::ZERO, |f| f.qty))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            (0..spec.legs.len())
-                .map(|i| fill_of(i).map(|f| f.price))
-                .collect::<Vec<_>>(),
-        )
-        .bind(order.quote_seq)
-        .bind(audit.users)
-        .bind(audit.actions)
-        .bind(audit.contexts)
-        .bind(audit.request_id);
-    let row = completion
-        .bind(query)
+    let mut sql = raptor_db::statement("with o as (");
+    raptor_db::push_insert!(&mut sql, "paper_orders", {
+        id: order.id,
+        user_id: order.user_id,
+        client_order_id: &order.client_order_id,
+        idempotency_key: &order.idempotency_key,
+        purpose: order.purpose,
+        order_class: spec.class.as_str(),
+        order_type: spec.order_type.as_str(),
+        time_in_force: spec.time_in_force.as_str(),
+        symbol: simple_leg.map(|l| l.instrument.symbol().to_owned()),
+        side: simple_leg.map(|l| l.side.as_str()),
+        position_intent: simple_leg.map(|l| l.position_intent.as_str()),
+        qty: spec.qty,
+        limit_price: spec.limit_price,
+        status: order.status.as_str(),
+        filled_qty: filled_qty,
+        filled_avg_price: filled_avg_price,
+        reserved_cash: order.reserved_cash,
+        fees: fees,
+        created_at: order.at,
+        updated_at: order.at,
+        filled_at: filled_at,
+        expires_at: order.expires_at,
+        quote_seq: order.quote_seq,
+    });
+    sql.push(
+        "
+            on conflict on constraint uq_paper_orders_client_order_id do nothing
+            returning id),
+        legs as (
+            insert into paper_order_legs
+                (order_id, leg_index, symbol, side, position_intent, ratio_qty, qty, filled_qty,
+                 filled_avg_price)
+            select o.id, l.leg_index, l.symbol, l.side, l.position_intent, l.ratio_qty, l.qty,
+                   l.filled_qty, l.filled_avg_price
+              from o, ",
+    );
+    raptor_db::push_unnest!(&mut sql, "l", {
+        leg_index: "smallint[]" = (0..legs.len()).map(leg_index).collect::<Vec<_>>(),
+        symbol: "text[]" = legs.iter().map(|l| l.instrument.symbol().to_owned()).collect::<Vec<_>>(),
+        side: "text[]" = legs.iter().map(|l| l.side.as_str()).collect::<Vec<_>>(),
+        position_intent: "text[]" = legs.iter().map(|l| l.position_intent.as_str()).collect::<Vec<_>>(),
+        ratio_qty: "integer[]" = legs
+            .iter()
+            .map(|l| i32::try_from(l.ratio_qty).unwrap_or(i32::MAX))
+            .collect::<Vec<_>>(),
+        qty: "numeric[]" = legs.iter().map(|l| l.fill_qty(spec.qty)).collect::<Vec<_>>(),
+        filled_qty: "numeric[]" = (0..legs.len())
+            .map(|i| fill_of(i).map_or(Decimal::ZERO, |f| f.qty))
+            .collect::<Vec<_>>(),
+        filled_avg_price: "numeric[]" = (0..legs.len())
+            .map(|i| fill_of(i).map(|f| f.price))
+            .collect::<Vec<_>>(),
+    });
+    sql.push(
+        "),
+        audit as (
+            insert into audit_log (user_id, action, context, request_id)
+            select a.user_id, a.action, a.context, ",
+    )
+    .push_bind(audit.request_id)
+    .push(" from ");
+    raptor_db::push_unnest!(&mut sql, "a", {
+        user_id: "integer[]" = audit.users,
+        action: "text[]" = audit.actions,
+        context: "jsonb[]" = audit.contexts,
+    });
+    sql.push(" where exists (select 1 from o)),\n");
+    ExecutionArrays::new(order.execution).push_effects(&mut sql, order.user_id, order.at);
+    sql.push(",\n");
+    completion.push_cte(&mut sql, "exists (select 1 from o)");
+    sql.push("\nselect (select count(*) from o) as written, ")
+        .push(PendingCompletion::COMPLETED_COLUMN);
+
+    let row = raptor_db::built(&mut sql)
         .fetch_one(conn)
         .await
         .context("insert order")?;
