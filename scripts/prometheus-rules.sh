@@ -2,7 +2,8 @@
 # The alerting rules (ops/prometheus/raptor-rules.yml), as `make lint` checks them:
 #   promtool check rules   the file parses, every expression is valid PromQL
 #   promtool test rules    the unit tests (ops/prometheus/raptor-rules.test.yml) pass
-#   runbooks               every alert has a runbook_url naming a heading of docs/operations.md
+#   runbooks               every alert has an absolute runbook_url (https://, the same base for
+#                          all) whose #anchor names a heading of docs/operations.md
 # promtool comes from Debian's `prometheus` package, installed with apt-get when missing and
 # run as root (the package's service is never started); otherwise it says what to do.
 set -euo pipefail
@@ -33,9 +34,21 @@ log "runbooks"
 anchors="$(grep -E '^#{1,6} ' docs/operations.md | sed -E 's/^#+ +//' \
   | tr '[:upper:]' '[:lower:]' | sed -E 's/[^a-z0-9 _-]//g; s/ /-/g')"
 alerts="$(grep -cE '^ *- alert: ' "$rules")"
-links="$(grep -cE '^ *runbook_url: docs/operations\.md#' "$rules")"
+# Each value as written, quotes dropped: an absolute https URL ending in #anchor.
+urls="$(sed -nE "s/^ *runbook_url: *['\"]?([^'\"]*)['\"]? *$/\1/p" "$rules")"
+links="$(grep -c . <<<"$urls" || true)"
 if [[ "$alerts" != "$links" ]]; then
   log "$alerts alerts but $links runbook_url annotations in $rules: each alert needs one"
+  exit 1
+fi
+if bad="$(grep -vE '^https://[^#[:space:]]+#[a-z0-9_-]+$' <<<"$urls")"; then
+  log "runbook_url not an absolute https URL ending in #anchor: $bad"
+  exit 1
+fi
+bases="$(sed 's/#.*//' <<<"$urls" | sort -u)"
+if [[ "$(grep -c . <<<"$bases")" != 1 ]]; then
+  log "runbook_url bases differ (one base for every alert, where docs/operations.md is published):"
+  log "$bases"
   exit 1
 fi
 missing=0
@@ -44,5 +57,5 @@ while read -r anchor; do
     log "runbook_url #$anchor names no heading of docs/operations.md"
     missing=1
   fi
-done < <(grep -oE 'runbook_url: docs/operations\.md#[a-z0-9_-]+' "$rules" | sed 's/.*#//' | sort -u)
+done < <(sed 's/.*#//' <<<"$urls" | sort -u)
 exit "$missing"

@@ -724,6 +724,9 @@ async fn webhook_refuses_unsigned_stale_and_malformed(pool: PgPool) {
         let stale = raptor_api::billing::signature_header(WEBHOOK_SECRET, now - 301, &body);
         let future = raptor_api::billing::signature_header(WEBHOOK_SECRET, now + 301, &body);
         let tampered = raptor_api::billing::signature_header(WEBHOOK_SECRET, now, b"{}");
+        let events = "raptor_stripe_webhook_events_total";
+        let refused = |outcome| [("type", "unknown"), ("outcome", outcome)];
+        let before = app.metrics().await;
         for signature in [
             Some(wrong_secret.as_str()),
             Some(stale.as_str()),
@@ -760,6 +763,14 @@ async fn webhook_refuses_unsigned_stale_and_malformed(pool: PgPool) {
             StatusCode::BAD_REQUEST,
             ErrorCode::InvalidPayload,
         );
+        // A signature that does not verify is counted apart from a payload that is not an
+        // event (other tests of this process may add theirs).
+        let after = app.metrics().await;
+        let delta = |outcome| {
+            count(&after, events, &refused(outcome)) - count(&before, events, &refused(outcome))
+        };
+        assert!(delta("bad_signature") >= 7.0, "{after}");
+        assert!(delta("rejected") >= 1.0, "{after}");
 
         assert_eq!(
             app.count("select count(*) from processed_stripe_events")

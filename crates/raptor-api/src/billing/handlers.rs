@@ -240,9 +240,9 @@ pub(crate) async fn receive_stripe_webhook(
     let signature = headers
         .get("stripe-signature")
         .and_then(|value| value.to_str().ok());
-    let event = webhook::verify(signature, &body, secret, state.clock.now())
-        .and_then(|()| webhook::parse(&body))
-        .inspect_err(|_| count_webhook("unknown", "rejected"))?;
+    webhook::verify(signature, &body, secret, state.clock.now())
+        .inspect_err(|_| count_webhook("unknown", "bad_signature"))?;
+    let event = webhook::parse(&body).inspect_err(|_| count_webhook("unknown", "rejected"))?;
     let applied = async {
         let mut tx = raptor_db::begin(&state.db).await.context("begin")?;
         let ack = ops::apply_event(&mut tx, &event).await?;
@@ -259,8 +259,8 @@ pub(crate) async fn receive_stripe_webhook(
     applied.map(Json)
 }
 
-/// `raptor_stripe_webhook_events_total{type, outcome}`: `rejected` (bad signature or payload;
-/// `type="unknown"`), `processed` (recorded, and applied when it concerns us), `duplicate` (a
+/// `raptor_stripe_webhook_events_total{type, outcome}`: `bad_signature` (a missing, wrong or
+/// stale `Stripe-Signature`; `type="unknown"`), `rejected` (signed, but not an event), `processed` (recorded, and applied when it concerns us), `duplicate` (a
 /// redelivery) or `failed` (the database; Stripe delivers it again).
 fn count_webhook(kind: &'static str, outcome: &'static str) {
     metrics::counter!("raptor_stripe_webhook_events_total", "type" => kind, "outcome" => outcome)
