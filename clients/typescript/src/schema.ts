@@ -78,7 +78,7 @@ export interface paths {
         get?: never;
         /**
          * Set a run-time flag (operators)
-         * @description Turns a run-time flag on or off. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known (`404 not_found` for any other name); the new value reaches every server process within one second, without a restart.
+         * @description Turns a run-time flag on or off: `FLAG_IDEMPOTENCY_MIDDLEWARE` (the idempotency kill switch) or `MBT_NEW_ORDERS_DISABLED` (the trading halt; on, new orders answer `503 new_orders_disabled`). `404 not_found` for any other name. Audited; reaches every server process within one second.
          */
         put: operations["set_flag"];
         post?: never;
@@ -2715,7 +2715,7 @@ export interface operations {
             header?: never;
             path: {
                 /**
-                 * @description Flag name: FLAG_IDEMPOTENCY_MIDDLEWARE
+                 * @description Flag name: FLAG_IDEMPOTENCY_MIDDLEWARE or MBT_NEW_ORDERS_DISABLED
                  * @example FLAG_IDEMPOTENCY_MIDDLEWARE
                  */
                 name: string;

@@ -18,6 +18,7 @@ pub use crate::sessions::limits::AuthLimits;
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
     /// `MBT_NEW_ORDERS_DISABLED`: refuse new orders, rolls and closes (cancels still work).
+    /// The default of the run-time flag of that name (`PUT /api/admin/flags/{name}`).
     pub new_orders_disabled: bool,
     /// `RAPTOR_PAPER_STARTING_CASH`: a new or reset paper account's cash.
     pub paper_starting_cash: Decimal,
@@ -119,6 +120,8 @@ pub struct ApiInner {
     draining: std::sync::atomic::AtomicBool,
     /// `/readyz`'s own pools, apart from the request pools.
     readiness: Readiness,
+    /// The trading halt (`MBT_NEW_ORDERS_DISABLED`, with its run-time override).
+    pub(crate) new_orders_halt: Arc<raptor_db::flag::RuntimeFlag>,
 }
 
 /// The pools `/readyz` checks the dependencies with: one connection each, on the business
@@ -197,7 +200,12 @@ impl ApiState {
         let exports = crate::accounts::export_limits::ExportLimits::for_pool(
             db.options().get_max_connections(),
         );
+        let new_orders_halt = Arc::new(raptor_db::flag::RuntimeFlag::new(
+            crate::trading::gate::MBT_NEW_ORDERS_DISABLED,
+            config.new_orders_disabled,
+        ));
         Self(Arc::new(ApiInner {
+            new_orders_halt,
             exports,
             db,
             config,
@@ -275,7 +283,8 @@ impl FromRef<ApiState> for crate::trading::desk::Desk {
 impl FromRef<ApiState> for crate::trading::gate::OrderGates {
     fn from_ref(state: &ApiState) -> Self {
         Self {
-            new_orders_disabled: state.config.new_orders_disabled,
+            halt: state.0.new_orders_halt.clone(),
+            flags: state.idempotency.flag_pool().clone(),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod conn;
 pub mod error;
+pub mod flag;
 pub mod mode;
 pub mod pool;
 pub mod pool_metrics;

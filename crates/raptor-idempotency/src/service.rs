@@ -8,18 +8,22 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use raptor_db::flag::{RuntimeFlag, READ_TIMEOUT as FLAG_READ_TIMEOUT};
 use raptor_db::reach::Reachability;
 use sqlx::{PgConnection, PgPool};
 use tokio_util::task::TaskTracker;
 
 use crate::claim::{Claim, KeyGuard};
-use crate::flag::{self, FlagCache};
 use crate::key::IdempotencyKey;
 use crate::keyless::KeylessCounter;
 use crate::lent::Lent;
 use crate::reply::Refusal;
 
 use crate::config::IdempotencyConfig;
+
+/// The kill switch's name, as the environment variable and the `feature_flags` row: off, every
+/// instrumented route is a passthrough.
+pub const FLAG_IDEMPOTENCY_MIDDLEWARE: &str = "FLAG_IDEMPOTENCY_MIDDLEWARE";
 
 /// What a replay tells the audit log.
 #[derive(Debug, Clone)]
@@ -58,7 +62,7 @@ pub(crate) struct Inner {
     /// The store's own statements: claim rounds, settling keys, the flag.
     pub(crate) store: PgPool,
     pub(crate) config: IdempotencyConfig,
-    flag: FlagCache,
+    flag: RuntimeFlag,
     pub(crate) audit: Option<Arc<dyn ReplayAudit>>,
     pub(crate) keyless: KeylessCounter,
     /// Whether the store can be connected to, asked when the pool lends no connection.
@@ -94,9 +98,9 @@ impl Idempotency {
         config: IdempotencyConfig,
         audit: Option<Arc<dyn ReplayAudit>>,
     ) -> Self {
-        let flag = FlagCache::new(config.flag_default);
+        let flag = RuntimeFlag::new(FLAG_IDEMPOTENCY_MIDDLEWARE, config.flag_default);
         let reach = Reachability::new(store.connect_options());
-        let flag_pool = raptor_db::pool::side(&pool, "raptor-flags", flag::READ_TIMEOUT);
+        let flag_pool = raptor_db::pool::side(&pool, "raptor-flags", FLAG_READ_TIMEOUT);
         Self {
             inner: Arc::new(Inner {
                 pool,
@@ -163,7 +167,7 @@ impl Idempotency {
     pub async fn enabled(&self) -> bool {
         self.inner
             .flag
-            .get(&self.inner.flag_pool, flag::READ_TIMEOUT)
+            .get(&self.inner.flag_pool, FLAG_READ_TIMEOUT)
             .await
     }
 
@@ -175,7 +179,7 @@ impl Idempotency {
         enabled: bool,
         updated_by: Option<i32>,
     ) -> Result<(), sqlx::Error> {
-        flag::store(conn, enabled, updated_by).await
+        self.inner.flag.store(conn, enabled, updated_by).await
     }
 
     /// Applies a stored override to this process at once. Call it only after the transaction

@@ -1,6 +1,8 @@
 //! Orders through HTTP: buying power under concurrency, cancels, gates before replays, closes
 //! and resets, multi-leg orders and stored rejections, fees, and control characters.
 
+use std::time::Duration;
+
 use axum::http::StatusCode;
 use raptor_api::codes::ErrorCode;
 use raptor_api::ApiConfig;
@@ -105,6 +107,73 @@ async fn cancel_is_naturally_idempotent(pool: PgPool) {
         );
         let missing = app.cancel_order(&token, Uuid::new_v4()).await;
         assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    })
+    .await;
+}
+
+/// The trading halt is a run-time flag: an operator switches new orders off through one
+/// replica and another refuses them within a second, without a restart (cancels still work);
+/// the flip is audited, and switching it back lifts it everywhere. A user cannot flip it.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn the_trading_halt_reaches_every_replica_at_run_time(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let other = app.replica(Options::default()).await;
+        let (operator_id, operator) = app.operator("halt-ops@example.com").await;
+        let (_, token) = app.user("halted@example.com").await;
+        app.quote("AAPL", "101.00", "102.00").await;
+        let market = || Order::market("AAPL").buy().qty("1").day().json();
+        // The other replica has read the flag (off) before the flip.
+        let before = other.create_order(&token, Uuid::new_v4(), &market()).await;
+        assert_eq!(before.status, StatusCode::CREATED, "{}", before.text);
+        let resting = other
+            .create_order(
+                &token,
+                Uuid::new_v4(),
+                &Order::limit("AAPL", "90.00").buy().qty("1").json(),
+            )
+            .await;
+        assert_eq!(resting.status, StatusCode::CREATED, "{}", resting.text);
+
+        let by_user = app.set_flag(&token, "MBT_NEW_ORDERS_DISABLED", true).await;
+        assert_eq!(by_user.status, StatusCode::FORBIDDEN);
+        let halt = app
+            .set_flag(&operator, "MBT_NEW_ORDERS_DISABLED", true)
+            .await;
+        assert_eq!(halt.status, StatusCode::OK, "{}", halt.text);
+        assert_eq!(halt.body["enabled"], true);
+        let here = app.create_order(&token, Uuid::new_v4(), &market()).await;
+        assert_problem(
+            &here,
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::NewOrdersDisabled,
+        );
+
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let elsewhere = other.create_order(&token, Uuid::new_v4(), &market()).await;
+        assert_problem(
+            &elsewhere,
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::NewOrdersDisabled,
+        );
+        let cancel = other.cancel_order(&token, resting.id()).await;
+        assert_eq!(cancel.status, StatusCode::OK, "cancels still work");
+        let audited: i64 = app
+            .count_where(
+                "select count(*) from audit_log where action = 'flag.set'
+                    and context->>'name' = 'MBT_NEW_ORDERS_DISABLED'
+                    and (context->>'enabled')::bool and user_id = $1",
+                operator_id,
+            )
+            .await;
+        assert_eq!(audited, 1, "the flip is audited with its operator");
+
+        let lift = app
+            .set_flag(&operator, "MBT_NEW_ORDERS_DISABLED", false)
+            .await;
+        assert_eq!(lift.status, StatusCode::OK, "{}", lift.text);
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let after = other.create_order(&token, Uuid::new_v4(), &market()).await;
+        assert_eq!(after.status, StatusCode::CREATED, "{}", after.text);
     })
     .await;
 }

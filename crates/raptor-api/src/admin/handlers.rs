@@ -12,6 +12,7 @@ use crate::auth::Operator;
 use crate::error::{ApiError, ApiResult, ResultExt};
 use crate::extract::{ApiJson, ApiPath};
 use crate::state::ApiState;
+use crate::trading::MBT_NEW_ORDERS_DISABLED;
 
 /// New value of a flag.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -30,14 +31,21 @@ pub struct FlagResponse {
     pub enabled: bool,
 }
 
+/// The run-time flags an operator can set.
+#[derive(Debug, Clone, Copy)]
+enum Flag {
+    IdempotencyMiddleware,
+    NewOrdersDisabled,
+}
+
 /// Set a run-time flag (operators)
 ///
-/// Turns a run-time flag on or off. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known (`404 not_found`
-/// for any other name); the new value reaches every server process within one second, without a
-/// restart.
+/// Turns a run-time flag on or off: `FLAG_IDEMPOTENCY_MIDDLEWARE` (the idempotency kill switch) or
+/// `MBT_NEW_ORDERS_DISABLED` (the trading halt; on, new orders answer `503 new_orders_disabled`).
+/// `404 not_found` for any other name. Audited; reaches every server process within one second.
 #[utoipa::path(put, path = "/api/admin/flags/{name}", tag = "admin",
     security(("bearer" = [])),
-    params(("name" = String, Path, description = "Flag name: FLAG_IDEMPOTENCY_MIDDLEWARE", example = "FLAG_IDEMPOTENCY_MIDDLEWARE")),
+    params(("name" = String, Path, description = "Flag name: FLAG_IDEMPOTENCY_MIDDLEWARE or MBT_NEW_ORDERS_DISABLED", example = "MBT_NEW_ORDERS_DISABLED")),
     request_body = SetFlagRequest,
     responses(
         (status = 200, description = "stored", body = FlagResponse),
@@ -48,15 +56,27 @@ pub(crate) async fn set_flag(
     ApiPath(name): ApiPath<String>,
     ApiJson(request): ApiJson<SetFlagRequest>,
 ) -> ApiResult<Json<FlagResponse>> {
-    if name != FLAG_IDEMPOTENCY_MIDDLEWARE {
-        return Err(ApiError::NotFound("flag"));
-    }
+    let flag = match name.as_str() {
+        FLAG_IDEMPOTENCY_MIDDLEWARE => Flag::IdempotencyMiddleware,
+        MBT_NEW_ORDERS_DISABLED => Flag::NewOrdersDisabled,
+        _ => return Err(ApiError::NotFound("flag")),
+    };
     let mut tx = raptor_db::begin(&state.db).await.context("begin")?;
-    state
-        .idempotency
-        .store_enabled(&mut tx, request.enabled, Some(operator.id))
-        .await
-        .context("store flag")?;
+    match flag {
+        Flag::IdempotencyMiddleware => {
+            state
+                .idempotency
+                .store_enabled(&mut tx, request.enabled, Some(operator.id))
+                .await
+        }
+        Flag::NewOrdersDisabled => {
+            state
+                .new_orders_halt
+                .store(&mut tx, request.enabled, Some(operator.id))
+                .await
+        }
+    }
+    .context("store flag")?;
     audit::record(
         &mut tx,
         AuditEvent::new(
@@ -69,7 +89,10 @@ pub(crate) async fn set_flag(
     .context("audit flag")?;
     tx.commit().await.context("commit flag")?;
     // Only a committed flip applies here; the other processes read it within a second.
-    state.idempotency.apply_enabled(request.enabled);
+    match flag {
+        Flag::IdempotencyMiddleware => state.idempotency.apply_enabled(request.enabled),
+        Flag::NewOrdersDisabled => state.new_orders_halt.set_local(request.enabled),
+    }
     Ok(Json(FlagResponse {
         name,
         enabled: request.enabled,

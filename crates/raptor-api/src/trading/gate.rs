@@ -7,17 +7,34 @@ use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use sqlx::PgPool;
 
+use raptor_db::flag::{RuntimeFlag, READ_TIMEOUT as FLAG_READ_TIMEOUT};
 use raptor_idempotency::{Authenticate, Lent, Scope};
 
 use super::account_writes::{AccountWrite, AccountWrites};
 use crate::auth::{AccountMode, AuthUser};
 use crate::error::{ApiError, ApiResult, ResultExt};
 
-/// What the order gates read of the configuration (a sub-state of the API's).
-#[derive(Debug, Clone, Copy)]
+/// The trading halt's name, as the environment variable (its default) and the run-time flag
+/// (`feature_flags`, `PUT /api/admin/flags/MBT_NEW_ORDERS_DISABLED`).
+pub const MBT_NEW_ORDERS_DISABLED: &str = "MBT_NEW_ORDERS_DISABLED";
+
+/// What the order gates read (a sub-state of the API's): the trading halt, a run-time flag
+/// re-read at most every `raptor_db::flag::REFRESH`, so a flip made on any replica reaches
+/// this one within a second.
+#[derive(Debug, Clone)]
 pub struct OrderGates {
-    /// `MBT_NEW_ORDERS_DISABLED`.
-    pub new_orders_disabled: bool,
+    /// `MBT_NEW_ORDERS_DISABLED`, with its run-time override.
+    pub halt: Arc<RuntimeFlag>,
+    /// The pool the flag is read on (its own, apart from the request pool: a saturated pool
+    /// does not hide a halt).
+    pub flags: PgPool,
+}
+
+impl OrderGates {
+    /// Whether new orders are switched off now.
+    pub async fn new_orders_disabled(&self) -> bool {
+        self.halt.get(&self.flags, FLAG_READ_TIMEOUT).await
+    }
 }
 
 /// An authenticated user whose account is a paper account.
@@ -45,7 +62,7 @@ where
     OrderGates: FromRef<S>,
 {
     let (user, lent) = AuthUser::authenticate(parts, state).await?;
-    if new_order && OrderGates::from_ref(state).new_orders_disabled {
+    if new_order && OrderGates::from_ref(state).new_orders_disabled().await {
         return Err(ApiError::NewOrdersDisabled);
     }
     // Read with the token (one lookup for both); the order transaction re-checks it under the

@@ -21,7 +21,10 @@ use crate::state::ApiState;
 
 pub use account_writes::{AccountWrite, AccountWrites};
 pub use desk::Desk;
-pub use gate::{AccountWriter, NewOrderGate, OrderGates, OrderWriter, PaperTrader, Writer};
+pub use gate::{
+    AccountWriter, NewOrderGate, OrderGates, OrderWriter, PaperTrader, Writer,
+    MBT_NEW_ORDERS_DISABLED,
+};
 pub use ops::Expired;
 pub use store::{lock_account_and_quotes_statement, QUOTE_EVENT};
 

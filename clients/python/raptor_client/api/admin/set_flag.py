@@ -117,8 +117,9 @@ def sync_detailed(
 ) -> Response[ErrorBody | FlagResponse]:
     """Set a run-time flag (operators)
 
-     Turns a run-time flag on or off. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known (`404 not_found` for
-    any other name); the new value reaches every server process within one second, without a restart.
+     Turns a run-time flag on or off: `FLAG_IDEMPOTENCY_MIDDLEWARE` (the idempotency kill switch) or
+    `MBT_NEW_ORDERS_DISABLED` (the trading halt; on, new orders answer `503 new_orders_disabled`). `404
+    not_found` for any other name. Audited; reaches every server process within one second.
 
     Args:
         name (str):
@@ -152,8 +153,9 @@ def sync(
 ) -> ErrorBody | FlagResponse | None:
     """Set a run-time flag (operators)
 
-     Turns a run-time flag on or off. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known (`404 not_found` for
-    any other name); the new value reaches every server process within one second, without a restart.
+     Turns a run-time flag on or off: `FLAG_IDEMPOTENCY_MIDDLEWARE` (the idempotency kill switch) or
+    `MBT_NEW_ORDERS_DISABLED` (the trading halt; on, new orders answer `503 new_orders_disabled`). `404
+    not_found` for any other name. Audited; reaches every server process within one second.
 
     Args:
         name (str):
@@ -182,8 +184,9 @@ async def asyncio_detailed(
 ) -> Response[ErrorBody | FlagResponse]:
     """Set a run-time flag (operators)
 
-     Turns a run-time flag on or off. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known (`404 not_found` for
-    any other name); the new value reaches every server process within one second, without a restart.
+     Turns a run-time flag on or off: `FLAG_IDEMPOTENCY_MIDDLEWARE` (the idempotency kill switch) or
+    `MBT_NEW_ORDERS_DISABLED` (the trading halt; on, new orders answer `503 new_orders_disabled`). `404
+    not_found` for any other name. Audited; reaches every server process within one second.
 
     Args:
         name (str):
@@ -215,8 +218,9 @@ async def asyncio(
 ) -> ErrorBody | FlagResponse | None:
     """Set a run-time flag (operators)
 
-     Turns a run-time flag on or off. Only `FLAG_IDEMPOTENCY_MIDDLEWARE` is known (`404 not_found` for
-    any other name); the new value reaches every server process within one second, without a restart.
+     Turns a run-time flag on or off: `FLAG_IDEMPOTENCY_MIDDLEWARE` (the idempotency kill switch) or
+    `MBT_NEW_ORDERS_DISABLED` (the trading halt; on, new orders answer `503 new_orders_disabled`). `404
+    not_found` for any other name. Audited; reaches every server process within one second.
 
     Args:
         name (str):
