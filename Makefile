@@ -7,7 +7,7 @@ export CARGO_TERM_COLOR ?= never
 
 .PHONY: run test lint fmt openapi bench build db-up db-down ci docs-assets openapi-lint fuzz-api \
         client-generate client-e2e docs-check quickstart-check chaos chaos-quick model profile profile-postgres \
-        flamegraph upgrade-check mutants
+        flamegraph upgrade-check mutants k8s-check
 
 # RAPTOR_ENV=development in .env unless set (production, the default, refuses to start without an
 # SMTP relay and real keys, and never logs sign-in links).
@@ -123,6 +123,14 @@ docs-check:
 quickstart-check:
 	@scripts/quickstart.sh
 
+## k8s-check: the Kubernetes manifests (deploy/kubernetes) validated strictly against the schemas
+## of Kubernetes 1.29 to 1.37 (kubernetes-validate, pinned, in a virtualenv under target/), then
+## the real `raptor serve` run with the Deployment's probes, preStop hook and grace period: a pod
+## waiting on the migration lock is not restarted, and a pod stopped under load exits within the
+## grace period with every request answered (scripts/k8s-check.sh, scripts/k8s-lifecycle.py)
+k8s-check:
+	@scripts/k8s-check.sh
+
 ## chaos: fault injection against 3 release replicas and a Postgres cluster of its own
 ## (target/chaos): kill -9, Postgres restarts, duplicates, pool exhaustion, PgBouncer, a slow
 ## database, the kill switch; then failover on a Patroni + etcd + HAProxy cluster and a
@@ -167,6 +175,6 @@ db-down:
 	-[ -f target/pg/data/PG_VERSION ] && runuser -u postgres -- $$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n1)/pg_ctl -D target/pg/data stop
 
 ## ci: what CI runs on a clean clone (.ci/run): test, lint, then the checks around the OpenAPI
-## document and the quick chaos subset
+## document, the Kubernetes manifests' check and the quick chaos subset
 ci:
 	.ci/run

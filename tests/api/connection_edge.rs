@@ -58,9 +58,9 @@ async fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
     received
 }
 
-/// 300 connections that send half a request line and stop, and one keep-alive connection left
-/// idle after its first answer, are all closed by a 1 s header read timeout; meanwhile ordinary
-/// requests are answered.
+/// 300 connections that send half a request line and stop are closed by a 1 s header read
+/// timeout, and one keep-alive connection left idle after its first answer by the keep-alive
+/// timeout; meanwhile ordinary requests are answered.
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn half_open_connections_are_closed_and_others_served(pool: PgPool) {
     TestApp::run(&pool, Options::default(), async |app| {
@@ -299,6 +299,68 @@ async fn an_idle_keepalive_connection_is_closed_after_the_keepalive_timeout(pool
         assert!(
             sent.is_empty(),
             "an idle connection got {:?}",
+            String::from_utf8_lossy(&sent)
+        );
+        let _ = stop.send(());
+        task.await.expect("join").expect("serve");
+    })
+    .await;
+}
+
+/// A keep-alive timeout longer than the header read timeout holds: with a keep-alive of 3 s and
+/// a header read timeout of 1 s, a connection left idle for 2 s after its answer still serves
+/// the next request (a load balancer that keeps its backend connections 600 s needs that).
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn an_idle_keepalive_connection_outlives_the_header_read_timeout(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let edge = raptor_server::Edge {
+            header_read_timeout: Duration::from_secs(1),
+            keepalive_timeout: Duration::from_secs(3),
+            ..raptor_server::Edge::default()
+        };
+        let (addr, stop, task) = serve(app, edge).await;
+        let mut conn = TcpStream::connect(addr).await.expect("connect");
+        conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .expect("write");
+        assert_eq!(read_answer(&mut conn).await, "http/1.1 200 ok");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .expect("write after 2 s idle");
+        assert_eq!(read_answer(&mut conn).await, "http/1.1 200 ok");
+        let _ = stop.send(());
+        task.await.expect("join").expect("serve");
+    })
+    .await;
+}
+
+/// The header read timeout still binds a later request on a kept-alive connection: with a
+/// keep-alive of 120 s and a header read timeout of 1 s, a second request whose head stalls
+/// half-way is closed, long before the keep-alive timeout.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_stalled_head_on_a_kept_alive_connection_is_closed(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let edge = raptor_server::Edge {
+            header_read_timeout: Duration::from_secs(1),
+            keepalive_timeout: Duration::from_secs(120),
+            ..raptor_server::Edge::default()
+        };
+        let (addr, stop, task) = serve(app, edge).await;
+        let mut conn = TcpStream::connect(addr).await.expect("connect");
+        conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .expect("write");
+        assert_eq!(read_answer(&mut conn).await, "http/1.1 200 ok");
+        conn.write_all(b"GET /healthz HTTP/1.1\r\nHo")
+            .await
+            .expect("half a head");
+        // Closed well within read_until_closed's 60 s, so not by the 120 s keep-alive (nor by
+        // hyper's backstop of both together).
+        let sent = read_until_closed(&mut conn).await;
+        assert!(
+            sent.is_empty() || sent.starts_with(b"HTTP/1.1 4"),
+            "a stalled head got {:?}",
             String::from_utf8_lossy(&sent)
         );
         let _ = stop.send(());

@@ -1,15 +1,20 @@
 //! What the connection loop adds around each accepted socket, below hyper: the idle keep-alive
-//! timeout and the problem body of hyper's own `431` answer.
+//! timeout, the header read timeout, and the problem body of hyper's own `431` answer.
 //!
 //! - **Idle keep-alive**: once a response has been written and no byte of a next request has
 //!   arrived for [`crate::Edge::keepalive_timeout`], reads end as if the client had closed; hyper
-//!   then closes the idle connection cleanly. hyper's header read timeout also runs from the
-//!   previous response, so the shorter of the two ends an idle connection; this one exists so
-//!   that idle connections can be let go sooner than a slow client's head is waited for.
-//!   "Idle" is seen from the socket: the last thing that happened on it was a write, and nothing
-//!   has been read since. So a client that asked for `100-continue` and then waits longer than
-//!   the timeout to send its body is closed too (and possibly one that stops reading a long
-//!   response for that long).
+//!   then closes the idle connection cleanly. "Idle" is seen from the socket: the last thing
+//!   that happened on it was a write, and nothing has been read since. So a client that asked
+//!   for `100-continue` and then waits longer than the timeout to send its body is closed too
+//!   (and possibly one that stops reading a long response for that long).
+//! - **Header read timeout**: a request's head (its line and headers, up to the blank line)
+//!   must arrive within [`crate::Edge::header_read_timeout`], counted from the connection's
+//!   start for its first request and from the first byte of each later one. An idle kept-alive
+//!   connection is governed by the keep-alive timeout alone, so it can stay open longer than a
+//!   slow head is waited for (a load balancer that keeps its backend connections 600 s needs a
+//!   keep-alive above that, while a stalled client still goes after a few seconds). hyper's own
+//!   header timer, which runs from the previous response, is set to the sum of the two as a
+//!   backstop.
 //! - **431 with a problem body**: a request head over the bound is refused by hyper's parser
 //!   before any request exists (hyper writes `431` with an empty body and closes; it has no
 //!   hook for the answer). The answer is recognised as hyper writes it (a `431` status line
@@ -31,10 +36,14 @@ const HYPER_431: &[u8] = b"HTTP/1.1 431 ";
 pub(crate) struct EdgeIo<S> {
     inner: S,
     keepalive: Duration,
+    header_timeout: Duration,
     /// Armed when a response was written, until a byte arrives: the keep-alive deadline.
     idle: Option<Pin<Box<tokio::time::Sleep>>>,
     /// Whether the last I/O was a write (a response), with nothing read since.
     wrote_last: bool,
+    /// While a request's head is arriving: its deadline, and the line ends seen in a row (the
+    /// head ends at the second: `\r\n\r\n`, or bare `\n\n` as the parser accepts it).
+    head: Option<(Pin<Box<tokio::time::Sleep>>, u8)>,
     /// Bytes of the replacement `431` answer not yet written.
     pending: Vec<u8>,
     /// The replacement was made (one per connection: hyper closes after it).
@@ -44,12 +53,20 @@ pub(crate) struct EdgeIo<S> {
 }
 
 impl<S> EdgeIo<S> {
-    pub(crate) fn new(inner: S, keepalive: Duration, answer_431: std::sync::Arc<[u8]>) -> Self {
+    pub(crate) fn new(
+        inner: S,
+        keepalive: Duration,
+        header_timeout: Duration,
+        answer_431: std::sync::Arc<[u8]>,
+    ) -> Self {
+        let head = Some((Box::pin(tokio::time::sleep(header_timeout)), 0));
         Self {
             inner,
             keepalive,
+            header_timeout,
             idle: None,
             wrote_last: false,
+            head,
             pending: Vec::new(),
             replaced: false,
             answer_431,
@@ -63,6 +80,31 @@ impl<S> EdgeIo<S> {
         match &mut self.idle {
             Some(sleep) => sleep.as_mut().reset(deadline),
             None => self.idle = Some(Box::pin(tokio::time::sleep_until(deadline))),
+        }
+    }
+
+    /// After a read of `bytes`: the first byte after a response starts the next request's
+    /// head (and its deadline); the head's end stops the deadline.
+    fn read(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        if self.wrote_last {
+            self.wrote_last = false;
+            self.head = Some((Box::pin(tokio::time::sleep(self.header_timeout)), 0));
+        }
+        if let Some((_, line_ends)) = &mut self.head {
+            for byte in bytes {
+                match byte {
+                    b'\n' => *line_ends += 1,
+                    b'\r' => {}
+                    _ => *line_ends = 0,
+                }
+                if *line_ends == 2 {
+                    self.head = None;
+                    return;
+                }
+            }
         }
     }
 
@@ -142,9 +184,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for EdgeIo<S> {
         let before = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                if buf.filled().len() > before {
-                    this.wrote_last = false;
-                }
+                this.read(&buf.filled()[before..]);
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(err)) => Poll::Ready(Err(err)),
@@ -157,6 +197,13 @@ impl<S: AsyncRead + Unpin> AsyncRead for EdgeIo<S> {
                             tracing::debug!("idle keep-alive connection closed");
                             return Poll::Ready(Ok(()));
                         }
+                    }
+                } else if let Some((deadline, _)) = &mut this.head {
+                    if deadline.as_mut().poll(cx).is_ready() {
+                        // The head did not arrive in time: end of stream mid-head, which hyper
+                        // answers by closing the connection (nothing reached a handler).
+                        tracing::debug!("request head not read within the header read timeout");
+                        return Poll::Ready(Ok(()));
                     }
                 }
                 Poll::Pending

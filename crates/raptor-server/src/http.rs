@@ -46,12 +46,11 @@ pub async fn serve_state_with(
 #[derive(Debug, Clone, Copy)]
 pub struct Edge {
     /// A connection whose request head (request line and headers) is not complete this long
-    /// after the connection opened, or after the previous response on it, is closed
-    /// (`RAPTOR_HEADER_READ_TIMEOUT_SECS`).
+    /// after the connection opened, or after the first byte of a later request on it, is
+    /// closed (`RAPTOR_HEADER_READ_TIMEOUT_SECS`).
     pub header_read_timeout: Duration,
     /// A keep-alive connection with no byte of a next request this long after the previous
-    /// response is closed (`RAPTOR_KEEPALIVE_TIMEOUT_SECS`); the header read timeout, which
-    /// also runs from the previous response, bounds it.
+    /// response is closed (`RAPTOR_KEEPALIVE_TIMEOUT_SECS`), whatever the header read timeout.
     pub keepalive_timeout: Duration,
     /// Request heads larger than this are answered `431 request_headers_too_large` (a problem
     /// body) and the connection is closed.
@@ -97,7 +96,9 @@ pub async fn serve_with(
 ) -> std::io::Result<()> {
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(edge.header_read_timeout)
+        // A backstop: hyper's timer runs from the previous response, so it spans an idle
+        // keep-alive and the next head; `EdgeIo` times each on its own.
+        .header_read_timeout(edge.keepalive_timeout + edge.header_read_timeout)
         .max_header_size(edge.max_header_bytes)
         // The read buffer must hold a whole head; hyper's floor is 8 KiB.
         .max_buf_size(edge.max_header_bytes.max(8192) + 8192);
@@ -132,7 +133,12 @@ pub async fn serve_with(
                 .insert(axum::extract::ConnectInfo(peer));
             tower::ServiceExt::oneshot(app.clone(), request)
         });
-        let io = edge::EdgeIo::new(stream, edge.keepalive_timeout, answer_431.clone());
+        let io = edge::EdgeIo::new(
+            stream,
+            edge.keepalive_timeout,
+            edge.header_read_timeout,
+            answer_431.clone(),
+        );
         let connection =
             graceful.watch(http.serve_connection(hyper_util::rt::TokioIo::new(io), service));
         tokio::spawn(async move {

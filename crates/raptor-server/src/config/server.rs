@@ -110,17 +110,17 @@ pub struct ServerArgs {
     pub shutdown_drain_secs: u64,
 
     /// Seconds a connection may take to send a request's line and headers, counted from the
-    /// connection's start or the previous response on it (an idle keep-alive connection is
-    /// closed after it too); past it the connection is closed. Slow or stalled clients cannot
-    /// hold connections (and file descriptors) open.
+    /// connection's start for its first request and from the first byte of each later one;
+    /// past it the connection is closed. Slow or stalled clients cannot hold connections (and
+    /// file descriptors) open. An idle keep-alive connection is not timed by it.
     #[arg(long, env = "RAPTOR_HEADER_READ_TIMEOUT_SECS", value_name = "RAPTOR_HEADER_READ_TIMEOUT_SECS",
           default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300), global = true)]
     pub header_read_timeout_secs: u64,
 
     /// Seconds a keep-alive connection may stay idle after a response before the server closes
-    /// it (no byte of a next request in that time). RAPTOR_HEADER_READ_TIMEOUT_SECS also runs
-    /// from the previous response, so the shorter of the two ends an idle connection. A proxy
-    /// that keeps connections to the server must close its idle ones sooner than this.
+    /// it (no byte of a next request in that time). A proxy that keeps connections to the
+    /// server must close its idle ones sooner than this (AWS ALB: 60 s, so 65; Google Cloud's
+    /// load balancers: 600 s, so 620).
     #[arg(long, env = "RAPTOR_KEEPALIVE_TIMEOUT_SECS", value_name = "RAPTOR_KEEPALIVE_TIMEOUT_SECS",
           default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600), global = true)]
     pub keepalive_timeout_secs: u64,
