@@ -42,6 +42,30 @@ struct Exported {
     parent_span_id: String,
     name: String,
     kind: i32,
+    /// Its attributes, values as text.
+    attributes: Vec<(String, String)>,
+}
+
+impl Exported {
+    /// The value of attribute `key`, as text.
+    fn attribute(&self, key: &str) -> Option<&str> {
+        self.attributes
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// An attribute's value as text.
+fn text(value: Option<&opentelemetry_proto::tonic::common::v1::AnyValue>) -> String {
+    match value.and_then(|v| v.value.as_ref()) {
+        Some(AnyValue::StringValue(s)) => s.clone(),
+        Some(AnyValue::IntValue(i)) => i.to_string(),
+        Some(AnyValue::BoolValue(b)) => b.to_string(),
+        Some(AnyValue::DoubleValue(d)) => d.to_string(),
+        Some(other) => format!("{other:?}"),
+        None => String::new(),
+    }
 }
 
 /// An OTLP/HTTP receiver on 127.0.0.1: every span of every `POST /v1/traces`.
@@ -108,6 +132,11 @@ async fn receive(State(receiver): State<Receiver>, body: Bytes) -> axum::http::S
                     parent_span_id: hex::encode(&span.parent_span_id),
                     name: span.name,
                     kind: span.kind,
+                    attributes: span
+                        .attributes
+                        .iter()
+                        .map(|kv| (kv.key.clone(), text(kv.value.as_ref())))
+                        .collect(),
                 });
             }
         }
@@ -261,7 +290,9 @@ fn as_refs<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)
 /// request span (a server span named by method and route) is the child of the caller's span,
 /// and the idempotency claim and the business transaction are children of the request span.
 /// They arrive when the server shuts down (the batch's delay is a minute). A malformed
-/// `traceparent` is ignored (the order is served, its request span is a root).
+/// `traceparent` is ignored (the order is served, its request span is a root). The request span
+/// has the stable HTTP attributes; each SQL statement is a client span with the database
+/// attributes and no bound value; the request's JSON log lines name the caller's trace id.
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn a_keyed_orders_spans_are_children_of_the_incoming_traceparent(pool: PgPool) {
     let dir = test_dir("traces");
@@ -317,6 +348,63 @@ async fn a_keyed_orders_spans_are_children_of_the_incoming_traceparent(pool: PgP
             "{span:?} in {spans:#?}"
         );
     }
+    // The request span carries the stable HTTP attributes, and not the deprecated ones.
+    assert_eq!(request.attribute("http.request.method"), Some("POST"));
+    assert_eq!(request.attribute("http.route"), Some("/api/trading/orders"));
+    assert_eq!(request.attribute("url.path"), Some("/api/trading/orders"));
+    assert_eq!(request.attribute("url.scheme"), Some("http"));
+    assert_eq!(request.attribute("http.response.status_code"), Some("201"));
+    assert_eq!(request.attribute("http.method"), None, "{request:?}");
+
+    // A client span per statement, by the database conventions: the token's lookup, the
+    // claim, the order's insert, the transaction's end; none carries a bound value.
+    let statements: Vec<&Exported> = spans
+        .iter()
+        .filter(|span| span.attribute("db.system.name") == Some("postgresql"))
+        .collect();
+    for name in [
+        "SELECT api_tokens",
+        "INSERT idempotency_keys",
+        "INSERT paper_orders",
+        "COMMIT",
+    ] {
+        assert!(
+            statements.iter().any(|span| span.name == name),
+            "no {name} span among {statements:#?}"
+        );
+    }
+    let insert = statements
+        .iter()
+        .find(|span| span.name == "INSERT paper_orders")
+        .expect("the order's insert");
+    assert_eq!(insert.attribute("db.operation.name"), Some("INSERT"));
+    assert_eq!(insert.attribute("db.collection.name"), Some("paper_orders"));
+    assert!(
+        descends_from(&spans, insert, one(&spans, "business.transaction")),
+        "{insert:?} in {spans:#?}"
+    );
+    for span in &statements {
+        assert_eq!(span.kind, SpanKind::Client as i32, "{span:?}");
+        for (key, value) in &span.attributes {
+            assert!(
+                !value.contains(token.as_str()) && !value.contains("AAPL"),
+                "{key} of {span:?} carries a bound value"
+            );
+        }
+    }
+
+    // The request's JSON log lines carry the caller's trace id and their span's id.
+    let logged = std::fs::read_to_string(&log).expect("log");
+    let access = logged
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|line| {
+            line["fields"]["message"] == "request"
+                && line["span"]["http.route"] == "/api/trading/orders"
+                && line["trace_id"] == TRACE_ID
+        })
+        .unwrap_or_else(|| panic!("no access log line with trace id {TRACE_ID}:\n{logged}"));
+    assert_eq!(access["span_id"], request.span_id.as_str(), "{access}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -107,10 +107,15 @@ fn make_span(request: &Request<Body>) -> tracing::Span {
         .get::<ServerRequestId>()
         .map_or("", |id| id.0.as_str());
     let method = method_label(request.method());
+    // OpenTelemetry's stable HTTP server attributes (`http.request.method`, `http.route`,
+    // `url.path`, `url.scheme`, `http.response.status_code`), plus the request ids.
     let span = tracing::info_span!(
         "http.request",
-        http.method = method,
+        http.request.method = method,
+        http.request.method_original = tracing::field::Empty,
         http.route = route,
+        url.path = request.uri().path(),
+        url.scheme = "http",
         request_id,
         server_request_id,
         http.response.status_code = tracing::field::Empty,
@@ -118,6 +123,9 @@ fn make_span(request: &Request<Body>) -> tracing::Span {
         otel.kind = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
     );
+    if method == OTHER_METHOD {
+        span.record("http.request.method_original", request.method().as_str());
+    }
     if crate::trace_context::exporting() {
         // The exported span's name and kind (OpenTelemetry's HTTP conventions), and its parent:
         // the caller's span named by `traceparent`.

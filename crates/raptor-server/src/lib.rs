@@ -2,6 +2,7 @@
 
 mod cli;
 pub mod config;
+mod db_spans;
 mod edge;
 mod http;
 mod jobs;

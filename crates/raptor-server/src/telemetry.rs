@@ -1,20 +1,22 @@
 //! Logging and traces. Logs: `tracing` with an `EnvFilter` (`RUST_LOG`, default `info`), JSON or
-//! pretty, on stderr. Traces (`serve` only, when an OTLP endpoint is set): the same spans, at
-//! the levels the filter lets through, exported by OpenTelemetry's batch processor over
-//! OTLP/HTTP (protobuf), with W3C trace context as the propagator. Without an endpoint no
-//! OpenTelemetry layer, exporter or thread exists.
+//! pretty, on stderr; a JSON line inside a traced request names its `trace_id` and `span_id`.
+//! Traces (`serve` only, when an OTLP endpoint is set): the same spans, at the levels the filter
+//! lets through, plus a client span per SQL statement ([`crate::db_spans`]), exported by
+//! OpenTelemetry's batch processor over OTLP/HTTP (protobuf), with W3C trace context as the
+//! propagator. Without an endpoint no OpenTelemetry layer, exporter or thread exists.
 
 use anyhow::Context as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider};
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use opentelemetry_sdk::Resource;
-use tracing::Subscriber;
+use tracing::Level;
+use tracing_opentelemetry::OtelData;
+use tracing_subscriber::filter::{FilterExt, Targets};
 use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::config::{LogFormat, SamplerArg, TraceArgs};
 
@@ -46,41 +48,71 @@ impl Telemetry {
 }
 
 /// Installs the global subscriber (logs go to stderr so command output on stdout stays JSON)
-/// and, when `traces` names an endpoint, the OpenTelemetry layer and its exporter.
+/// and, when `traces` names an endpoint, the OpenTelemetry layer, its exporter, and the
+/// statements' spans ([`crate::db_spans`]). A JSON log line inside a traced request carries its
+/// `trace_id` and `span_id`.
+///
+/// Each layer has its own filter: the logs and the exported spans follow `RUST_LOG` (default
+/// `info`), while the statements' spans also see sqlx's per-statement events (which the logs
+/// leave out).
 ///
 /// # Errors
 /// The exporter could not be built (its HTTP client, or an `OTEL_EXPORTER_OTLP_HEADERS` /
 /// `OTEL_EXPORTER_OTLP_TIMEOUT` it refuses).
 pub fn init(format: LogFormat, traces: Option<&TraceArgs>) -> anyhow::Result<Telemetry> {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=info"));
     let endpoint = traces.and_then(TraceArgs::traces_endpoint);
     let provider = match (traces, &endpoint) {
         (Some(args), Some(endpoint)) => Some(provider(args, endpoint)?),
         _ => None,
     };
     let tracer = provider.as_ref().map(|provider| provider.tracer("raptor"));
-    let registry = tracing_subscriber::registry().with(filter);
-    let installed = match format {
-        LogFormat::Json => install(
-            registry.with(
-                tracing_subscriber::fmt::layer()
-                    .json()
-                    .with_current_span(true)
-                    .with_writer(std::io::stderr),
-            ),
-            tracer,
-        ),
-        LogFormat::Pretty => install(
-            registry.with(
-                tracing_subscriber::fmt::layer()
-                    .compact()
-                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-                    .with_writer(std::io::stderr),
-            ),
-            tracer,
-        ),
+    let logs = match format {
+        LogFormat::Json => {
+            let mut layer = json_subscriber::fmt::layer()
+                .with_current_span(true)
+                .with_writer(std::io::stderr);
+            // The ids of the span the event happened in (its trace's, when it is exported).
+            let json = layer.inner_layer_mut();
+            json.add_from_extension::<OtelData, _, _>("trace_id", |otel| {
+                otel.trace_id().map(|id| id.to_string())
+            });
+            json.add_from_extension::<OtelData, _, _>("span_id", |otel| {
+                otel.span_id().map(|id| id.to_string())
+            });
+            layer.with_filter(log_filter()).boxed()
+        }
+        LogFormat::Pretty => tracing_subscriber::fmt::layer()
+            .compact()
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_writer(std::io::stderr)
+            .with_filter(log_filter())
+            .boxed(),
     };
+    let spans = tracer.as_ref().map(|tracer| {
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer.clone())
+            .with_tracked_inactivity(false)
+            .with_threads(false)
+            .with_filter(log_filter())
+    });
+    let (statements, slot) = match tracer {
+        Some(tracer) => {
+            let (layer, slot) = crate::db_spans::DbSpans::new(tracer);
+            let filter = log_filter()
+                .or(Targets::new().with_target(crate::db_spans::SQLX_TARGET, Level::DEBUG));
+            (Some(layer.with_filter(filter)), Some(slot))
+        }
+        None => (None, None),
+    };
+    let installed = tracing_subscriber::registry()
+        .with(logs)
+        .with(spans)
+        .with(statements)
+        .try_init()
+        .is_ok();
+    if let (true, Some(slot)) = (installed, &slot) {
+        crate::db_spans::fill(slot);
+    }
     // A second init (tests) keeps the first subscriber, and exports nothing of its own.
     if !installed {
         if let Some(provider) = provider {
@@ -96,24 +128,10 @@ pub fn init(format: LogFormat, traces: Option<&TraceArgs>) -> anyhow::Result<Tel
     Ok(Telemetry { traces: provider })
 }
 
-/// `subscriber` as the global default, with the OpenTelemetry layer on top when there is a
-/// tracer; false when a subscriber was already installed.
-fn install<S>(subscriber: S, tracer: Option<SdkTracer>) -> bool
-where
-    S: Subscriber + for<'span> LookupSpan<'span> + Send + Sync + 'static,
-{
-    match tracer {
-        Some(tracer) => subscriber
-            .with(
-                tracing_opentelemetry::layer()
-                    .with_tracer(tracer)
-                    .with_tracked_inactivity(false)
-                    .with_threads(false),
-            )
-            .try_init()
-            .is_ok(),
-        None => subscriber.try_init().is_ok(),
-    }
+/// `RUST_LOG`, or `info` with sqlx's statements and tower-http's details left out.
+fn log_filter() -> EnvFilter {
+    EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=info"))
 }
 
 /// The tracer provider: OTLP/HTTP protobuf to `endpoint`, batched (`OTEL_BSP_*`), sampled as

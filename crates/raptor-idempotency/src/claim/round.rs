@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use raptor_db::reach::Reach;
 use raptor_db::StoreBudget;
+use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::claim::{Claim, KeyGuard, Tracked};
@@ -149,21 +150,25 @@ impl Idempotency {
             // the claim and miss its row.
             let (sender, receiver) = tokio::sync::oneshot::channel();
             let (idem, claiming) = (self.clone(), request.clone());
-            self.background().spawn(async move {
-                let found = idem.round(&claiming, attempt).await;
-                if let Err(RoundError::Statement(err)) = &found {
-                    if err.as_database_error().is_none() {
-                        // The connection failed after the statement went out: it may have
-                        // committed. Release whatever this attempt holds. (A round that got no
-                        // connection sent nothing: no release, which would only ask the same
-                        // exhausted pool again.)
-                        idem.release_attempt(&claiming, attempt).await;
+            self.background().spawn(
+                async move {
+                    let found = idem.round(&claiming, attempt).await;
+                    if let Err(RoundError::Statement(err)) = &found {
+                        if err.as_database_error().is_none() {
+                            // The connection failed after the statement went out: it may have
+                            // committed. Release whatever this attempt holds. (A round that got no
+                            // connection sent nothing: no release, which would only ask the same
+                            // exhausted pool again.)
+                            idem.release_attempt(&claiming, attempt).await;
+                        }
+                    }
+                    if let Err(Ok(Found::Won { id, lineage })) = sender.send(found) {
+                        idem.release_won(&claiming, id, lineage, attempt).await;
                     }
                 }
-                if let Err(Ok(Found::Won { id, lineage })) = sender.send(found) {
-                    idem.release_won(&claiming, id, lineage, attempt).await;
-                }
-            });
+                // In the claim's span: its statements are part of the request's trace.
+                .in_current_span(),
+            );
             // Dropped with this future (a cancelled request), it releases a win that arrived
             // but was never taken.
             let mut receiver = UntakenWin {
