@@ -30,8 +30,8 @@ fn billing(fake: &FakeStripe, timeout: Duration) -> Options {
         api: ApiConfig {
             billing: BillingConfig {
                 api_base: fake.base(),
-                secret_key: Some(SECRET_KEY.to_owned()),
-                webhook_secret: Some(WEBHOOK_SECRET.to_owned()),
+                secret_key: Some(SECRET_KEY.into()),
+                webhook_secret: Some(WEBHOOK_SECRET.into()),
                 timeout,
                 ..BillingConfig::default()
             },

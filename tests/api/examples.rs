@@ -163,8 +163,8 @@ async fn every_example_is_accepted_and_answered_as_documented(pool: PgPool) {
         api: ApiConfig {
             billing: BillingConfig {
                 api_base: fake.base(),
-                secret_key: Some(SECRET_KEY.to_owned()),
-                webhook_secret: Some(WEBHOOK_SECRET.to_owned()),
+                secret_key: Some(SECRET_KEY.into()),
+                webhook_secret: Some(WEBHOOK_SECRET.into()),
                 timeout: Duration::from_secs(5),
                 ..BillingConfig::default()
             },

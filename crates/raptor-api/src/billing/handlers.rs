@@ -231,7 +231,8 @@ pub(crate) async fn receive_stripe_webhook(
         .config
         .billing
         .webhook_secret
-        .as_deref()
+        .as_ref()
+        .map(secrecy::ExposeSecret::expose_secret)
         .ok_or_else(|| not_configured("STRIPE_WEBHOOK_SECRET"))?;
     let body = body.map_err(|rejection| match rejection.status() {
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(rejection.body_text()),

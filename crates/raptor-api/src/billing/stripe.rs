@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use raptor_idempotency::IdempotencyKey;
+use secrecy::{ExposeSecret, SecretString};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use uuid::Uuid;
@@ -17,14 +18,14 @@ use crate::error::ApiError;
 
 /// Stripe settings. Without a secret key the billing routes answer
 /// `503 billing_not_configured`; without a webhook secret the webhook route does.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct BillingConfig {
     /// `STRIPE_API_BASE`, e.g. `https://api.stripe.com`.
     pub api_base: String,
-    /// `STRIPE_SECRET_KEY`.
-    pub secret_key: Option<String>,
+    /// `STRIPE_SECRET_KEY` (redacted by `Debug`, wiped when dropped).
+    pub secret_key: Option<SecretString>,
     /// `STRIPE_WEBHOOK_SECRET`: the `whsec_…` signing secret of the webhook endpoint.
-    pub webhook_secret: Option<String>,
+    pub webhook_secret: Option<SecretString>,
     /// `STRIPE_TIMEOUT_MS`: the deadline of one Stripe call (below the request timeout).
     pub timeout: Duration,
     /// `RAPTOR_BILLING_CONCURRENCY`: Stripe-calling requests in flight at once in this process
@@ -41,22 +42,6 @@ impl Default for BillingConfig {
             timeout: Duration::from_secs(10),
             concurrency: 4,
         }
-    }
-}
-
-impl std::fmt::Debug for BillingConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Secrets never reach a log line.
-        f.debug_struct("BillingConfig")
-            .field("api_base", &self.api_base)
-            .field("secret_key", &self.secret_key.as_ref().map(|_| "***"))
-            .field(
-                "webhook_secret",
-                &self.webhook_secret.as_ref().map(|_| "***"),
-            )
-            .field("timeout", &self.timeout)
-            .field("concurrency", &self.concurrency)
-            .finish()
     }
 }
 
@@ -263,15 +248,14 @@ struct StripeError {
 pub struct StripeClient {
     http: reqwest::Client,
     api_base: Arc<str>,
-    secret_key: Arc<str>,
+    secret_key: SecretString,
 }
 
 impl std::fmt::Debug for StripeClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The secret key never reaches a log line.
         f.debug_struct("StripeClient")
             .field("api_base", &self.api_base)
-            .field("secret_key", &"***")
+            .field("secret_key", &self.secret_key)
             .finish_non_exhaustive()
     }
 }
@@ -280,7 +264,7 @@ impl StripeClient {
     /// A client when `STRIPE_SECRET_KEY` is set, else `None` (the billing routes then answer
     /// `503 billing_not_configured`).
     pub fn from_config(config: &BillingConfig) -> Option<Self> {
-        let secret_key = config.secret_key.as_deref()?;
+        let secret_key = config.secret_key.clone()?;
         let http = reqwest::Client::builder()
             .timeout(config.timeout)
             .connect_timeout(config.timeout)
@@ -289,7 +273,7 @@ impl StripeClient {
             Ok(http) => Some(Self {
                 http,
                 api_base: config.api_base.trim_end_matches('/').into(),
-                secret_key: secret_key.into(),
+                secret_key,
             }),
             Err(err) => {
                 tracing::error!(error = %err, "could not build the Stripe HTTP client; billing disabled");
@@ -390,7 +374,7 @@ impl StripeClient {
         let response = self
             .http
             .post(format!("{}{path}", self.api_base))
-            .bearer_auth(&*self.secret_key)
+            .bearer_auth(self.secret_key.expose_secret())
             .header("Stripe-Version", STRIPE_API_VERSION)
             .header("Idempotency-Key", idempotency_key)
             .headers(crate::trace_context::outgoing_headers())
@@ -455,7 +439,7 @@ impl StripeClient {
                 ApiError::invalid(
                     ErrorCode::BillingRequestRejected,
                     // Stripe masks keys in its messages; make sure of it anyway.
-                    message.replace(&*self.secret_key, "***"),
+                    message.replace(self.secret_key.expose_secret(), "***"),
                 )
             }
             _ => unavailable("Stripe failed to answer"),
@@ -547,6 +531,18 @@ fn path_segment(id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stripe_secrets_never_reach_a_log_line() {
+        let config = BillingConfig {
+            secret_key: Some("sk_test_hunter2".into()),
+            webhook_secret: Some("whsec_hunter3".into()),
+            ..BillingConfig::default()
+        };
+        let client = StripeClient::from_config(&config).expect("configured");
+        let printed = format!("{config:?} {client:?}");
+        assert!(!printed.contains("hunter"), "{printed}");
+    }
 
     #[test]
     fn forwarded_keys_are_stable_per_client_key_and_distinct_per_operation_and_user() {

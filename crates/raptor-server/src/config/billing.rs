@@ -64,8 +64,9 @@ impl BillingArgs {
     pub fn config(&self, request_ms: u64) -> raptor_api::BillingConfig {
         let secret = |s: &Option<Secret>| {
             s.as_ref()
-                .map(|s| s.expose().trim().to_owned())
+                .map(|s| s.expose().trim())
                 .filter(|s| !s.is_empty())
+                .map(secrecy::SecretString::from)
         };
         raptor_api::BillingConfig {
             api_base: self.stripe_api_base.trim().trim_end_matches('/').to_owned(),

@@ -38,20 +38,21 @@ pub use sessions::SessionArgs;
 pub use traces::{OtlpProtocolArg, SamplerArg, TraceArgs, TracesExporterArg};
 pub use trading::TradingArgs;
 
-/// A secret string: usable, never printed by `Debug`.
+/// A secret setting: `secrecy`'s string (wiped from memory when dropped, redacted by `Debug`),
+/// read by clap from the environment like any other value.
 #[derive(Clone)]
-pub struct Secret(String);
+pub struct Secret(secrecy::SecretString);
 
 impl Secret {
     /// The secret itself.
     pub fn expose(&self) -> &str {
-        &self.0
+        secrecy::ExposeSecret::expose_secret(&self.0)
     }
 }
 
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
+        fmt::Debug::fmt(&self.0, f)
     }
 }
 
@@ -59,7 +60,7 @@ impl FromStr for Secret {
     type Err = std::convert::Infallible;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(Self(s.to_owned()))
+        Ok(Self(secrecy::SecretString::from(s)))
     }
 }
 
@@ -346,5 +347,20 @@ impl Config {
     /// The idempotency store's own pool ([`raptor_db::pool::store`]).
     pub fn store_pool(&self, pool: &PgPool) -> anyhow::Result<PgPool> {
         raptor_db::pool::store(&self.pool_settings()?, pool)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Secret;
+
+    #[test]
+    fn a_secret_is_usable_and_never_printed() {
+        let url = "postgres://raptor:hunter2@db.internal/raptor";
+        let secret: Secret = url.parse().expect("any text");
+        assert_eq!(secret.expose(), url);
+        let printed = format!("{secret:?} {:?}", Some(secret.clone()));
+        assert!(!printed.contains("hunter2"), "{printed}");
+        assert!(printed.contains("REDACTED"), "{printed}");
     }
 }
