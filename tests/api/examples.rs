@@ -286,11 +286,19 @@ async fn reads(run: &mut Run<'_>) {
         .filter(|(_, op)| op.method == Method::GET)
         .map(|(id, _)| id.clone())
         .collect();
+    // The audit trail read is of the account's own user.
+    let user_id: i32 = run
+        .app
+        .scalar_where("select id from users where email = $1", examples::EMAIL)
+        .await;
     for op in ids {
         let path = run.operations[&op].path.clone();
-        let path = path
-            .contains("/orders/0")
-            .then(|| format!("/api/trading/orders/{id}"));
+        let path = if op == "list_audit" {
+            Some(format!("{path}?user_id={user_id}"))
+        } else {
+            path.contains("/orders/0")
+                .then(|| format!("/api/trading/orders/{id}"))
+        };
         run.call(&op, path).await;
     }
     run.call("cancel_order", Some(format!("/api/trading/orders/{id}")))

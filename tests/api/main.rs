@@ -33,6 +33,7 @@ mod retention;
 mod settings;
 mod sign_up;
 mod store_failures;
+mod support;
 mod tls;
 mod traces;
 mod trading;

@@ -68,6 +68,26 @@ export interface paths {
         patch: operations["update_profile"];
         trace?: never;
     };
+    "/api/admin/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a user's audit trail (operators)
+         * @description Everything the audit log holds for a user (orders, sessions, billing, support actions), newest first, a page at a time: pass `next_cursor` back as `cursor`. Reading it is itself audited on the same trail (`audit.read`). `400 invalid_query` for a bad parameter or cursor.
+         */
+        get: operations["list_audit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/flags/{name}": {
         parameters: {
             query?: never;
@@ -793,6 +813,40 @@ export interface components {
          * @enum {string}
          */
         ActivityType: "fill" | "cancel" | "order_expiry" | "expiry" | "settlement" | "reset";
+        /** @description One row of a user's audit trail. */
+        AuditEntry: {
+            /**
+             * @description What happened (`order.filled`, `session.created`, `user.shown`, …).
+             * @example order.filled
+             */
+            action: string;
+            /** @description Its details, as recorded. */
+            context: Record<string, never>;
+            /**
+             * Format: date-time
+             * @description When it was written.
+             */
+            created_at: string;
+            /**
+             * Format: int64
+             * @description The row's id (increasing).
+             */
+            id: number;
+            /**
+             * @description The server id of the request that wrote it (none for background work and the command
+             *     line).
+             */
+            request_id?: string | null;
+        };
+        /** @description A page of a user's audit trail, newest first. */
+        AuditListResponse: {
+            /** @description The rows of this page. */
+            data: components["schemas"]["AuditEntry"][];
+            /** @description Whether older rows follow. */
+            has_more: boolean;
+            /** @description The `cursor` of the next page (`null` on the last one). */
+            next_cursor: string | null;
+        };
         /** @description `POST /api/billing/subscription/cancel`: `{}` or no body. */
         CancelSubscriptionRequest: Record<string, never>;
         /** @description `201` of `POST /api/billing/checkout-sessions`: the Stripe Checkout Session. */
@@ -2685,6 +2739,218 @@ export interface operations {
                 headers: {
                     /** @description `true` on a replay of a stored answer, `false` on a fresh one (absent when the request was refused before its key was looked at). */
                     "Idempotent-Replayed"?: "true" | "false";
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_audit: {
+        parameters: {
+            query: {
+                /** @description The user whose trail to read (`users.id`). */
+                user_id: number;
+                /** @description At most this many, newest first (default 50). */
+                limit?: number;
+                /** @description The previous page's `next_cursor`, as it is. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a page of the user's audit trail */
+            200: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "action": "order.filled",
+                     *           "context": {
+                     *             "order_id": "0193a5c2-7d4e-7b21-9f3a-5c8e1d2b4a6f",
+                     *             "price": "190.10",
+                     *             "qty": "10",
+                     *             "symbol": "AAPL"
+                     *           },
+                     *           "created_at": "2026-12-01T15:00:00Z",
+                     *           "id": 42,
+                     *           "request_id": "0193a5c2-8a11-7c3e-b5a2-3f0e9d1c7b24"
+                     *         }
+                     *       ],
+                     *       "has_more": true,
+                     *       "next_cursor": "MjAyNi0xMi0wMVQxNTowMDowMC4wMDAwMDBafDQy"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AuditListResponse"];
+                };
+            };
+            /**
+             * @description Bad Request:
+             *     - `invalid_query`: a query parameter is malformed
+             */
+            400: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "a query parameter is malformed",
+                     *       "error": "invalid_query",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a query parameter is malformed",
+                     *       "retry": "no",
+                     *       "status": 400,
+                     *       "title": "Bad Request",
+                     *       "type": "/docs/errors#invalid_query"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
+            401: {
+                headers: {
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
+            403: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
+             */
+            503: {
+                headers: {
                     /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
                     "Retry-After"?: number;
                     /** @description The request's id (sent by the client, or made here); also the error's `instance`. */

@@ -41,6 +41,7 @@ macro_rules! audit_actions {
 
 audit_actions! {
     AccountReset => "account.reset",
+    AuditRead => "audit.read",
     BillingCheckoutSessionCreated => "billing.checkout_session.created",
     BillingCustomerCreated => "billing.customer.created",
     BillingPortalSessionCreated => "billing.portal_session.created",
@@ -61,9 +62,12 @@ audit_actions! {
     ServiceTokenCreated => "service_token.created",
     SessionCreated => "session.created",
     SessionRevoked => "session.revoked",
+    SessionsRevoked => "sessions.revoked",
+    TokenRevoked => "token.revoked",
     UserCreated => "user.created",
     UserErased => "user.erased",
     UserRegistered => "user.registered",
+    UserShown => "user.shown",
     WaitlistJoined => "waitlist.joined",
 }
 

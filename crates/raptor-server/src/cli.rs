@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use raptor_api::accounts::store as accounts;
+use raptor_api::admin::support::{self, Actor, UserRef};
 use raptor_api::auth::Role;
 use raptor_api::{ApiState, SystemClock};
 use rust_decimal::Decimal;
@@ -39,6 +40,9 @@ pub enum Command {
     /// Service principals.
     #[command(subcommand, name = "service-tokens")]
     ServiceTokens(ServiceTokensCommand),
+    /// Bearer tokens (sessions' and services').
+    #[command(subcommand)]
+    Tokens(TokensCommand),
     /// Operator quotes.
     #[command(subcommand)]
     Quotes(QuotesCommand),
@@ -77,6 +81,45 @@ pub enum UsersCommand {
         /// from sign-in). Operators' tokens expire too; service tokens do not.
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3650))]
         ttl_days: Option<u64>,
+    },
+    /// Show a user, by id or by email: its role, account and sessions (audited as
+    /// `user.shown` on the user's trail); exits 1 when there is none.
+    Show {
+        /// `users.id`.
+        #[arg(long, conflicts_with = "email", required_unless_present = "email")]
+        id: Option<i32>,
+        /// The sign-up address (case does not matter).
+        #[arg(long)]
+        email: Option<String>,
+    },
+    /// A user's sessions.
+    #[command(subcommand)]
+    Sessions(UserSessionsCommand),
+}
+
+/// `raptor users sessions …`
+#[derive(Debug, Subcommand)]
+pub enum UserSessionsCommand {
+    /// Revoke every session of a user (signed out everywhere; audited as `sessions.revoked`);
+    /// prints `{"user_id", "revoked": N}`.
+    Revoke {
+        /// `users.id`.
+        #[arg(long)]
+        user_id: i32,
+    },
+}
+
+/// `raptor tokens …`
+#[derive(Debug, Subcommand)]
+pub enum TokensCommand {
+    /// Revoke one bearer token, a session's or a service's (audited as `token.revoked`);
+    /// prints `{"revoked": true, "kind", "user_id", "service_name"}`, or `{"revoked": false}`
+    /// when no such token is valid. `--token -` reads it from standard input (keeps it out of
+    /// the shell's history).
+    Revoke {
+        /// The token, or `-` for standard input.
+        #[arg(long)]
+        token: String,
     },
 }
 
@@ -190,6 +233,20 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> anyhow::Res
         Command::ServiceTokens(ServiceTokensCommand::Create { name }) => {
             create_service_token(&config, &name, out).await
         }
+        Command::Users(UsersCommand::Show { id, email }) => {
+            let who = match (id, email) {
+                (Some(id), _) => UserRef::Id(id),
+                (None, Some(email)) => UserRef::Email(email),
+                (None, None) => anyhow::bail!("--id or --email"),
+            };
+            show_user(&config, &who, out).await
+        }
+        Command::Users(UsersCommand::Sessions(UserSessionsCommand::Revoke { user_id })) => {
+            revoke_sessions(&config, user_id, out).await
+        }
+        Command::Tokens(TokensCommand::Revoke { token }) => {
+            revoke_token(&config, &token, out).await
+        }
         Command::Quotes(QuotesCommand::Set { symbol, bid, ask }) => {
             set_quote(&config, &symbol, bid, ask, out).await
         }
@@ -275,6 +332,65 @@ async fn create_service_token(config: &Config, name: &str, out: Out<'_>) -> anyh
         .map_err(api_error)?;
     tx.commit().await?;
     writeln!(out, "{}", json!({ "token": token }))?;
+    Ok(())
+}
+
+/// `raptor users show`.
+async fn show_user(config: &Config, who: &UserRef, out: Out<'_>) -> anyhow::Result<()> {
+    let pool = config.pool().await?;
+    let mut tx = raptor_db::begin(&pool).await?;
+    let shown = support::show_user(&mut tx, who, &Actor::cli())
+        .await
+        .map_err(api_error)?;
+    tx.commit().await?;
+    let user = shown.with_context(|| match who {
+        UserRef::Id(id) => format!("no user with id {id}"),
+        UserRef::Email(email) => format!("no user with email {email}"),
+    })?;
+    writeln!(out, "{}", serde_json::to_string(&user)?)?;
+    Ok(())
+}
+
+/// `raptor users sessions revoke`.
+async fn revoke_sessions(config: &Config, user_id: i32, out: Out<'_>) -> anyhow::Result<()> {
+    let pool = config.pool().await?;
+    let mut tx = raptor_db::begin(&pool).await?;
+    let revoked = support::revoke_sessions(&mut tx, user_id, &Actor::cli())
+        .await
+        .map_err(api_error)?;
+    tx.commit().await?;
+    writeln!(out, "{}", json!({ "user_id": user_id, "revoked": revoked }))?;
+    Ok(())
+}
+
+/// `raptor tokens revoke`.
+async fn revoke_token(config: &Config, token: &str, out: Out<'_>) -> anyhow::Result<()> {
+    let token = if token == "-" {
+        let mut line = String::new();
+        std::io::stdin()
+            .read_line(&mut line)
+            .context("read the token from standard input")?;
+        line
+    } else {
+        token.to_owned()
+    };
+    anyhow::ensure!(!token.trim().is_empty(), "the token is empty");
+    let pool = config.pool().await?;
+    let mut tx = raptor_db::begin(&pool).await?;
+    let revoked = support::revoke_token(&mut tx, &token, &Actor::cli())
+        .await
+        .map_err(api_error)?;
+    tx.commit().await?;
+    let answer = match revoked {
+        Some(token) => json!({
+            "revoked": true,
+            "kind": token.kind,
+            "user_id": token.user_id,
+            "service_name": token.service_name,
+        }),
+        None => json!({ "revoked": false }),
+    };
+    writeln!(out, "{answer}")?;
     Ok(())
 }
 

@@ -24,6 +24,9 @@ from .account_response import AccountResponse
 from .activity_list_response import ActivityListResponse
 from .activity_response import ActivityResponse
 from .activity_type import ActivityType
+from .audit_entry import AuditEntry
+from .audit_entry_context import AuditEntryContext
+from .audit_list_response import AuditListResponse
 from .cancel_subscription_request import CancelSubscriptionRequest
 from .checkout_session_response import CheckoutSessionResponse
 from .close_position_request import ClosePositionRequest
@@ -95,6 +98,9 @@ __all__ = (
     "ActivityListResponse",
     "ActivityResponse",
     "ActivityType",
+    "AuditEntry",
+    "AuditEntryContext",
+    "AuditListResponse",
     "CancelSubscriptionRequest",
     "CheckoutSessionResponse",
     "ClosePositionRequest",
