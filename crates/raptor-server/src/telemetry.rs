@@ -1,7 +1,7 @@
 //! Logging and traces. Logs: `tracing` with an `EnvFilter` (`RUST_LOG`, default `info`), JSON or
 //! pretty, on stderr; a JSON line inside a traced request names its `trace_id` and `span_id`.
 //! Traces (`serve` only, when an OTLP endpoint is set): the same spans, at the levels the filter
-//! lets through, plus a client span per SQL statement ([`crate::db_spans`]), exported by
+//! lets through, plus a client span per SQL statement (`db_spans.rs`), exported by
 //! OpenTelemetry's batch processor over OTLP/HTTP (protobuf), with W3C trace context as the
 //! propagator. Without an endpoint no OpenTelemetry layer, exporter or thread exists.
 
@@ -49,7 +49,7 @@ impl Telemetry {
 
 /// Installs the global subscriber (logs go to stderr so command output on stdout stays JSON)
 /// and, when `traces` names an endpoint, the OpenTelemetry layer, its exporter, and the
-/// statements' spans ([`crate::db_spans`]). A JSON log line inside a traced request carries its
+/// statements' spans (`db_spans.rs`). A JSON log line inside a traced request carries its
 /// `trace_id` and `span_id`.
 ///
 /// Each layer has its own filter: the logs and the exported spans follow `RUST_LOG` (default
