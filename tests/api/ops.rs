@@ -293,7 +293,8 @@ async fn shutdown_waits_for_pending_key_releases(pool: PgPool) {
 }
 
 /// From the shutdown signal on, `/readyz` answers 503 while requests in flight (and new ones
-/// during the drain window) are still served; then the server stops cleanly.
+/// during the drain window) are still served, each answer closing its connection; then the
+/// server stops cleanly.
 #[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
 async fn shutdown_drains_with_readyz_503(pool: PgPool) {
     TestApp::run(&pool, Options::default(), async |app| {
@@ -315,6 +316,7 @@ async fn shutdown_drains_with_readyz_503(pool: PgPool) {
         let url = |path: &str| format!("http://{addr}{path}");
         let ready = client.get(url("/readyz")).send().await.expect("readyz");
         assert_eq!(ready.status().as_u16(), 200);
+        assert_eq!(ready.headers().get("connection"), None, "kept alive");
 
         // A slow request is in flight when the signal arrives.
         let slow = tokio::spawn(
@@ -334,6 +336,12 @@ async fn shutdown_drains_with_readyz_503(pool: PgPool) {
         assert_eq!(body["status"], "draining");
         let alive = client.get(url("/healthz")).send().await.expect("healthz");
         assert_eq!(alive.status().as_u16(), 200);
+        // Answers while draining close their connection: the client's next request opens a
+        // new one, where the balancer now sends it.
+        assert_eq!(
+            alive.headers().get("connection").map(|v| v.as_bytes()),
+            Some(&b"close"[..])
+        );
         let finished = slow.await.expect("join").expect("in-flight request");
         assert_eq!(finished.status().as_u16(), 201);
         server.await.expect("join").expect("serve");

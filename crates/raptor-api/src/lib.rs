@@ -89,6 +89,10 @@ pub fn app_with(state: ApiState, extra: Router<ApiState>) -> Router {
         .merge(docs_ui::router(&spec, config.docs_assets.clone()))
         .merge(extra)
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            middleware::close_when_draining,
+        ))
         .with_state(state);
     middleware::layers(router, &config)
 }

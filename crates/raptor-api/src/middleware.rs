@@ -55,6 +55,23 @@ pub fn layers(router: Router, config: &ApiConfig) -> Router {
         .layer(axum::middleware::from_fn(request_ids))
 }
 
+/// While the process drains (from SIGTERM on), every answer says `Connection: close`: a client
+/// on a kept-alive connection opens its next one where the load balancer now sends it, instead
+/// of reusing this one just as the listener closes.
+pub(crate) async fn close_when_draining(
+    axum::extract::State(state): axum::extract::State<crate::state::ApiState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let mut response = next.run(request).await;
+    if state.is_draining() {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
 /// The longest client-supplied request id that is kept.
 pub const MAX_CLIENT_REQUEST_ID: usize = 128;
 
