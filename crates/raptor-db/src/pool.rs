@@ -127,9 +127,7 @@ impl PoolSettings {
     }
 }
 
-/// The `application_name` of the idempotency store's connections when it has a URL of its own
-/// (`IDEMPOTENCY_STORE_DATABASE_URL`).
-pub const STORE_APPLICATION_NAME: &str = "raptor-idempotency";
+pub use crate::pool_metrics::STORE_APPLICATION_NAME;
 
 /// Connects the business pool (fails if Postgres does not answer). Every connection carries
 /// the business `lock_timeout` and `statement_timeout` as session defaults (with `connect`

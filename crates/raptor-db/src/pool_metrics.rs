@@ -5,11 +5,16 @@
 //!
 //! Which pool a `PgPool` is ([`pool_label`]): the idempotency store's pool carries what only it
 //! has (its own `application_name` when it has its own URL, else `synchronous_commit=off` among
-//! its session options, both set by [`crate::pool::store`]); every other pool is `business`.
+//! its session options, both set by `pool::store`); every other pool is `business`.
 
 use std::time::Instant;
 
 use sqlx::PgPool;
+
+/// The `application_name` of the idempotency store's connections when it has a URL of its own
+/// (`IDEMPOTENCY_STORE_DATABASE_URL`): how [`pool_label`] knows that pool (kept here, with the
+/// labels, so that this file needs nothing of `pool.rs`).
+pub const STORE_APPLICATION_NAME: &str = "raptor-idempotency";
 
 /// The `pool` label of the business pool (`DATABASE_URL`).
 pub const BUSINESS: &str = "business";
@@ -19,7 +24,7 @@ pub const STORE: &str = "store";
 /// The `pool` label of `pool`: [`STORE`] or [`BUSINESS`].
 pub fn pool_label(pool: &PgPool) -> &'static str {
     let options = pool.connect_options();
-    let store = options.get_application_name() == Some(crate::pool::STORE_APPLICATION_NAME)
+    let store = options.get_application_name() == Some(STORE_APPLICATION_NAME)
         || options
             .get_options()
             .is_some_and(|o| o.contains("synchronous_commit"));

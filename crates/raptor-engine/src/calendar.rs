@@ -9,8 +9,6 @@
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, TimeZone, Utc, Weekday};
 
-use crate::order::{OrderSpec, TimeInForce};
-
 /// Regular session close, New York local hour.
 pub const CLOSE_HOUR: u32 = 16;
 
@@ -139,29 +137,9 @@ pub fn last_trading_close(date: NaiveDate) -> Option<DateTime<Utc>> {
     None
 }
 
-/// When an order placed at `placed_at` stops being good: the session close for a `day` order,
-/// and for any order the last close on or before its earliest option expiry (it can never fill
-/// after that). `None`: good until canceled.
-pub fn order_expires_at(spec: &OrderSpec, placed_at: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    let day = (spec.time_in_force == TimeInForce::Day).then(|| next_close(placed_at));
-    let contract = spec
-        .legs
-        .iter()
-        .filter_map(|leg| leg.instrument.expiry())
-        .min()
-        .and_then(last_trading_close);
-    match (day, contract) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::order::{OrderType, PositionIntent};
-    use crate::symbol::Instrument;
-    use rust_decimal::Decimal;
 
     fn date(y: i32, m: u32, d: u32) -> NaiveDate {
         NaiveDate::from_ymd_opt(y, m, d).expect("date")
@@ -171,17 +149,6 @@ mod tests {
         Utc.with_ymd_and_hms(y, m, d, h, min, 0)
             .single()
             .expect("instant")
-    }
-
-    fn spec(symbol: &str, tif: TimeInForce) -> OrderSpec {
-        OrderSpec::simple(
-            Instrument::parse(symbol).expect("symbol"),
-            PositionIntent::BuyToOpen,
-            Decimal::ONE,
-            OrderType::Limit,
-            Some(Decimal::ONE),
-            tif,
-        )
     }
 
     #[test]
@@ -251,32 +218,6 @@ mod tests {
         assert_eq!(next_close(utc(2026, 12, 2, 1, 0)), utc(2026, 12, 2, 21, 0));
         // Exactly at the close: that close.
         assert_eq!(next_close(utc(2026, 12, 1, 21, 0)), utc(2026, 12, 1, 21, 0));
-    }
-
-    #[test]
-    fn orders_stop_being_good_at_the_close_or_the_contract_expiry() {
-        let placed = utc(2026, 12, 1, 15, 0);
-        assert_eq!(
-            order_expires_at(&spec("AAPL", TimeInForce::Gtc), placed),
-            None
-        );
-        assert_eq!(
-            order_expires_at(&spec("AAPL", TimeInForce::Day), placed),
-            Some(utc(2026, 12, 1, 21, 0))
-        );
-        assert_eq!(
-            order_expires_at(&spec("XYZ261218C00065000", TimeInForce::Gtc), placed),
-            Some(utc(2026, 12, 18, 21, 0))
-        );
-        assert_eq!(
-            order_expires_at(&spec("XYZ261218C00065000", TimeInForce::Day), placed),
-            Some(utc(2026, 12, 1, 21, 0))
-        );
-        // Expiry on a holiday: the last session before it.
-        assert_eq!(
-            order_expires_at(&spec("XYZ261225C00065000", TimeInForce::Gtc), placed),
-            Some(utc(2026, 12, 24, 18, 0))
-        );
     }
 
     #[test]

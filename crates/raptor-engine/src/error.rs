@@ -2,8 +2,6 @@
 
 use rust_decimal::Decimal;
 
-use crate::order::{OrderEvent, OrderStatus};
-
 /// Why an order was refused. Nothing was applied when one of these is returned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OrderRejection {
@@ -106,35 +104,6 @@ impl SymbolError {
     /// The stable machine code, the same for every variant.
     pub fn code(&self) -> &'static str {
         "invalid_symbol"
-    }
-}
-
-/// An order-state change the transition table does not allow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum InvalidTransition {
-    /// A cancel on an order that is filled or expired.
-    #[error("order is {status} and cannot be canceled")]
-    NotCancelable {
-        /// The order's current status.
-        status: OrderStatus,
-    },
-    /// Any other event the order's status does not accept.
-    #[error("an order that is {from} does not accept {event}")]
-    Illegal {
-        /// The order's current status.
-        from: OrderStatus,
-        /// The refused event.
-        event: OrderEvent,
-    },
-}
-
-impl InvalidTransition {
-    /// The stable machine code: `order_not_cancelable` or `invalid_transition`.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::NotCancelable { .. } => "order_not_cancelable",
-            Self::Illegal { .. } => "invalid_transition",
-        }
     }
 }
 

@@ -18,12 +18,12 @@ pub use account::{AccountState, OpenOrder, Quote};
 pub use engine::{
     Decision, Engine, Execution, Fill, MAX_LEG_QTY, MAX_PRICE, MAX_QTY_DP, MLEG_LEGS,
 };
-pub use error::{InvalidTransition, OrderRejection, SymbolError, UnknownVariant};
+pub use error::{OrderRejection, SymbolError, UnknownVariant};
 pub use expiry::{ExpiryRun, Settlement, SettlementOutcome};
 pub use fees::FeeSchedule;
 pub use order::{
-    LegSpec, OrderClass, OrderEvent, OrderSpec, OrderStatus, OrderType, PositionIntent, Side,
-    TimeInForce, Transition,
+    InvalidTransition, LegSpec, OrderClass, OrderEvent, OrderSpec, OrderStatus, OrderType,
+    PositionIntent, Side, TimeInForce, Transition,
 };
 pub use position::{round_money, round_price, Mark, Position, MONEY_DP, PRICE_DP};
 pub use symbol::{Instrument, OptionContract, Right, OPTION_MULTIPLIER};

@@ -6,7 +6,10 @@ use std::str::FromStr;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{InvalidTransition, UnknownVariant};
+use chrono::{DateTime, Utc};
+
+use crate::calendar;
+use crate::error::UnknownVariant;
 use crate::symbol::Instrument;
 
 /// Gives a fieldless enum `as_str`, `Display` and `FromStr` over the same wire strings that its
@@ -260,6 +263,23 @@ pub struct OrderSpec {
 }
 
 impl OrderSpec {
+    /// When this order, placed at `placed_at`, stops being good: the session close for a
+    /// `day` order, and for any order the last close on or before its earliest option expiry
+    /// (it can never fill after that). `None`: good until canceled.
+    pub fn expires_at(&self, placed_at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let day = (self.time_in_force == TimeInForce::Day).then(|| calendar::next_close(placed_at));
+        let contract = self
+            .legs
+            .iter()
+            .filter_map(|leg| leg.instrument.expiry())
+            .min()
+            .and_then(calendar::last_trading_close);
+        match (day, contract) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// A simple (one-leg) order; the side follows from the intent.
     pub fn simple(
         instrument: Instrument,
@@ -295,10 +315,78 @@ impl OrderSpec {
     }
 }
 
+/// An order-state change the transition table does not allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidTransition {
+    /// A cancel on an order that is filled or expired.
+    #[error("order is {status} and cannot be canceled")]
+    NotCancelable {
+        /// The order's current status.
+        status: OrderStatus,
+    },
+    /// Any other event the order's status does not accept.
+    #[error("an order that is {from} does not accept {event}")]
+    Illegal {
+        /// The order's current status.
+        from: OrderStatus,
+        /// The refused event.
+        event: OrderEvent,
+    },
+}
+
+impl InvalidTransition {
+    /// The stable machine code: `order_not_cancelable` or `invalid_transition`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::NotCancelable { .. } => "order_not_cancelable",
+            Self::Illegal { .. } => "invalid_transition",
+        }
+    }
+}
+
 #[cfg(test)]
 #[expect(clippy::unwrap_used, reason = "a test reports a failure by panicking")]
 mod tests {
     use super::*;
+
+    fn utc(y: i32, m: u32, d: u32, h: u32, min: u32) -> DateTime<Utc> {
+        use chrono::TimeZone;
+        Utc.with_ymd_and_hms(y, m, d, h, min, 0).single().unwrap()
+    }
+
+    fn spec(symbol: &str, tif: TimeInForce) -> OrderSpec {
+        OrderSpec::simple(
+            Instrument::parse(symbol).unwrap(),
+            PositionIntent::BuyToOpen,
+            Decimal::ONE,
+            OrderType::Limit,
+            Some(Decimal::ONE),
+            tif,
+        )
+    }
+
+    #[test]
+    fn orders_stop_being_good_at_the_close_or_the_contract_expiry() {
+        let placed = utc(2026, 12, 1, 15, 0);
+        assert_eq!(spec("AAPL", TimeInForce::Gtc).expires_at(placed), None);
+        assert_eq!(
+            spec("AAPL", TimeInForce::Day).expires_at(placed),
+            Some(utc(2026, 12, 1, 21, 0))
+        );
+        assert_eq!(
+            spec("XYZ261218C00065000", TimeInForce::Gtc).expires_at(placed),
+            Some(utc(2026, 12, 18, 21, 0))
+        );
+        assert_eq!(
+            spec("XYZ261218C00065000", TimeInForce::Day).expires_at(placed),
+            Some(utc(2026, 12, 1, 21, 0))
+        );
+        // Expiry on a holiday: the last session before it.
+        assert_eq!(
+            spec("XYZ261225C00065000", TimeInForce::Gtc).expires_at(placed),
+            Some(utc(2026, 12, 24, 18, 0))
+        );
+    }
 
     #[test]
     fn transition_table_is_exhaustive() {

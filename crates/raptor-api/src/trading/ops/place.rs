@@ -282,7 +282,7 @@ pub(crate) async fn place(
         execution,
         at: now,
         expires_at: (status == OrderStatus::New)
-            .then(|| raptor_engine::calendar::order_expires_at(&spec, now))
+            .then(|| spec.expires_at(now))
             .flatten(),
         quote_seq: quotes.sequence,
     };
