@@ -292,6 +292,10 @@ async fn reads(run: &mut Run<'_>) {
         .scalar_where("select id from users where email = $1", examples::EMAIL)
         .await;
     for op in ids {
+        if op == "stream_trade_updates" {
+            stream_opens(run).await;
+            continue;
+        }
         let path = run.operations[&op].path.clone();
         let path = if op == "list_audit" {
             Some(format!("{path}?user_id={user_id}"))
@@ -303,4 +307,24 @@ async fn reads(run: &mut Run<'_>) {
     }
     run.call("cancel_order", Some(format!("/api/trading/orders/{id}")))
         .await;
+}
+
+/// The stream never ends, so it is only opened: `200`, `text/event-stream` (its events are
+/// checked in `trading::stream`).
+async fn stream_opens(run: &mut Run<'_>) {
+    let request = axum::http::Request::get("/api/trading/stream")
+        .header("authorization", format!("Bearer {}", run.user))
+        .body(axum::body::Body::empty())
+        .expect("request");
+    let response = tower::ServiceExt::oneshot(run.app.router.clone(), request)
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()["content-type"],
+        "text/event-stream",
+        "{:?}",
+        response.headers()
+    );
+    run.done.insert("stream_trade_updates".to_owned());
 }

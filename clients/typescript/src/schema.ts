@@ -556,6 +556,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/trading/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream trade updates
+         * @description The user's trade updates as server-sent events: `new`, `fill`, `partial_fill`, `canceled`, `expired`, `rejected`, `settled`, each a `TradeUpdate` with its order. Message ids increase: send the last as `Last-Event-ID` to resume with no gap and no duplicate. `410 stream_history_gone` when it names no event still kept; `429 rate_limited` past 5 streams of the user; `503 too_many_connections` when the server is full.
+         */
+        get: operations["stream_trade_updates"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/waitlist/signup": {
         parameters: {
             query?: never;
@@ -1048,7 +1068,7 @@ export interface components {
          * @description Every error code; `/docs/errors#<code>` explains each (the malformed-key sentence's section is `idempotency_key_invalid`).
          * @enum {string}
          */
-        ErrorCode: "Idempotency-Key must be a UUID string" | "bad_request" | "billing_busy" | "billing_not_configured" | "billing_request_rejected" | "contract_expired" | "database_busy" | "database_unavailable" | "duplicate_client_order_id" | "duplicate_reset" | "forbidden" | "idempotency_in_flight" | "idempotency_key_body_mismatch" | "idempotency_key_required" | "idempotency_previous_failed" | "idempotency_store_unavailable" | "insufficient_buying_power" | "insufficient_qty" | "internal" | "invalid_billing_request" | "invalid_body" | "invalid_display_name" | "invalid_email" | "invalid_json" | "invalid_marketing_opt_in" | "invalid_order" | "invalid_path" | "invalid_payload" | "invalid_query" | "invalid_quote" | "invalid_signature" | "invalid_subscription" | "invalid_symbol" | "invalid_time_zone" | "invalid_token" | "live_trading_unavailable" | "method_not_allowed" | "new_orders_disabled" | "not_found" | "order_not_cancelable" | "payload_too_large" | "quote_unavailable" | "rate_limited" | "request_headers_too_large" | "request_timeout" | "stripe_timeout" | "stripe_unavailable" | "subscription_active" | "too_many_connections" | "too_many_open_orders" | "unauthenticated" | "uncovered_short_option" | "unsupported_media_type";
+        ErrorCode: "Idempotency-Key must be a UUID string" | "bad_request" | "billing_busy" | "billing_not_configured" | "billing_request_rejected" | "contract_expired" | "database_busy" | "database_unavailable" | "duplicate_client_order_id" | "duplicate_reset" | "forbidden" | "idempotency_in_flight" | "idempotency_key_body_mismatch" | "idempotency_key_required" | "idempotency_previous_failed" | "idempotency_store_unavailable" | "insufficient_buying_power" | "insufficient_qty" | "internal" | "invalid_billing_request" | "invalid_body" | "invalid_display_name" | "invalid_email" | "invalid_json" | "invalid_marketing_opt_in" | "invalid_order" | "invalid_path" | "invalid_payload" | "invalid_query" | "invalid_quote" | "invalid_signature" | "invalid_subscription" | "invalid_symbol" | "invalid_time_zone" | "invalid_token" | "live_trading_unavailable" | "method_not_allowed" | "new_orders_disabled" | "not_found" | "order_not_cancelable" | "payload_too_large" | "quote_unavailable" | "rate_limited" | "request_headers_too_large" | "request_timeout" | "stream_history_gone" | "stripe_timeout" | "stripe_unavailable" | "subscription_active" | "too_many_connections" | "too_many_open_orders" | "unauthenticated" | "uncovered_short_option" | "unsupported_media_type";
         /** @description A flag's value. */
         FlagResponse: {
             /** @description Its value now. */
@@ -1525,6 +1545,47 @@ export interface components {
          * @enum {string}
          */
         TimeInForce: "day" | "gtc";
+        /**
+         * @description What a trade update is.
+         * @enum {string}
+         */
+        TradeEvent: "new" | "fill" | "partial_fill" | "canceled" | "expired" | "rejected" | "settled";
+        /**
+         * @description One trade update: the `data` of an SSE message whose `event` is its `event` and whose `id`
+         *     is its `id`.
+         */
+        TradeUpdate: {
+            /** @description What happened. */
+            event: components["schemas"]["TradeEvent"];
+            /**
+             * @description The event's id, increasing: send the last one seen back as `Last-Event-ID` to resume.
+             * @example 4211
+             */
+            id: string;
+            /**
+             * Format: date-time
+             * @description When it happened (the change's commit).
+             */
+            occurred_at: string;
+            order?: null | components["schemas"]["OrderResponse"];
+            /**
+             * @description A fill's price (the net price per unit of a multi-leg order), a settlement's price.
+             * @example 190.10
+             */
+            price?: string | null;
+            /**
+             * @description A fill's quantity (its first leg's), a settlement's contracts.
+             * @example 10
+             */
+            qty?: string | null;
+            /**
+             * @description Why: a rejection's or evaluation's code, a cancel's or expiry's reason, a settlement's
+             *     outcome (`cash`, `worthless`).
+             */
+            reason?: string | null;
+            /** @description The symbol concerned (a settlement's contract, a fill's first leg). */
+            symbol?: string | null;
+        };
         /** @description A replay of an answer whose body was not stored (the portal's URL is a credential). */
         UnstoredReplay: {
             /**
@@ -10192,6 +10253,269 @@ export interface operations {
                      *       "status": 422,
                      *       "title": "Unprocessable Entity",
                      *       "type": "/docs/errors#quote_unavailable"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /**
+             * @description Request Header Fields Too Large:
+             *     - `request_headers_too_large`: the request line and headers exceed 32 KiB
+             */
+            431: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the request line and headers exceed 32 KiB",
+                     *       "error": "request_headers_too_large",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the request line and headers exceed 32 KiB",
+                     *       "retry": "no",
+                     *       "status": 431,
+                     *       "title": "Request Header Fields Too Large",
+                     *       "type": "/docs/errors#request_headers_too_large"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /**
+             * @description Internal Server Error:
+             *     - `internal`: an unexpected error; nothing was committed
+             */
+            500: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "an unexpected error; nothing was committed",
+                     *       "error": "internal",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "an unexpected error; nothing was committed",
+                     *       "retry": "new_key",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error",
+                     *       "type": "/docs/errors#internal"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /**
+             * @description Service Unavailable:
+             *     - `database_busy`: a lock or statement timeout fired; nothing was committed
+             *     - `database_unavailable`: the database did not answer; nothing was committed
+             *     - `request_timeout`: the request ran past the server's request timeout
+             *     - `too_many_connections`: the server holds as many connections as it accepts; retry shortly
+             */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "a lock or statement timeout fired; nothing was committed",
+                     *       "error": "database_busy",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "a lock or statement timeout fired; nothing was committed",
+                     *       "retry": "same_key",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable",
+                     *       "type": "/docs/errors#database_busy"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    stream_trade_updates: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The id of the last event received, to resume after it
+                 * @example 4211
+                 */
+                "Last-Event-ID"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the stream of trade updates, each message's data a TradeUpdate */
+            200: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "event": "fill",
+                     *       "id": "4211",
+                     *       "occurred_at": "2026-12-01T15:00:00Z",
+                     *       "order": {
+                     *         "canceled_at": null,
+                     *         "client_order_id": "9966a239-2867-5278-a859-51e25ec38fd7",
+                     *         "created_at": "2026-12-01T15:00:00Z",
+                     *         "fees": "0.00",
+                     *         "filled_at": "2026-12-01T15:00:00Z",
+                     *         "filled_avg_price": "149.80",
+                     *         "filled_qty": "1",
+                     *         "id": "88d0c87f-48ba-4c28-9d9e-e63c95388e29",
+                     *         "legs": [
+                     *           {
+                     *             "filled_avg_price": "149.80",
+                     *             "filled_qty": "1",
+                     *             "position_intent": "buy_to_open",
+                     *             "qty": "1",
+                     *             "ratio_qty": 1,
+                     *             "side": "buy",
+                     *             "status": "filled",
+                     *             "symbol": "AAPL"
+                     *           }
+                     *         ],
+                     *         "limit_price": "150.00",
+                     *         "order_class": "simple",
+                     *         "position_intent": "buy_to_open",
+                     *         "purpose": "order",
+                     *         "qty": "1",
+                     *         "side": "buy",
+                     *         "status": "filled",
+                     *         "symbol": "AAPL",
+                     *         "time_in_force": "gtc",
+                     *         "type": "limit",
+                     *         "updated_at": "2026-12-01T15:00:00Z"
+                     *       },
+                     *       "price": "149.80",
+                     *       "qty": "1",
+                     *       "reason": null,
+                     *       "symbol": "AAPL"
+                     *     }
+                     */
+                    "text/event-stream": components["schemas"]["TradeUpdate"];
+                };
+            };
+            /**
+             * @description Unauthorized:
+             *     - `unauthenticated`: missing, unknown or expired bearer token
+             */
+            401: {
+                headers: {
+                    /** @description `Bearer`. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing, unknown or expired bearer token",
+                     *       "error": "unauthenticated",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "missing, unknown or expired bearer token",
+                     *       "retry": "no",
+                     *       "status": 401,
+                     *       "title": "Unauthorized",
+                     *       "type": "/docs/errors#unauthenticated"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /**
+             * @description Forbidden:
+             *     - `forbidden`: the caller's role may not do this
+             */
+            403: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the caller's role may not do this",
+                     *       "error": "forbidden",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "the caller's role may not do this",
+                     *       "retry": "no",
+                     *       "status": 403,
+                     *       "title": "Forbidden",
+                     *       "type": "/docs/errors#forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /**
+             * @description Gone:
+             *     - `stream_history_gone`: Last-Event-ID names no event still kept; read the lists, reconnect without it
+             */
+            410: {
+                headers: {
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "Last-Event-ID names no event still kept; read the lists, reconnect without it",
+                     *       "error": "stream_history_gone",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "Last-Event-ID names no event still kept; read the lists, reconnect without it",
+                     *       "retry": "no",
+                     *       "status": 410,
+                     *       "title": "Gone",
+                     *       "type": "/docs/errors#stream_history_gone"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /**
+             * @description Too Many Requests:
+             *     - `rate_limited`: too many requests; retry after Retry-After
+             */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying (with the same Idempotency-Key), when a retry can help. */
+                    "Retry-After"?: number;
+                    /** @description The request's id (sent by the client, or made here); also the error's `instance`. */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests; retry after Retry-After",
+                     *       "error": "rate_limited",
+                     *       "instance": "urn:request:5f0c2c3e-3c41-4a0e-9a51-7a7c1d1f6a11",
+                     *       "message": "too many requests; retry after Retry-After",
+                     *       "retry": "same_key",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests",
+                     *       "type": "/docs/errors#rate_limited"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorBody"];

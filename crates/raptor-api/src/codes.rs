@@ -182,6 +182,7 @@ error_codes! {
     RateLimited "rate_limited", [429], same_key, "too many requests; retry after Retry-After";
     RequestHeadersTooLarge "request_headers_too_large", [431], no, "the request line and headers exceed 32 KiB";
     RequestTimeout "request_timeout", [503], same_key, "the request ran past the server's request timeout";
+    StreamHistoryGone "stream_history_gone", [410], no, "Last-Event-ID names no event still kept; read the lists, reconnect without it";
     StripeTimeout "stripe_timeout", [504], same_key, "Stripe did not answer in time; nothing was committed";
     StripeUnavailable "stripe_unavailable", [502, 503], same_key, "Stripe failed or is rate limiting; nothing was committed";
     SubscriptionActive "subscription_active", [409], no, "a subscription still renews";

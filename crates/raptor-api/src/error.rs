@@ -55,6 +55,14 @@ pub enum ApiError {
         /// Human text.
         message: String,
     },
+    /// 410 with a specific code (a stream's history that is no longer kept).
+    #[error("{message}")]
+    Gone {
+        /// Machine code.
+        code: ErrorCode,
+        /// Human text.
+        message: String,
+    },
     /// 409 with a specific code.
     #[error("{message}")]
     Conflict {
@@ -164,6 +172,7 @@ impl ApiError {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             Self::Conflict { .. } => StatusCode::CONFLICT,
+            Self::Gone { .. } => StatusCode::GONE,
             Self::Rejected(rejection) => match rejection {
                 OrderRejection::InsufficientBuyingPower { .. }
                 | OrderRejection::InsufficientQty { .. }
@@ -192,6 +201,7 @@ impl ApiError {
             | Self::Absent { code, .. }
             | Self::Invalid { code, .. }
             | Self::Conflict { code, .. }
+            | Self::Gone { code, .. }
             | Self::ServiceUnavailable { code, .. }
             | Self::Upstream { code, .. } => *code,
             Self::TooManyRequests { .. } => ErrorCode::RateLimited,

@@ -58,6 +58,8 @@ pub struct ApiConfig {
     /// Whether `GET /metrics` is served on the API listener (`RAPTOR_METRICS_ADDR` unset); when
     /// false it answers 404 there and the metrics have a listener of their own.
     pub metrics_on_api_listener: bool,
+    /// Open trade-updates streams at most, per user and per process.
+    pub trade_streams: crate::trading::stream::StreamLimits,
 }
 
 /// The base of sign-in links when `RAPTOR_PUBLIC_URL` is not set (development: `make run`).
@@ -86,6 +88,7 @@ impl Default for ApiConfig {
             trusted_proxies: crate::client_addr::TrustedProxies::default(),
             public_url: DEFAULT_PUBLIC_URL.to_owned(),
             metrics_on_api_listener: true,
+            trade_streams: crate::trading::stream::StreamLimits::default(),
         }
     }
 }
@@ -122,6 +125,8 @@ pub struct ApiInner {
     readiness: Readiness,
     /// The trading halt (`MBT_NEW_ORDERS_DISABLED`, with its run-time override).
     pub(crate) new_orders_halt: Arc<raptor_db::flag::RuntimeFlag>,
+    /// The trade-updates streams of this process.
+    trade_streams: Arc<crate::trading::stream::TradeStreams>,
 }
 
 /// The pools `/readyz` checks the dependencies with: one connection each, on the business
@@ -204,7 +209,12 @@ impl ApiState {
             crate::trading::gate::MBT_NEW_ORDERS_DISABLED,
             config.new_orders_disabled,
         ));
+        let trade_streams = Arc::new(crate::trading::stream::TradeStreams::new(
+            config.trade_streams,
+            &db,
+        ));
         Self(Arc::new(ApiInner {
+            trade_streams,
             new_orders_halt,
             exports,
             db,
@@ -242,6 +252,11 @@ impl ApiState {
     /// Whether shutdown has begun.
     pub fn is_draining(&self) -> bool {
         self.0.draining.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The trade-updates streams of this process.
+    pub fn trade_streams(&self) -> &Arc<crate::trading::stream::TradeStreams> {
+        &self.0.trade_streams
     }
 }
 

@@ -197,7 +197,8 @@ async fn refuse_connection(mut stream: tokio::net::TcpStream) {
 }
 
 /// Resolves `drain` after `signal`: from the signal on, `/readyz` answers 503 while requests
-/// are still served; when this resolves the server stops accepting and finishes what it has.
+/// are still served; when this resolves the trade-updates streams end (their clients reconnect
+/// elsewhere), the server stops accepting and finishes what it has.
 pub async fn drain_on(state: ApiState, signal: impl Future<Output = ()> + Send, drain: Duration) {
     signal.await;
     state.begin_drain();
@@ -205,6 +206,7 @@ pub async fn drain_on(state: ApiState, signal: impl Future<Output = ()> + Send, 
         tracing::info!(secs = drain.as_secs(), "draining: readyz answers 503");
         tokio::time::sleep(drain).await;
     }
+    state.trade_streams().close();
 }
 
 /// Resolves on SIGINT or SIGTERM.

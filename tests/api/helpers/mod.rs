@@ -326,6 +326,7 @@ impl TestApp {
             opened.push(state.idempotency.flag_pool().clone());
             opened.push(state.readiness().database.clone());
             opened.push(state.readiness().store.clone());
+            opened.push(state.trade_streams().listen_pool().clone());
         }
         Self {
             pool,

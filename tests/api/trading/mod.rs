@@ -14,6 +14,7 @@ mod positions;
 mod quotes;
 mod reads;
 mod settlement;
+mod stream;
 mod sweeps;
 
 use serde_json::Value;

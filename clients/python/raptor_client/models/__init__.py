@@ -69,6 +69,8 @@ from .set_quote_request import SetQuoteRequest
 from .side import Side
 from .subscription_response import SubscriptionResponse
 from .time_in_force import TimeInForce
+from .trade_event import TradeEvent
+from .trade_update import TradeUpdate
 from .unstored_replay import UnstoredReplay
 from .verify_request import VerifyRequest
 from .waitlist_signup_request import WaitlistSignupRequest
@@ -143,6 +145,8 @@ __all__ = (
     "Side",
     "SubscriptionResponse",
     "TimeInForce",
+    "TradeEvent",
+    "TradeUpdate",
     "UnstoredReplay",
     "VerifyRequest",
     "WaitlistSignupRequest",

@@ -47,6 +47,7 @@ class ErrorCode(StrEnum):
     RATE_LIMITED = "rate_limited"
     REQUEST_HEADERS_TOO_LARGE = "request_headers_too_large"
     REQUEST_TIMEOUT = "request_timeout"
+    STREAM_HISTORY_GONE = "stream_history_gone"
     STRIPE_TIMEOUT = "stripe_timeout"
     STRIPE_UNAVAILABLE = "stripe_unavailable"
     SUBSCRIPTION_ACTIVE = "subscription_active"

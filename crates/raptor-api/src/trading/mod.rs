@@ -1,4 +1,5 @@
-//! Paper trading: orders, rolls, closes, cancels, account reset, reads and operator quotes.
+//! Paper trading: orders, rolls, closes, cancels, account reset, reads, operator quotes and the
+//! trade-updates stream (`stream`).
 //! `handlers` are the routes; `gate` the checks before a claim (kill switch, account permit);
 //! `parse` turns a request into what the book takes; `ops` holds the book's operations (the
 //! service layer, named `ops` in every resource), which run with a `desk` (clock, engine,
@@ -12,6 +13,7 @@ mod handlers;
 mod ops;
 mod parse;
 mod store;
+pub mod stream;
 
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -84,6 +86,7 @@ pub(crate) fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(handlers::get_quote))
         .routes(routes!(handlers::list_activities))
         .routes(routes!(handlers::set_quote))
+        .routes(routes!(stream::stream_trade_updates))
 }
 
 /// Each operation's own error codes (`crate::codes`), by operationId.
@@ -117,4 +120,8 @@ pub(crate) const ROUTE_CODES: &[RouteCodes] = &[
     ("list_activities", &[&[E::NotFound]]),
     ("close_position", &[TRADE, &[E::NotFound]]),
     ("roll_position", &[TRADE, &[E::NotFound]]),
+    (
+        "stream_trade_updates",
+        &[&[E::RateLimited, E::StreamHistoryGone, E::TooManyConnections]],
+    ),
 ];

@@ -1,0 +1,299 @@
+//! The trade-updates stream (`GET /api/trading/stream`): an event per change of the user's
+//! orders, woken by the database's NOTIFY on any replica, resumable with `Last-Event-ID` with
+//! no gap and no duplicate, bounded per user, ended by the drain.
+
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{header, Request, StatusCode};
+use http_body_util::BodyExt;
+use raptor_api::codes::ErrorCode;
+use raptor_api::trading::stream::StreamLimits;
+use raptor_api::ApiConfig;
+use serde_json::Value;
+use sqlx::PgPool;
+use tower::ServiceExt;
+use uuid::Uuid;
+
+use crate::helpers::{assert_problem, Options, Order, TestApp, TestResponse};
+
+/// One server-sent message.
+#[derive(Debug, Clone)]
+struct Message {
+    id: String,
+    event: String,
+    data: Value,
+}
+
+/// An open stream, read message by message.
+struct Events {
+    body: Body,
+    buffer: String,
+}
+
+/// What reading a stream found.
+#[derive(Debug)]
+enum Next {
+    Message(Message),
+    /// Nothing within the wait.
+    Quiet,
+    /// The server ended the stream.
+    Ended,
+}
+
+impl Events {
+    /// The next message within `wait` (comment lines, the heartbeats, are skipped).
+    async fn next(&mut self, wait: Duration) -> Next {
+        let until = Instant::now() + wait;
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut message = Message {
+                    id: String::new(),
+                    event: String::new(),
+                    data: Value::Null,
+                };
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(value) = line.strip_prefix("id:") {
+                        message.id = value.trim().to_owned();
+                    } else if let Some(value) = line.strip_prefix("event:") {
+                        message.event = value.trim().to_owned();
+                    } else if let Some(value) = line.strip_prefix("data:") {
+                        data.push_str(value.trim());
+                    }
+                }
+                if data.is_empty() {
+                    continue;
+                }
+                message.data = serde_json::from_str(&data).expect("data is JSON");
+                return Next::Message(message);
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.body.frame()).await {
+                Err(_) => return Next::Quiet,
+                Ok(None | Some(Err(_))) => return Next::Ended,
+                Ok(Some(Ok(frame))) => {
+                    if let Ok(bytes) = frame.into_data() {
+                        self.buffer.push_str(&String::from_utf8_lossy(&bytes));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The next message, which must come within `wait`.
+    async fn expect(&mut self, wait: Duration) -> Message {
+        match self.next(wait).await {
+            Next::Message(message) => message,
+            other => panic!("no message within {wait:?}: {other:?}"),
+        }
+    }
+}
+
+/// Opens the stream of `token` on `app`, resuming after `last` when given: the stream, or the
+/// refusal.
+async fn open(app: &TestApp, token: &str, last: Option<&str>) -> Result<Events, TestResponse> {
+    let mut request = Request::get("/api/trading/stream")
+        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+        .header(header::ACCEPT, "text/event-stream");
+    if let Some(last) = last {
+        request = request.header("last-event-id", last);
+    }
+    let response = app
+        .router
+        .clone()
+        .oneshot(request.body(Body::empty()).expect("request"))
+        .await
+        .expect("infallible");
+    if response.status() != StatusCode::OK {
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        return Err(TestResponse {
+            request: "GET /api/trading/stream".to_owned(),
+            status,
+            headers,
+            body: serde_json::from_str(&text).unwrap_or(Value::Null),
+            text,
+        });
+    }
+    assert_eq!(
+        response.headers()[header::CONTENT_TYPE],
+        "text/event-stream",
+        "{:?}",
+        response.headers()
+    );
+    Ok(Events {
+        body: response.into_body(),
+        buffer: String::new(),
+    })
+}
+
+/// A resting order filled by a quote set through one replica reaches the user's stream on
+/// another replica within a second (the database's NOTIFY wakes it), as a `fill` with the
+/// order, filled, and the fill's price and quantity.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_fill_on_one_replica_reaches_a_stream_on_another(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let other = app.replica(Options::default()).await;
+        let (_, token) = app.user("stream@example.com").await;
+        app.quote("AAPL", "101.00", "102.00").await;
+        let resting = app
+            .create_order(
+                &token,
+                Uuid::new_v4(),
+                &Order::limit("AAPL", "100.00").buy().qty("3").gtc().json(),
+            )
+            .await;
+        assert_eq!(resting.body["status"], "new", "{}", resting.text);
+        let mut events = open(&other, &token, None).await.expect("stream");
+        // What happened before it opened is not replayed.
+        assert!(matches!(
+            events.next(Duration::from_millis(300)).await,
+            Next::Quiet
+        ));
+
+        let crossed = Instant::now();
+        app.quote("AAPL", "98.00", "99.00").await;
+        let fill = events.expect(Duration::from_secs(1)).await;
+        assert!(
+            crossed.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            crossed.elapsed()
+        );
+        assert_eq!(fill.event, "fill", "{fill:?}");
+        assert_eq!(fill.data["event"], "fill");
+        assert_eq!(fill.data["id"], fill.id.as_str());
+        assert_eq!(fill.data["order"]["id"], resting.body["id"]);
+        assert_eq!(fill.data["order"]["status"], "filled");
+        assert_eq!(fill.data["symbol"], "AAPL");
+        assert_eq!(fill.data["qty"], "3");
+        assert!(fill.data["price"].is_string(), "{}", fill.data);
+    })
+    .await;
+}
+
+/// Killed mid-way and resumed with `Last-Event-ID`, a stream yields every event once: the
+/// messages read before and after together are exactly the user's trade events since the
+/// first stream opened, in order.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_resumed_stream_yields_every_event_once(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (user_id, token) = app.user("resume@example.com").await;
+        app.quote("AAPL", "189.90", "190.10").await;
+        let mut first = open(app, &token, None).await.expect("stream");
+        let market = || Order::market("AAPL").buy().qty("1").day().json();
+        let placed = app.create_order(&token, Uuid::new_v4(), &market()).await;
+        assert_eq!(placed.status, StatusCode::CREATED, "{}", placed.text);
+        let mut seen = vec![
+            first.expect(Duration::from_secs(2)).await,
+            first.expect(Duration::from_secs(2)).await,
+        ];
+        assert_eq!(
+            seen.iter().map(|m| m.event.as_str()).collect::<Vec<_>>(),
+            ["new", "fill"]
+        );
+        drop(first);
+
+        // Meanwhile: a resting order, its cancel, another market order.
+        let resting = app
+            .create_order(
+                &token,
+                Uuid::new_v4(),
+                &Order::limit("AAPL", "150.00").buy().qty("1").gtc().json(),
+            )
+            .await;
+        let canceled = app.cancel_order(&token, resting.id()).await;
+        assert_eq!(canceled.status, StatusCode::OK, "{}", canceled.text);
+        let again = app.create_order(&token, Uuid::new_v4(), &market()).await;
+        assert_eq!(again.status, StatusCode::CREATED, "{}", again.text);
+
+        let last = seen.last().map(|m| m.id.clone()).expect("an id");
+        let mut resumed = open(app, &token, Some(&last)).await.expect("resumed");
+        loop {
+            match resumed.next(Duration::from_millis(500)).await {
+                Next::Message(message) => seen.push(message),
+                Next::Quiet => break,
+                Next::Ended => panic!("the stream ended"),
+            }
+        }
+        assert_eq!(
+            seen.iter().map(|m| m.event.as_str()).collect::<Vec<_>>(),
+            ["new", "fill", "new", "canceled", "new", "fill"]
+        );
+        let ids: Vec<i64> = seen.iter().map(|m| m.id.parse().expect("id")).collect();
+        let expected: Vec<i64> = sqlx::query_scalar(
+            "select id from audit_log where user_id = $1
+                and action = any($2) and id >= $3 order by id",
+        )
+        .bind(user_id)
+        .bind(raptor_api::trading::stream::TRADE_ACTIONS)
+        .bind(ids[0])
+        .fetch_all(&app.pool)
+        .await
+        .expect("trade rows");
+        assert_eq!(ids, expected, "every event once, in order");
+        assert_eq!(seen[3].data["order"]["id"], resting.body["id"]);
+        assert_eq!(seen[3].data["reason"], "requested");
+    })
+    .await;
+}
+
+/// A `Last-Event-ID` that names no event of the user still kept is `410 stream_history_gone`.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn an_unknown_last_event_id_is_gone(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (_, token) = app.user("gone@example.com").await;
+        for last in ["999999999", "yesterday", "-1"] {
+            let refused = open(app, &token, Some(last)).await.err().expect("refused");
+            assert_problem(&refused, StatusCode::GONE, ErrorCode::StreamHistoryGone);
+        }
+    })
+    .await;
+}
+
+/// Past the per-user bound a stream is refused (`429 rate_limited`); once one closes another
+/// opens. The drain of a shutdown ends every stream.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn streams_are_bounded_and_end_with_the_drain(pool: PgPool) {
+    let options = Options {
+        api: ApiConfig {
+            trade_streams: StreamLimits {
+                per_user: 2,
+                per_process: 10,
+            },
+            ..ApiConfig::default()
+        },
+        ..Options::default()
+    };
+    TestApp::run(&pool, options, async |app| {
+        let (_, token) = app.user("bounded@example.com").await;
+        let one = open(app, &token, None).await.expect("first");
+        let mut two = open(app, &token, None).await.expect("second");
+        let third = open(app, &token, None).await.err().expect("refused");
+        assert_problem(
+            &third,
+            StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::RateLimited,
+        );
+        drop(one);
+        let mut three = open(app, &token, None).await.expect("after one closed");
+        assert_eq!(app.state.trade_streams().open_streams(), 2);
+
+        app.state.trade_streams().close();
+        for events in [&mut two, &mut three] {
+            assert!(matches!(
+                events.next(Duration::from_secs(2)).await,
+                Next::Ended
+            ));
+        }
+    })
+    .await;
+}
