@@ -474,8 +474,9 @@ class Client(threading.Thread):
 
 
 def slow_order(pod: Pod, token: str, send_at: float, body_secs: float, result: dict) -> None:
-    """On a connection to `pod` opened before its deletion (kept busy with GET /healthz), an order
-    sent at `send_at` whose body arrives over `body_secs`: in flight across the stop."""
+    """On a connection to `pod` opened before its deletion (kept busy with GET /healthz; a new one
+    when a draining answer closes it), an order sent at `send_at` whose body arrives over
+    `body_secs`: in flight across the stop."""
     key = str(uuid.uuid4())
     result["key"] = key
     try:
@@ -483,9 +484,15 @@ def slow_order(pod: Pod, token: str, send_at: float, body_secs: float, result: d
         reader = sock.makefile("rb")
         while now() < send_at - 2.5:
             sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: raptor\r\n\r\n")
-            status = read_response(reader)
+            status, close = read_response(reader)
             if status != 200:
                 raise RuntimeError(f"GET /healthz answered {status}")
+            if close:
+                # Draining: the answer closed its connection, as HTTP clients honour; the
+                # order goes on a new one (still before the listener closes).
+                sock.close()
+                sock = socket.create_connection(("127.0.0.1", pod.port), timeout=120)
+                reader = sock.makefile("rb")
             time.sleep(min(2.0, max(0.0, send_at - 2.5 - now())))
         time.sleep(max(0.0, send_at - now()))
         body = order_body("buy")
@@ -502,7 +509,7 @@ def slow_order(pod: Pod, token: str, send_at: float, body_secs: float, result: d
                 time.sleep(step)
             sock.sendall(body[i : i + 1])
         result["complete"] = now()
-        result["status"] = read_response(reader)
+        result["status"], _ = read_response(reader)
         result["answered"] = now()
         sock.close()
     except Exception as err:  # noqa: BLE001: any failure is the result
@@ -510,12 +517,14 @@ def slow_order(pod: Pod, token: str, send_at: float, body_secs: float, result: d
         result["answered"] = now()
 
 
-def read_response(reader) -> int:
+def read_response(reader) -> tuple[int, bool]:
+    """One answer: its status, and whether it closes its connection (`Connection: close`)."""
     line = reader.readline()
     if not line:
         raise ConnectionError("connection closed before an answer")
     status = int(line.split()[1])
     length = 0
+    close = False
     while True:
         header = reader.readline()
         if header in (b"\r\n", b"\n", b""):
@@ -523,8 +532,10 @@ def read_response(reader) -> int:
         name, _, value = header.decode().partition(":")
         if name.strip().lower() == "content-length":
             length = int(value.strip())
+        if name.strip().lower() == "connection" and value.strip().lower() == "close":
+            close = True
     reader.read(length)
-    return status
+    return status, close
 
 
 def wait_until(predicate, timeout: float, step: float = 0.1) -> bool:

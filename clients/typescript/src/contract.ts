@@ -102,6 +102,7 @@ export function retryAdvice(code: ErrorCode): Advice {
     case "not_found":
     case "order_not_cancelable":
     case "quote_unavailable":
+    case "stream_history_gone":
     case "subscription_active":
     case "too_many_open_orders":
     case "uncovered_short_option":

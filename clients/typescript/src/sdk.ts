@@ -111,6 +111,7 @@ const errorCodes = {
   rate_limited: true,
   request_headers_too_large: true,
   request_timeout: true,
+  stream_history_gone: true,
   stripe_timeout: true,
   stripe_unavailable: true,
   subscription_active: true,

@@ -6,7 +6,6 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error_body import ErrorBody
-from ...models.trade_update import TradeUpdate
 from ...types import UNSET, Response, Unset
 
 
@@ -29,12 +28,7 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> ErrorBody | TradeUpdate | None:
-    if response.status_code == 200:
-        response_200 = TradeUpdate.from_dict(response.text)
-
-        return response_200
-
+) -> ErrorBody | None:
     if response.status_code == 401:
         response_401 = ErrorBody.from_dict(response.json())
 
@@ -78,7 +72,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[ErrorBody | TradeUpdate]:
+) -> Response[ErrorBody]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -91,7 +85,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     last_event_id: None | str | Unset = UNSET,
-) -> Response[ErrorBody | TradeUpdate]:
+) -> Response[ErrorBody]:
     """Stream trade updates
 
      The user's trade updates as server-sent events: `new`, `fill`, `partial_fill`, `canceled`,
@@ -108,7 +102,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ErrorBody | TradeUpdate]
+        Response[ErrorBody]
     """
 
     kwargs = _get_kwargs(
@@ -126,7 +120,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     last_event_id: None | str | Unset = UNSET,
-) -> ErrorBody | TradeUpdate | None:
+) -> ErrorBody | None:
     """Stream trade updates
 
      The user's trade updates as server-sent events: `new`, `fill`, `partial_fill`, `canceled`,
@@ -143,7 +137,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ErrorBody | TradeUpdate
+        ErrorBody
     """
 
     return sync_detailed(
@@ -156,7 +150,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     last_event_id: None | str | Unset = UNSET,
-) -> Response[ErrorBody | TradeUpdate]:
+) -> Response[ErrorBody]:
     """Stream trade updates
 
      The user's trade updates as server-sent events: `new`, `fill`, `partial_fill`, `canceled`,
@@ -173,7 +167,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ErrorBody | TradeUpdate]
+        Response[ErrorBody]
     """
 
     kwargs = _get_kwargs(
@@ -189,7 +183,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     last_event_id: None | str | Unset = UNSET,
-) -> ErrorBody | TradeUpdate | None:
+) -> ErrorBody | None:
     """Stream trade updates
 
      The user's trade updates as server-sent events: `new`, `fill`, `partial_fill`, `canceled`,
@@ -206,7 +200,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ErrorBody | TradeUpdate
+        ErrorBody
     """
 
     return (
