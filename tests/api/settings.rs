@@ -338,3 +338,34 @@ fn production_warns_on_unverified_tls_to_another_host() {
     )
     .is_empty());
 }
+
+/// The bounds on open trade-updates streams come from `RAPTOR_TRADE_STREAMS_PER_USER` and
+/// `RAPTOR_TRADE_STREAMS_PER_PROCESS` (5 and 1,000 by default); a bound of 0 is refused.
+#[test]
+fn trade_stream_bounds_are_settings() {
+    use clap::Parser;
+    let parse = |extra: &[&str]| {
+        let mut argv = vec![
+            "raptor",
+            "--database-url",
+            "postgres://app@127.0.0.1/raptor",
+        ];
+        argv.extend_from_slice(extra);
+        argv.push("serve");
+        raptor_server::Cli::try_parse_from(argv)
+    };
+    let defaults = parse(&[]).expect("parses").config.api().trade_streams;
+    assert_eq!((defaults.per_user, defaults.per_process), (5, 1000));
+    let set = parse(&[
+        "--trade-streams-per-user",
+        "2",
+        "--trade-streams-per-process",
+        "50",
+    ])
+    .expect("parses")
+    .config
+    .api()
+    .trade_streams;
+    assert_eq!((set.per_user, set.per_process), (2, 50));
+    assert!(parse(&["--trade-streams-per-user", "0"]).is_err());
+}

@@ -311,6 +311,7 @@ impl Config {
             trusted_proxies: self.server.trusted_proxies(),
             public_url: self.mail.public_url(self.server.addr),
             metrics_on_api_listener: self.server.metrics_addr.is_none(),
+            trade_streams: trading.trade_streams(),
             ..ApiConfig::default()
         }
     }

@@ -25,7 +25,8 @@ fn parse_cash(text: &str) -> Result<Decimal, String> {
 /// `MBT_NEW_ORDERS_DISABLED`, `RAPTOR_PAPER_STARTING_CASH`, `RAPTOR_FEE_PER_CONTRACT`,
 /// `RAPTOR_FEE_PER_SHARE`, `RAPTOR_FEE_MIN_PER_ORDER`, `RAPTOR_MAX_OPEN_ORDERS`,
 /// `RAPTOR_ACCOUNT_WRITE_CONCURRENCY`, `RAPTOR_ACCOUNT_WRITE_WAIT_MS`,
-/// `RAPTOR_ORDER_EXPIRY_INTERVAL_SECS`, `RAPTOR_QUOTE_SWEEP_INTERVAL_MS`.
+/// `RAPTOR_ORDER_EXPIRY_INTERVAL_SECS`, `RAPTOR_QUOTE_SWEEP_INTERVAL_MS`,
+/// `RAPTOR_TRADE_STREAMS_PER_USER`, `RAPTOR_TRADE_STREAMS_PER_PROCESS`.
 #[derive(Debug, Clone, Args)]
 pub struct TradingArgs {
     /// Refuse new orders, rolls and closes with 503 (cancels still work).
@@ -82,9 +83,29 @@ pub struct TradingArgs {
     #[arg(long, env = "RAPTOR_QUOTE_SWEEP_INTERVAL_MS", value_name = "RAPTOR_QUOTE_SWEEP_INTERVAL_MS",
           default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=600_000), global = true)]
     pub quote_sweep_interval_ms: u64,
+
+    /// Open trade-updates streams (`GET /api/trading/stream`) one user may hold on this
+    /// process; past it, 429 rate_limited.
+    #[arg(long, env = "RAPTOR_TRADE_STREAMS_PER_USER", value_name = "RAPTOR_TRADE_STREAMS_PER_USER",
+          default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100), global = true)]
+    pub trade_streams_per_user: u32,
+
+    /// Open trade-updates streams this process holds at most (each is a connection; keep it
+    /// below RAPTOR_MAX_CONNECTIONS); past it, 503 too_many_connections.
+    #[arg(long, env = "RAPTOR_TRADE_STREAMS_PER_PROCESS", value_name = "RAPTOR_TRADE_STREAMS_PER_PROCESS",
+          default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000), global = true)]
+    pub trade_streams_per_process: u32,
 }
 
 impl TradingArgs {
+    /// The bounds on open trade-updates streams.
+    pub fn trade_streams(&self) -> raptor_api::trading::stream::StreamLimits {
+        raptor_api::trading::stream::StreamLimits {
+            per_user: usize::try_from(self.trade_streams_per_user).unwrap_or(usize::MAX),
+            per_process: usize::try_from(self.trade_streams_per_process).unwrap_or(usize::MAX),
+        }
+    }
+
     /// The paper engine's fees.
     pub fn fees(&self) -> raptor_engine::FeeSchedule {
         raptor_engine::FeeSchedule {
