@@ -489,6 +489,14 @@ impl Server {
 pub(crate) async fn send(router: Router, call: Call) -> TestResponse {
     let request = format!("{} {}", call.method, call.path);
     let response = router.oneshot(call.request()).await.expect("infallible");
+    read_response(request, response).await
+}
+
+/// `response` read whole, as a [`TestResponse`] of `request` (its method and path).
+pub(crate) async fn read_response(
+    request: String,
+    response: axum::response::Response,
+) -> TestResponse {
     let status = response.status();
     let headers = response.headers().clone();
     let bytes = response

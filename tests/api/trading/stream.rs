@@ -15,7 +15,7 @@ use sqlx::PgPool;
 use tower::ServiceExt;
 use uuid::Uuid;
 
-use crate::helpers::{assert_problem, Options, Order, TestApp, TestResponse};
+use crate::helpers::{assert_problem, read_response, Options, Order, TestApp, TestResponse};
 
 /// One server-sent message.
 #[derive(Debug, Clone)]
@@ -107,22 +107,7 @@ async fn open(app: &TestApp, token: &str, last: Option<&str>) -> Result<Events, 
         .await
         .expect("infallible");
     if response.status() != StatusCode::OK {
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
-        let text = String::from_utf8_lossy(&bytes).into_owned();
-        return Err(TestResponse {
-            request: "GET /api/trading/stream".to_owned(),
-            status,
-            headers,
-            body: serde_json::from_str(&text).unwrap_or(Value::Null),
-            text,
-        });
+        return Err(read_response("GET /api/trading/stream".to_owned(), response).await);
     }
     assert_eq!(
         response.headers()[header::CONTENT_TYPE],
