@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 use crate::helpers::{Options, TestApp, PROBLEM_JSON};
 
 /// The real router served by [`raptor_server::serve_with`] with `edge` on 127.0.0.1:0.
-async fn serve(
+pub(crate) async fn serve(
     app: &TestApp,
     edge: raptor_server::Edge,
 ) -> (

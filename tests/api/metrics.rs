@@ -17,14 +17,14 @@ use crate::behind_a_proxy::wait_for_health;
 use crate::helpers::{count, database_url, metric, post_keyed_order, raptor, raptor_ok};
 
 /// A `raptor serve` process with `env`, killed when dropped.
-struct Served {
+pub(crate) struct Served {
     _child: Child,
     port: u16,
     log: PathBuf,
 }
 
 impl Served {
-    async fn start(env: &[(&str, String)]) -> Self {
+    pub(crate) async fn start(env: &[(&str, String)]) -> Self {
         let port = free_port().expect("a free port");
         let log = std::env::temp_dir().join(format!("raptor-metrics-{}.log", uuid::Uuid::new_v4()));
         let child = Command::new(env!("CARGO_BIN_EXE_raptor-cli"))
@@ -50,7 +50,17 @@ impl Served {
         }
     }
 
-    fn base(&self) -> String {
+    /// The process id (to read its memory).
+    pub(crate) fn pid(&self) -> u32 {
+        self._child.id().expect("running")
+    }
+
+    /// The port it serves on.
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub(crate) fn base(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 

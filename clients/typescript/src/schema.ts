@@ -565,7 +565,7 @@ export interface paths {
         };
         /**
          * Stream trade updates
-         * @description The user's trade updates as server-sent events: `new`, `fill`, `partial_fill`, `canceled`, `expired`, `rejected`, `settled`, each a `TradeUpdate` with its order. Message ids increase: send the last as `Last-Event-ID` to resume with no gap and no duplicate. `410 stream_history_gone` when it names no event still kept; `429 rate_limited` past 5 streams of the user; `503 too_many_connections` when the server is full.
+         * @description The user's trade updates as server-sent events, each a `TradeUpdate` with its order. Ids increase: send the last as `Last-Event-ID` to resume with no gap and no duplicate. `410 stream_history_gone` when it names no event still kept; `429 rate_limited` past 5 streams of the user; `503 too_many_connections` when the server is full. A comment comes every 15 s; a reader whose socket takes nothing for 60 s is dropped.
          */
         get: operations["stream_trade_updates"];
         put?: never;
@@ -1568,6 +1568,12 @@ export interface components {
              */
             occurred_at: string;
             order?: null | components["schemas"]["OrderResponse"];
+            /**
+             * @description The signed quantity of `symbol`'s position right after the event (negative when short,
+             *     `0` when flat): a fill's first leg, a settlement (always `0`).
+             * @example 10
+             */
+            position_qty?: string | null;
             /**
              * @description A fill's price (the net price per unit of a multi-leg order), a settlement's price.
              * @example 190.10
@@ -10404,6 +10410,7 @@ export interface operations {
                      *         "type": "limit",
                      *         "updated_at": "2026-12-01T15:00:00Z"
                      *       },
+                     *       "position_qty": "1",
                      *       "price": "149.80",
                      *       "qty": "1",
                      *       "reason": null,

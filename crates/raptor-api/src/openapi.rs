@@ -18,7 +18,7 @@ pub mod examples;
         description = "Orders, option rolls, billing and account changes with Idempotency-Key \
                        at-most-once execution. Errors are RFC 9457 problem details; every code \
                        is explained at /docs/errors.",
-        version = "0.8.0",
+        version = "0.9.0",
         license(name = "Proprietary", identifier = "LicenseRef-Proprietary")
     ),
     modifiers(&BearerAuth),

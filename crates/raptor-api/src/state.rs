@@ -60,6 +60,9 @@ pub struct ApiConfig {
     pub metrics_on_api_listener: bool,
     /// Open trade-updates streams at most, per user and per process.
     pub trade_streams: crate::trading::stream::StreamLimits,
+    /// `RAPTOR_LISTEN_DATABASE_URL`: where the trade-updates listener connects (unset: with
+    /// the business pool's options).
+    pub trade_streams_listen: Option<crate::trading::stream::ListenTarget>,
 }
 
 /// The base of sign-in links when `RAPTOR_PUBLIC_URL` is not set (development: `make run`).
@@ -89,6 +92,7 @@ impl Default for ApiConfig {
             public_url: DEFAULT_PUBLIC_URL.to_owned(),
             metrics_on_api_listener: true,
             trade_streams: crate::trading::stream::StreamLimits::default(),
+            trade_streams_listen: None,
         }
     }
 }
@@ -212,6 +216,7 @@ impl ApiState {
         let trade_streams = Arc::new(crate::trading::stream::TradeStreams::new(
             config.trade_streams,
             &db,
+            config.trade_streams_listen.as_ref(),
         ));
         Self(Arc::new(ApiInner {
             trade_streams,

@@ -3,10 +3,11 @@
 //!
 //! - **Idle keep-alive**: once a response has been written and no byte of a next request has
 //!   arrived for [`crate::Edge::keepalive_timeout`], reads end as if the client had closed; hyper
-//!   then closes the idle connection cleanly. "Idle" is seen from the socket: the last thing
-//!   that happened on it was a write, and nothing has been read since. So a client that asked
-//!   for `100-continue` and then waits longer than the timeout to send its body is closed too
-//!   (and possibly one that stops reading a long response for that long).
+//!   then closes the idle connection cleanly. "Idle" is seen from the socket (the last thing
+//!   that happened on it was a write, and nothing has been read since) and from the service: no
+//!   answer is under way ([`Answering`]), so a trade-updates stream that is quiet between
+//!   events is not idle (nor a request whose body is still arriving: the request timeout
+//!   bounds that).
 //! - **Header read timeout**: a request's head (its line and headers, up to the blank line)
 //!   must arrive within [`crate::Edge::header_read_timeout`], counted from the connection's
 //!   start for its first request and from the first byte of each later one. An idle kept-alive
@@ -15,6 +16,12 @@
 //!   keep-alive above that, while a stalled client still goes after a few seconds). hyper's own
 //!   header timer, which runs from the previous response, is set to the sum of the two as a
 //!   backstop.
+//! - **Write stall timeout**: a write that makes no progress for
+//!   [`crate::Edge::write_stall_timeout`] (the peer stopped reading, and the socket buffers
+//!   between us are full) fails with `TimedOut`, and hyper drops the connection with the
+//!   response it was sending. A trade-updates stream to a reader that stopped reading ends
+//!   this way, and so gives back what it held; a reader that is slow but reading is not
+//!   timed.
 //! - **431 with a problem body**: a request head over the bound is refused by hyper's parser
 //!   before any request exists (hyper writes `431` with an empty body and closes; it has no
 //!   hook for the answer). The answer is recognised as hyper writes it (a `431` status line
@@ -24,6 +31,8 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -32,9 +41,39 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// hyper's automatic answer to a head over `max_header_size` begins with this.
 const HYPER_431: &[u8] = b"HTTP/1.1 431 ";
 
+/// Answers under way on one connection, from the request's arrival to the end of the
+/// response's body (shared by the connection's service and its [`EdgeIo`]). A connection with
+/// one under way is not idle, however long since its last byte: a trade-updates stream between
+/// two events is an answer under way.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Answering(Arc<AtomicUsize>);
+
+impl Answering {
+    /// One answer begins; it ends when the guard is dropped.
+    pub(crate) fn begin(&self) -> AnswerUnderWay {
+        self.0.fetch_add(1, Ordering::AcqRel);
+        AnswerUnderWay(self.0.clone())
+    }
+
+    fn idle(&self) -> bool {
+        self.0.load(Ordering::Acquire) == 0
+    }
+}
+
+/// An answer under way ([`Answering::begin`]).
+pub(crate) struct AnswerUnderWay(Arc<AtomicUsize>);
+
+impl Drop for AnswerUnderWay {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// A socket as the connection loop hands it to hyper.
 pub(crate) struct EdgeIo<S> {
     inner: S,
+    /// The connection's answers under way.
+    answering: Answering,
     keepalive: Duration,
     header_timeout: Duration,
     /// Armed when a response was written, until a byte arrives: the keep-alive deadline.
@@ -46,6 +85,10 @@ pub(crate) struct EdgeIo<S> {
     head: Option<(Pin<Box<tokio::time::Sleep>>, u8)>,
     /// Bytes of the replacement `431` answer not yet written.
     pending: Vec<u8>,
+    /// How long a write may make no progress.
+    write_stall: Duration,
+    /// Armed when a write could not proceed, disarmed by the next one that does.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
     /// The replacement was made (one per connection: hyper closes after it).
     replaced: bool,
     /// The whole `431` answer (its body names `max_header_bytes`).
@@ -54,20 +97,25 @@ pub(crate) struct EdgeIo<S> {
 
 impl<S> EdgeIo<S> {
     pub(crate) fn new(
+        answering: Answering,
         inner: S,
         keepalive: Duration,
         header_timeout: Duration,
+        write_stall: Duration,
         answer_431: std::sync::Arc<[u8]>,
     ) -> Self {
         let head = Some((Box::pin(tokio::time::sleep(header_timeout)), 0));
         Self {
             inner,
+            answering,
             keepalive,
             header_timeout,
             idle: None,
             wrote_last: false,
             head,
             pending: Vec::new(),
+            write_stall,
+            stalled: None,
             replaced: false,
             answer_431,
         }
@@ -80,6 +128,39 @@ impl<S> EdgeIo<S> {
         match &mut self.idle {
             Some(sleep) => sleep.as_mut().reset(deadline),
             None => self.idle = Some(Box::pin(tokio::time::sleep_until(deadline))),
+        }
+    }
+
+    /// The outcome of a write to the socket: progress disarms the stall deadline; no progress
+    /// arms it, and past it the write fails.
+    fn write_outcome(
+        &mut self,
+        cx: &mut Context<'_>,
+        outcome: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        match outcome {
+            Poll::Ready(Ok(written)) => {
+                self.stalled = None;
+                if written > 0 {
+                    self.wrote();
+                }
+                Poll::Ready(Ok(written))
+            }
+            Poll::Ready(Err(err)) => Poll::Ready(Err(err)),
+            Poll::Pending => {
+                let stall = self.write_stall;
+                let deadline = self
+                    .stalled
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(stall)));
+                if deadline.as_mut().poll(cx).is_ready() {
+                    tracing::debug!("write made no progress within the write stall timeout");
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the peer stopped reading",
+                    )));
+                }
+                Poll::Pending
+            }
         }
     }
 
@@ -189,7 +270,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for EdgeIo<S> {
             }
             Poll::Ready(Err(err)) => Poll::Ready(Err(err)),
             Poll::Pending => {
-                if this.wrote_last {
+                if this.wrote_last && this.answering.idle() {
                     if let Some(sleep) = &mut this.idle {
                         if sleep.as_mut().poll(cx).is_ready() {
                             // Idle past the keep-alive timeout: end of stream, which hyper
@@ -223,11 +304,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for EdgeIo<S> {
         if let Some(head) = this.hyper_431(buf) {
             return this.replace_431(head);
         }
-        let written = std::task::ready!(Pin::new(&mut this.inner).poll_write(cx, buf))?;
-        if written > 0 {
-            this.wrote();
-        }
-        Poll::Ready(Ok(written))
+        let outcome = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.write_outcome(cx, outcome)
     }
 
     fn poll_write_vectored(
@@ -242,11 +320,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for EdgeIo<S> {
                 return this.replace_431(head);
             }
         }
-        let written = std::task::ready!(Pin::new(&mut this.inner).poll_write_vectored(cx, bufs))?;
-        if written > 0 {
-            this.wrote();
-        }
-        Poll::Ready(Ok(written))
+        let outcome = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.write_outcome(cx, outcome)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -52,6 +52,9 @@ pub struct Edge {
     /// A keep-alive connection with no byte of a next request this long after the previous
     /// response is closed (`RAPTOR_KEEPALIVE_TIMEOUT_SECS`), whatever the header read timeout.
     pub keepalive_timeout: Duration,
+    /// A connection whose writes make no progress this long (its peer stopped reading) is
+    /// closed (`RAPTOR_WRITE_STALL_TIMEOUT_SECS`).
+    pub write_stall_timeout: Duration,
     /// Request heads larger than this are answered `431 request_headers_too_large` (a problem
     /// body) and the connection is closed.
     pub max_header_bytes: usize,
@@ -68,6 +71,7 @@ impl Default for Edge {
         Self {
             header_read_timeout: Duration::from_secs(10),
             keepalive_timeout: Duration::from_secs(5),
+            write_stall_timeout: Duration::from_secs(60),
             max_header_bytes: MAX_HEADER_BYTES,
             max_connections: 4096,
         }
@@ -127,16 +131,36 @@ pub async fn serve_with(
             continue;
         };
         let app = app.clone();
-        let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
-            request
-                .extensions_mut()
-                .insert(axum::extract::ConnectInfo(peer));
-            tower::ServiceExt::oneshot(app.clone(), request)
-        });
+        let answering = edge::Answering::default();
+        let service = {
+            let answering = answering.clone();
+            hyper::service::service_fn(move |mut request: hyper::Request<_>| {
+                request
+                    .extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                let answer = answering.begin();
+                let response = tower::ServiceExt::oneshot(app.clone(), request);
+                async move {
+                    let response = response.await?;
+                    // The answer lasts as long as its body: a stream's for as long as it runs.
+                    Ok::<_, std::convert::Infallible>(response.map(|body| {
+                        axum::body::Body::new(http_body_util::BodyExt::map_frame(
+                            body,
+                            move |frame| {
+                                let _answer = &answer;
+                                frame
+                            },
+                        ))
+                    }))
+                }
+            })
+        };
         let io = edge::EdgeIo::new(
+            answering,
             stream,
             edge.keepalive_timeout,
             edge.header_read_timeout,
+            edge.write_stall_timeout,
             answer_431.clone(),
         );
         let connection =

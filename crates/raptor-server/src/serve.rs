@@ -168,6 +168,7 @@ fn edge(config: &Config) -> Edge {
     Edge {
         header_read_timeout: Duration::from_secs(config.server.header_read_timeout_secs),
         keepalive_timeout: Duration::from_secs(config.server.keepalive_timeout_secs),
+        write_stall_timeout: Duration::from_secs(config.server.write_stall_timeout_secs),
         max_header_bytes: MAX_HEADER_BYTES,
         max_connections: usize::try_from(config.server.max_connections).unwrap_or(usize::MAX),
     }

@@ -15,6 +15,7 @@ mod quotes;
 mod reads;
 mod settlement;
 mod stream;
+mod stream_readers;
 mod sweeps;
 
 use serde_json::Value;

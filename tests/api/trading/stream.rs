@@ -160,6 +160,7 @@ async fn a_fill_on_one_replica_reaches_a_stream_on_another(pool: PgPool) {
         assert_eq!(fill.data["order"]["status"], "filled");
         assert_eq!(fill.data["symbol"], "AAPL");
         assert_eq!(fill.data["qty"], "3");
+        assert_eq!(fill.data["position_qty"], "3", "{}", fill.data);
         assert!(fill.data["price"].is_string(), "{}", fill.data);
     })
     .await;
@@ -227,6 +228,9 @@ async fn a_resumed_stream_yields_every_event_once(pool: PgPool) {
         assert_eq!(ids, expected, "every event once, in order");
         assert_eq!(seen[3].data["order"]["id"], resting.body["id"]);
         assert_eq!(seen[3].data["reason"], "requested");
+        // The position each fill left, as of that fill (read after both).
+        assert_eq!(seen[1].data["position_qty"], "1", "{}", seen[1].data);
+        assert_eq!(seen[5].data["position_qty"], "2", "{}", seen[5].data);
     })
     .await;
 }

@@ -27,6 +27,9 @@ class TradeUpdate:
             id (str): The event's id, increasing: send the last one seen back as `Last-Event-ID` to resume. Example: 4211.
             occurred_at (datetime.datetime): When it happened (the change's commit).
             order (None | OrderResponse | Unset):
+            position_qty (None | str | Unset): The signed quantity of `symbol`'s position right after the event (negative
+                when short,
+                `0` when flat): a fill's first leg, a settlement (always `0`). Example: 10.
             price (None | str | Unset): A fill's price (the net price per unit of a multi-leg order), a settlement's price.
                 Example: 190.10.
             qty (None | str | Unset): A fill's quantity (its first leg's), a settlement's contracts. Example: 10.
@@ -40,6 +43,7 @@ class TradeUpdate:
     id: str
     occurred_at: datetime.datetime
     order: None | OrderResponse | Unset = UNSET
+    position_qty: None | str | Unset = UNSET
     price: None | str | Unset = UNSET
     qty: None | str | Unset = UNSET
     reason: None | str | Unset = UNSET
@@ -62,6 +66,12 @@ class TradeUpdate:
             order = self.order.to_dict()
         else:
             order = self.order
+
+        position_qty: None | str | Unset
+        if isinstance(self.position_qty, Unset):
+            position_qty = UNSET
+        else:
+            position_qty = self.position_qty
 
         price: None | str | Unset
         if isinstance(self.price, Unset):
@@ -98,6 +108,8 @@ class TradeUpdate:
         )
         if order is not UNSET:
             field_dict["order"] = order
+        if position_qty is not UNSET:
+            field_dict["position_qty"] = position_qty
         if price is not UNSET:
             field_dict["price"] = price
         if qty is not UNSET:
@@ -136,6 +148,15 @@ class TradeUpdate:
             return cast(None | OrderResponse | Unset, data)
 
         order = _parse_order(d.pop("order", UNSET))
+
+        def _parse_position_qty(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        position_qty = _parse_position_qty(d.pop("position_qty", UNSET))
 
         def _parse_price(data: object) -> None | str | Unset:
             if data is None:
@@ -178,6 +199,7 @@ class TradeUpdate:
             id=id,
             occurred_at=occurred_at,
             order=order,
+            position_qty=position_qty,
             price=price,
             qty=qty,
             reason=reason,

@@ -80,6 +80,36 @@ impl Default for StreamLimits {
     }
 }
 
+/// The listener's `application_name` in `pg_stat_activity`.
+pub const LISTENER_NAME: &str = "raptor-listen";
+
+/// Where the listener connects instead of `DATABASE_URL` (`RAPTOR_LISTEN_DATABASE_URL`): a
+/// session of its own on the same database, for when `DATABASE_URL` goes through a pooler in
+/// transaction mode, which gives the server session to another client after each transaction
+/// (a `LISTEN` there would be another client's, or no one's).
+#[derive(Clone)]
+pub struct ListenTarget(sqlx::postgres::PgConnectOptions);
+
+impl ListenTarget {
+    /// The target of a Postgres URL (`None` when it is not one).
+    pub fn parse(url: &str) -> Option<Self> {
+        url.parse().ok().map(Self)
+    }
+}
+
+impl std::fmt::Debug for ListenTarget {
+    /// Host, port and database: never the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ListenTarget({}:{}/{})",
+            self.0.get_host(),
+            self.0.get_port(),
+            self.0.get_database().unwrap_or_default()
+        )
+    }
+}
+
 /// The streams of this process: who has one open, the listener that wakes them, and the end
 /// of them all at shutdown.
 pub struct TradeStreams {
@@ -108,12 +138,22 @@ impl std::fmt::Debug for TradeStreams {
 }
 
 impl TradeStreams {
-    /// No stream open yet; the listener starts with the first one, on a connection of its own
-    /// to `db`'s database.
-    pub fn new(limits: StreamLimits, db: &sqlx::PgPool) -> Self {
+    /// No stream open yet; the listener starts with the first one, on a connection of its own:
+    /// to `listen` when given (`RAPTOR_LISTEN_DATABASE_URL`: a direct session when `db` goes
+    /// through a transaction pooler), else with `db`'s connect options.
+    pub fn new(limits: StreamLimits, db: &sqlx::PgPool, listen: Option<&ListenTarget>) -> Self {
+        let pool = match listen {
+            Some(target) => sqlx::postgres::PgPoolOptions::new()
+                .max_connections(1)
+                .min_connections(0)
+                .acquire_timeout(Duration::from_secs(5))
+                .test_before_acquire(true)
+                .connect_lazy_with(target.0.clone().application_name(LISTENER_NAME)),
+            None => raptor_db::pool::side(db, LISTENER_NAME, Duration::from_secs(5)),
+        };
         Self {
             limits,
-            pool: raptor_db::pool::side(db, "raptor-listen", Duration::from_secs(5)),
+            pool,
             users: Mutex::new(HashMap::new()),
             open: AtomicUsize::new(0),
             closed: watch::channel(false).0,
@@ -331,6 +371,10 @@ pub struct TradeUpdate {
     /// A fill's quantity (its first leg's), a settlement's contracts.
     #[schema(value_type = Option<String>, example = "10")]
     pub qty: Option<Decimal>,
+    /// The signed quantity of `symbol`'s position right after the event (negative when short,
+    /// `0` when flat): a fill's first leg, a settlement (always `0`).
+    #[schema(value_type = Option<String>, example = "10")]
+    pub position_qty: Option<Decimal>,
     /// Why: a rejection's or evaluation's code, a cancel's or expiry's reason, a settlement's
     /// outcome (`cash`, `worthless`).
     pub reason: Option<String>,
@@ -345,7 +389,8 @@ struct TradeRow {
     created_at: DateTime<Utc>,
 }
 
-/// The next rows of `user_id` after `after`, as updates.
+/// The next rows of `user_id` after `after`, as updates: three statements per page whatever
+/// its length (the rows, then their orders with the orders' legs).
 async fn read_after(
     conn: &mut PgConnection,
     user_id: i32,
@@ -363,11 +408,29 @@ async fn read_after(
     .fetch_all(&mut *conn)
     .await
     .context("read trade updates")?;
-    let mut updates = Vec::with_capacity(rows.len());
-    for row in rows {
-        updates.push(update(conn, user_id, row).await?);
+    let mut ids: Vec<Uuid> = rows.iter().filter_map(TradeRow::order_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut orders = HashMap::new();
+    for record in store::find_orders(conn, user_id, &ids).await? {
+        orders.insert(record.row.id, OrderResponse::try_from(record)?);
     }
-    Ok(updates)
+    Ok(rows
+        .into_iter()
+        .map(|row| {
+            let order = row.order_id().and_then(|id| orders.get(&id)).cloned();
+            update(row, order)
+        })
+        .collect())
+}
+
+impl TradeRow {
+    /// The order the row is about (none for a settlement or a refused placement).
+    fn order_id(&self) -> Option<Uuid> {
+        self.context["order_id"]
+            .as_str()
+            .and_then(|id| Uuid::parse_str(id).ok())
+    }
 }
 
 /// A decimal stored as text in an audit row's context.
@@ -379,78 +442,65 @@ fn text(value: &Value) -> Option<String> {
     value.as_str().map(str::to_owned)
 }
 
-/// The update an audit row describes, with its order as it is now.
-async fn update(conn: &mut PgConnection, user_id: i32, row: TradeRow) -> ApiResult<TradeUpdate> {
+/// The update an audit row describes, with its order as it is now. Everything but `order` comes
+/// from the row, so an event reads the same whenever it is read.
+fn update(row: TradeRow, order: Option<OrderResponse>) -> TradeUpdate {
     let context = &row.context;
-    let order_id = context["order_id"]
-        .as_str()
-        .and_then(|id| Uuid::parse_str(id).ok());
-    let order = match order_id {
-        Some(id) => store::find_order(conn, user_id, id, false)
-            .await?
-            .map(OrderResponse::try_from)
-            .transpose()?,
-        None => None,
-    };
     let first_fill = &context["fills"][0];
-    let (event, symbol, price, qty, reason) = match row.action.as_str() {
-        "order.accepted" => (TradeEvent::New, None, None, None, None),
-        "order.filled" => {
-            let partial = order
-                .as_ref()
-                .is_some_and(|o| o.filled_qty < o.qty && o.filled_qty > Decimal::ZERO);
-            let event = if partial {
-                TradeEvent::PartialFill
-            } else {
-                TradeEvent::Fill
-            };
-            (
-                event,
-                text(&first_fill["symbol"]),
-                decimal(&context["net_price"]),
-                decimal(&first_fill["qty"]).map(|qty| qty.normalize()),
-                None,
-            )
-        }
-        "order.canceled" => (
-            TradeEvent::Canceled,
-            None,
-            None,
-            None,
-            text(&context["reason"]),
-        ),
-        "order.expired" => (
-            TradeEvent::Expired,
-            None,
-            None,
-            None,
-            text(&context["reason"]),
-        ),
-        "order.rejected" | "order.evaluation_rejected" => (
-            TradeEvent::Rejected,
-            None,
-            None,
-            None,
-            text(&context["code"]),
-        ),
-        _ => (
-            TradeEvent::Settled,
-            text(&context["symbol"]),
-            decimal(&context["settlement_price"]),
-            decimal(&context["qty"]).map(|qty| qty.abs().normalize()),
-            text(&context["outcome"]),
-        ),
-    };
-    Ok(TradeUpdate {
+    let mut update = TradeUpdate {
         id: row.id.to_string(),
-        event,
+        event: TradeEvent::Settled,
         occurred_at: row.created_at,
-        order,
-        symbol,
-        price,
-        qty,
-        reason,
-    })
+        order: None,
+        symbol: None,
+        price: None,
+        qty: None,
+        position_qty: None,
+        reason: None,
+    };
+    match row.action.as_str() {
+        "order.accepted" => update.event = TradeEvent::New,
+        "order.filled" => {
+            let qty = decimal(&first_fill["qty"]);
+            // The paper engine fills an order whole; a fill of less than its first leg's
+            // quantity would be partial.
+            let leg_qty = order
+                .as_ref()
+                .and_then(|o| o.legs.first())
+                .map(|leg| leg.qty);
+            update.event = match (qty, leg_qty) {
+                (Some(qty), Some(leg_qty)) if qty < leg_qty => TradeEvent::PartialFill,
+                _ => TradeEvent::Fill,
+            };
+            update.symbol = text(&first_fill["symbol"]);
+            update.price = decimal(&context["net_price"]);
+            update.qty = qty.map(|qty| qty.normalize());
+            // Absent from rows written before the field existed.
+            update.position_qty = decimal(&first_fill["position_qty"]);
+        }
+        "order.canceled" => {
+            update.event = TradeEvent::Canceled;
+            update.reason = text(&context["reason"]);
+        }
+        "order.expired" => {
+            update.event = TradeEvent::Expired;
+            update.reason = text(&context["reason"]);
+        }
+        "order.rejected" | "order.evaluation_rejected" => {
+            update.event = TradeEvent::Rejected;
+            update.reason = text(&context["code"]);
+        }
+        _ => {
+            update.symbol = text(&context["symbol"]);
+            update.price = decimal(&context["settlement_price"]);
+            update.qty = decimal(&context["qty"]).map(|qty| qty.abs().normalize());
+            // An expired position is closed by its settlement.
+            update.position_qty = Some(Decimal::ZERO);
+            update.reason = text(&context["outcome"]);
+        }
+    }
+    update.order = order;
+    update
 }
 
 /// Where a new stream starts: after `Last-Event-ID` when it is one of the user's events still
@@ -553,11 +603,11 @@ impl Reader {
 
 /// Stream trade updates
 ///
-/// The user's trade updates as server-sent events: `new`, `fill`, `partial_fill`, `canceled`,
-/// `expired`, `rejected`, `settled`, each a `TradeUpdate` with its order. Message ids increase:
-/// send the last as `Last-Event-ID` to resume with no gap and no duplicate. `410
+/// The user's trade updates as server-sent events, each a `TradeUpdate` with its order. Ids
+/// increase: send the last as `Last-Event-ID` to resume with no gap and no duplicate. `410
 /// stream_history_gone` when it names no event still kept; `429 rate_limited` past 5 streams of
-/// the user; `503 too_many_connections` when the server is full.
+/// the user; `503 too_many_connections` when the server is full. A comment comes every 15 s; a
+/// reader whose socket takes nothing for 60 s is dropped.
 #[utoipa::path(get, path = "/api/trading/stream", tag = "trading",
     security(("bearer" = [])),
     params(("Last-Event-ID" = Option<String>, Header,

@@ -1,6 +1,7 @@
 //! Postgres: the URL and pool of business transactions, the idempotency store's own pool, the
 //! timeouts every session carries and how they reach Postgres (directly or through PgBouncer).
 
+use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -34,7 +35,7 @@ pub enum PoolMode {
 
 /// `DATABASE_URL`, `RAPTOR_DB_POOL_SIZE`, `RAPTOR_DB_LOCK_TIMEOUT_MS`,
 /// `RAPTOR_DB_STATEMENT_TIMEOUT_MS`, `RAPTOR_DB_STATEMENT_CACHE`, `RAPTOR_DB_SESSION_SETTINGS`,
-/// `RAPTOR_DB_POOL_MODE`, `IDEMPOTENCY_STORE_DATABASE_URL`.
+/// `RAPTOR_DB_POOL_MODE`, `IDEMPOTENCY_STORE_DATABASE_URL`, `RAPTOR_LISTEN_DATABASE_URL`.
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseArgs {
     /// Postgres connection URL (required by every command that touches the database).
@@ -113,6 +114,27 @@ pub struct DatabaseArgs {
         hide_env_values = true
     )]
     pub idempotency_store_database_url: Option<Secret>,
+
+    /// Postgres URL of the trade-updates listener's one session (`LISTEN`): the same database
+    /// as DATABASE_URL, reached directly (or through a pooler in session mode). Set it when
+    /// DATABASE_URL goes through PgBouncer in transaction mode, which cannot hold a `LISTEN`.
+    /// Unset: DATABASE_URL.
+    #[arg(
+        long,
+        env = "RAPTOR_LISTEN_DATABASE_URL",
+        value_name = "RAPTOR_LISTEN_DATABASE_URL",
+        global = true,
+        hide_env_values = true,
+        value_parser = parse_postgres_url
+    )]
+    pub listen_database_url: Option<Secret>,
+}
+
+/// A Postgres URL, checked when the settings are read (kept secret: it may hold a password).
+fn parse_postgres_url(text: &str) -> Result<Secret, String> {
+    text.parse::<sqlx::postgres::PgConnectOptions>()
+        .map_err(|err| format!("not a Postgres URL: {err}"))?;
+    Ok(Secret::from_str(text).unwrap_or_else(|never| match never {}))
 }
 
 impl DatabaseArgs {

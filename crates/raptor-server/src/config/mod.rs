@@ -260,6 +260,13 @@ impl Config {
                 .as_ref()
                 .map(|url| url.expose().to_owned()),
         ));
+        urls.push((
+            "RAPTOR_LISTEN_DATABASE_URL",
+            self.database
+                .listen_database_url
+                .as_ref()
+                .map(|url| url.expose().to_owned()),
+        ));
         urls.into_iter()
             .filter_map(|(name, url)| {
                 let url = url?;
@@ -312,6 +319,11 @@ impl Config {
             public_url: self.mail.public_url(self.server.addr),
             metrics_on_api_listener: self.server.metrics_addr.is_none(),
             trade_streams: trading.trade_streams(),
+            trade_streams_listen: self
+                .database
+                .listen_database_url
+                .as_ref()
+                .and_then(|url| raptor_api::trading::stream::ListenTarget::parse(url.expose())),
             ..ApiConfig::default()
         }
     }

@@ -125,6 +125,13 @@ pub struct ServerArgs {
           default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600), global = true)]
     pub keepalive_timeout_secs: u64,
 
+    /// Seconds a write to a connection may make no progress (its peer stopped reading and the
+    /// buffers between are full) before the connection is closed: a trade-updates stream's
+    /// reader that stopped reading is dropped, not buffered for.
+    #[arg(long, env = "RAPTOR_WRITE_STALL_TIMEOUT_SECS", value_name = "RAPTOR_WRITE_STALL_TIMEOUT_SECS",
+          default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600), global = true)]
+    pub write_stall_timeout_secs: u64,
+
     /// Open connections one process holds at most; a connection past it is answered `503
     /// too_many_connections` (with `Connection: close` and `Retry-After: 1`) and never served. Keep it
     /// below the process's file descriptor limit.

@@ -88,11 +88,11 @@ def sync_detailed(
 ) -> Response[ErrorBody]:
     """Stream trade updates
 
-     The user's trade updates as server-sent events: `new`, `fill`, `partial_fill`, `canceled`,
-    `expired`, `rejected`, `settled`, each a `TradeUpdate` with its order. Message ids increase: send
-    the last as `Last-Event-ID` to resume with no gap and no duplicate. `410 stream_history_gone` when
-    it names no event still kept; `429 rate_limited` past 5 streams of the user; `503
-    too_many_connections` when the server is full.
+     The user's trade updates as server-sent events, each a `TradeUpdate` with its order. Ids increase:
+    send the last as `Last-Event-ID` to resume with no gap and no duplicate. `410 stream_history_gone`
+    when it names no event still kept; `429 rate_limited` past 5 streams of the user; `503
+    too_many_connections` when the server is full. A comment comes every 15 s; a reader whose socket
+    takes nothing for 60 s is dropped.
 
     Args:
         last_event_id (None | str | Unset):
@@ -123,11 +123,11 @@ def sync(
 ) -> ErrorBody | None:
     """Stream trade updates
 
-     The user's trade updates as server-sent events: `new`, `fill`, `partial_fill`, `canceled`,
-    `expired`, `rejected`, `settled`, each a `TradeUpdate` with its order. Message ids increase: send
-    the last as `Last-Event-ID` to resume with no gap and no duplicate. `410 stream_history_gone` when
-    it names no event still kept; `429 rate_limited` past 5 streams of the user; `503
-    too_many_connections` when the server is full.
+     The user's trade updates as server-sent events, each a `TradeUpdate` with its order. Ids increase:
+    send the last as `Last-Event-ID` to resume with no gap and no duplicate. `410 stream_history_gone`
+    when it names no event still kept; `429 rate_limited` past 5 streams of the user; `503
+    too_many_connections` when the server is full. A comment comes every 15 s; a reader whose socket
+    takes nothing for 60 s is dropped.
 
     Args:
         last_event_id (None | str | Unset):
@@ -153,11 +153,11 @@ async def asyncio_detailed(
 ) -> Response[ErrorBody]:
     """Stream trade updates
 
-     The user's trade updates as server-sent events: `new`, `fill`, `partial_fill`, `canceled`,
-    `expired`, `rejected`, `settled`, each a `TradeUpdate` with its order. Message ids increase: send
-    the last as `Last-Event-ID` to resume with no gap and no duplicate. `410 stream_history_gone` when
-    it names no event still kept; `429 rate_limited` past 5 streams of the user; `503
-    too_many_connections` when the server is full.
+     The user's trade updates as server-sent events, each a `TradeUpdate` with its order. Ids increase:
+    send the last as `Last-Event-ID` to resume with no gap and no duplicate. `410 stream_history_gone`
+    when it names no event still kept; `429 rate_limited` past 5 streams of the user; `503
+    too_many_connections` when the server is full. A comment comes every 15 s; a reader whose socket
+    takes nothing for 60 s is dropped.
 
     Args:
         last_event_id (None | str | Unset):
@@ -186,11 +186,11 @@ async def asyncio(
 ) -> ErrorBody | None:
     """Stream trade updates
 
-     The user's trade updates as server-sent events: `new`, `fill`, `partial_fill`, `canceled`,
-    `expired`, `rejected`, `settled`, each a `TradeUpdate` with its order. Message ids increase: send
-    the last as `Last-Event-ID` to resume with no gap and no duplicate. `410 stream_history_gone` when
-    it names no event still kept; `429 rate_limited` past 5 streams of the user; `503
-    too_many_connections` when the server is full.
+     The user's trade updates as server-sent events, each a `TradeUpdate` with its order. Ids increase:
+    send the last as `Last-Event-ID` to resume with no gap and no duplicate. `410 stream_history_gone`
+    when it names no event still kept; `429 rate_limited` past 5 streams of the user; `503
+    too_many_connections` when the server is full. A comment comes every 15 s; a reader whose socket
+    takes nothing for 60 s is dropped.
 
     Args:
         last_event_id (None | str | Unset):

@@ -81,9 +81,21 @@ pub(super) fn fill_event(
                 "leg_index": f.leg_index, "symbol": f.symbol, "side": f.side.as_str(),
                 "qty": f.qty.to_string(), "price": f.price.to_string(),
                 "realized_pnl": f.realized_pnl.to_string(),
+                // The position this fill left (the trade-updates stream's `position_qty`).
+                "position_qty": position_after(execution, &f.symbol).map(|q| q.normalize().to_string()),
             })).collect::<Vec<_>>(),
         }),
     )
+}
+
+/// The signed quantity of `symbol`'s position after `execution` (its legs touch distinct
+/// symbols, so each fill has one).
+fn position_after(execution: &raptor_engine::Execution, symbol: &str) -> Option<Decimal> {
+    execution
+        .positions
+        .iter()
+        .find(|p| p.symbol == symbol)
+        .map(|p| p.qty)
 }
 
 /// The account's positions marked to market, summed.

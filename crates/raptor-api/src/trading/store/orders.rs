@@ -362,6 +362,11 @@ pub(crate) async fn list_orders(
         .fetch_all(&mut *conn)
         .await
         .context("list orders")?;
+    with_legs(conn, rows).await
+}
+
+/// `rows` with their legs, read in one statement.
+async fn with_legs(conn: &mut PgConnection, rows: Vec<OrderRow>) -> ApiResult<Vec<OrderRecord>> {
     let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
     let mut legs: std::collections::HashMap<Uuid, Vec<LegRow>> = std::collections::HashMap::new();
     for leg in load_legs(conn, &ids).await? {
@@ -374,6 +379,27 @@ pub(crate) async fn list_orders(
             OrderRecord { row, legs: own }
         })
         .collect())
+}
+
+/// The account's orders among `ids` (those that exist), in two statements whatever their
+/// number: the trade-updates stream reads a page of events' orders at once.
+pub(crate) async fn find_orders(
+    conn: &mut PgConnection,
+    user_id: i32,
+    ids: &[Uuid],
+) -> ApiResult<Vec<OrderRecord>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows: Vec<OrderRow> = raptor_db::query_as(&format!(
+        "select {ORDER_COLUMNS} from paper_orders where user_id = $1 and id = any($2)"
+    ))
+    .bind(user_id)
+    .bind(ids)
+    .fetch_all(&mut *conn)
+    .await
+    .context("find orders")?;
+    with_legs(conn, rows).await
 }
 
 /// The account's order with this `client_order_id`.
