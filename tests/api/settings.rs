@@ -339,6 +339,60 @@ fn production_warns_on_unverified_tls_to_another_host() {
     .is_empty());
 }
 
+/// `RAPTOR_LISTEN_DATABASE_URL` must be a Postgres URL (checked when the settings are read),
+/// reaches the API's configuration without showing its password, is warned about when it is
+/// weak TLS to another host, and its absence is warned about behind a transaction pooler.
+#[test]
+fn the_listener_has_a_url_of_its_own() {
+    use clap::Parser;
+    let parse = |args: &[&str]| {
+        let mut all = vec!["raptor", "--env", "production"];
+        all.extend_from_slice(args);
+        all.push("serve");
+        raptor_server::Cli::try_parse_from(all)
+    };
+    let refused = parse(&["--listen-database-url", "postgres://app@db:port/raptor"])
+        .err()
+        .expect("refused");
+    assert!(
+        refused.to_string().contains("not a Postgres URL"),
+        "{refused}"
+    );
+    let cli = parse(&[
+        "--database-url",
+        "postgres://app@127.0.0.1:6432/raptor",
+        "--listen-database-url",
+        "postgres://app:hunter2@db.example.com:5432/raptor?sslmode=require",
+    ])
+    .expect("parses");
+    let api = cli.config.api();
+    let target = format!("{:?}", api.trade_streams_listen.expect("a listen target"));
+    assert_eq!(target, "ListenTarget(db.example.com:5432/raptor)");
+    let warned = cli.config.production_warnings();
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.contains("RAPTOR_LISTEN_DATABASE_URL reaches db.example.com")),
+        "{warned:?}"
+    );
+    let pooled = parse(&[
+        "--database-url",
+        "postgres://app@127.0.0.1:6432/raptor",
+        "--db-pool-mode",
+        "transaction",
+    ])
+    .expect("parses");
+    let warned = pooled.config.production_warnings();
+    assert!(
+        warned
+            .iter()
+            .any(|w| w
+                .contains("RAPTOR_DB_POOL_MODE=transaction without RAPTOR_LISTEN_DATABASE_URL")),
+        "{warned:?}"
+    );
+    assert!(pooled.config.api().trade_streams_listen.is_none());
+}
+
 /// The bounds on open trade-updates streams come from `RAPTOR_TRADE_STREAMS_PER_USER` and
 /// `RAPTOR_TRADE_STREAMS_PER_PROCESS` (5 and 1,000 by default); a bound of 0 is refused.
 #[test]

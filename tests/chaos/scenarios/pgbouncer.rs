@@ -327,3 +327,135 @@ pub(crate) async fn role_settings_via(
     }
     Ok(seen)
 }
+
+/// What a trade-updates stream delivered for one order.
+struct Delivered {
+    /// The events carrying the order, in arrival order.
+    events: Vec<String>,
+    /// From the order's answer to its `fill` event.
+    fill_after: Option<Duration>,
+}
+
+/// 5e: a trade-updates stream behind PgBouncer in transaction mode. A replica whose business
+/// pools go through the pooler streams a user's updates; a keyed market order through it must
+/// reach the stream as `new` and `fill` within `wait` of its answer. With `listen_direct` the
+/// replica's listener has its own session on Postgres (`RAPTOR_LISTEN_DATABASE_URL`); without
+/// it, the control, its `LISTEN` goes through the pooler, is given away with the server session
+/// after the statement, and the events must not arrive.
+pub(crate) async fn trade_stream(
+    world: &World,
+    bouncer: &Bouncer,
+    name: &str,
+    listen_direct: bool,
+) -> anyhow::Result<Outcome> {
+    let mut o = Outcome::new(name);
+    let extra = if listen_direct {
+        vec![("RAPTOR_LISTEN_DATABASE_URL", world.cluster.url("raptor"))]
+    } else {
+        Vec::new()
+    };
+    let label = if listen_direct { "direct" } else { "pooled" };
+    let mut replica = bouncer_replica(
+        world,
+        bouncer,
+        &format!("replica-bouncer-stream-{label}"),
+        "transaction",
+        &extra,
+    )
+    .await?;
+    let user = world.users(&format!("stream-{label}"), 1).await?.remove(0);
+    let wait = Duration::from_secs(if listen_direct { 1 } else { 3 });
+    let delivered = stream_one_order(world, &replica.base, &user.token, wait).await;
+    replica.kill9().await?;
+    let delivered = delivered?;
+    if listen_direct {
+        o.fact("RAPTOR_LISTEN_DATABASE_URL: the listener's own session on Postgres");
+        o.check(
+            delivered.events == ["new", "fill"],
+            format!(
+                "the order's events on the stream within {wait:?} of its answer: {:?}",
+                delivered.events
+            ),
+        );
+        o.check(
+            delivered.fill_after.is_some_and(|after| after < wait),
+            format!(
+                "its fill arrived {:?} after the answer",
+                delivered.fill_after
+            ),
+        );
+    } else {
+        o.fact("no RAPTOR_LISTEN_DATABASE_URL: LISTEN through the transaction pooler");
+        o.check(
+            delivered.events.is_empty(),
+            format!(
+                "the control's stream missed the order's events for {wait:?}, as it must: {:?}",
+                delivered.events
+            ),
+        );
+    }
+    Ok(o)
+}
+
+/// Opens `token`'s stream on `base`, lets the listener settle, places one keyed market order and
+/// collects the stream's events about it for `wait` after the order's answer.
+async fn stream_one_order(
+    world: &World,
+    base: &str,
+    token: &str,
+    wait: Duration,
+) -> anyhow::Result<Delivered> {
+    // Its own client: no total timeout on a response that does not end.
+    let client = reqwest::Client::builder().build()?;
+    let mut stream = client
+        .get(format!("{base}/api/trading/stream"))
+        .bearer_auth(token)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .context("open the stream")?;
+    anyhow::ensure!(
+        stream.status() == reqwest::StatusCode::OK,
+        "the stream answered {}",
+        stream.status()
+    );
+    // The first stream starts the listener; an order committed before its LISTEN would be read
+    // by the catch-up read the listener makes when it connects, which would hide the control.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let answer = world.http.order(base, token, Some(&new_key())).await;
+    anyhow::ensure!(answer.status == 201, "the order: {}", answer.label());
+    let order_id = answer.order_id.context("the order's id")?;
+    let answered = Instant::now();
+    let mut delivered = Delivered {
+        events: Vec::new(),
+        fill_after: None,
+    };
+    let mut text = String::new();
+    while answered.elapsed() < wait {
+        let left = wait.saturating_sub(answered.elapsed());
+        let Ok(chunk) = tokio::time::timeout(left, stream.chunk()).await else {
+            break;
+        };
+        let Some(chunk) = chunk.context("read the stream")? else {
+            break;
+        };
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = text.find("\n\n") {
+            let block: String = text.drain(..end + 2).collect();
+            let event = block.lines().find_map(|l| l.strip_prefix("event:"));
+            let data = block.lines().find_map(|l| l.strip_prefix("data:"));
+            let (Some(event), Some(data)) = (event, data) else {
+                continue;
+            };
+            let data: serde_json::Value = serde_json::from_str(data.trim())?;
+            if data["order"]["id"].as_str() == Some(order_id.as_str()) {
+                let event = event.trim().to_owned();
+                if event == "fill" {
+                    delivered.fill_after = Some(answered.elapsed());
+                }
+                delivered.events.push(event);
+            }
+        }
+    }
+    Ok(delivered)
+}

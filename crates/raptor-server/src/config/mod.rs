@@ -247,7 +247,8 @@ impl Config {
     }
 
     /// Warnings for a production start: a database URL whose TLS does not verify the server
-    /// (`sslmode` weaker than `verify-ca`) to a host that is not this machine.
+    /// (`sslmode` weaker than `verify-ca`) to a host that is not this machine; transaction
+    /// pooling without the listener's own URL.
     pub fn production_warnings(&self) -> Vec<String> {
         if self.server.environment == RaptorEnv::Development {
             return Vec::new();
@@ -260,6 +261,17 @@ impl Config {
                 .as_ref()
                 .map(|url| url.expose().to_owned()),
         ));
+        let mut warnings = Vec::new();
+        if self.database.db_pool_mode == PoolMode::Transaction
+            && self.database.listen_database_url.is_none()
+        {
+            warnings.push(
+                "RAPTOR_DB_POOL_MODE=transaction without RAPTOR_LISTEN_DATABASE_URL: the \
+                 trade-updates listener's LISTEN goes through the pooler, which gives its \
+                 session away, so streams are not woken (set it to Postgres' own address)"
+                    .to_owned(),
+            );
+        }
         urls.push((
             "RAPTOR_LISTEN_DATABASE_URL",
             self.database
@@ -290,6 +302,7 @@ impl Config {
                     )
                 })
             })
+            .chain(warnings)
             .collect()
     }
 
