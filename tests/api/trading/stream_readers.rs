@@ -64,6 +64,36 @@ async fn copies_of_fill(pool: &PgPool, user_id: i32, n: i64) {
     assert_eq!(written.rows_affected(), u64::try_from(n).expect("n"));
 }
 
+/// One market order of `token` for 1 AAPL, filled at once (its `new` and `fill` events).
+async fn buy_one(app: &TestApp, token: &str) {
+    let placed = app
+        .create_order(
+            token,
+            Uuid::new_v4(),
+            &Order::market("AAPL").buy().qty("1").day().json(),
+        )
+        .await;
+    assert_eq!(placed.status, StatusCode::CREATED, "{}", placed.text);
+}
+
+/// Reads `stream` into `received` until it holds `count` messages, each read within `wait`.
+async fn read_messages(
+    stream: &mut TcpStream,
+    received: &mut Vec<u8>,
+    count: usize,
+    wait: Duration,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    while messages(received) < count {
+        let n = tokio::time::timeout(wait, stream.read(&mut buf))
+            .await
+            .expect("the next events in time")
+            .expect("read");
+        assert!(n > 0, "the stream was closed");
+        received.extend_from_slice(&buf[..n]);
+    }
+}
+
 /// Messages (`id:` lines) in `bytes`.
 fn messages(bytes: &[u8]) -> usize {
     String::from_utf8_lossy(bytes)
@@ -84,14 +114,7 @@ async fn a_reader_that_stops_reading_is_dropped(pool: PgPool) {
         let (addr, stop, task) = serve(app, edge).await;
         let (user_id, token) = app.user("stopped@example.com").await;
         app.quote("AAPL", "189.90", "190.10").await;
-        let placed = app
-            .create_order(
-                &token,
-                Uuid::new_v4(),
-                &Order::market("AAPL").buy().qty("1").day().json(),
-            )
-            .await;
-        assert_eq!(placed.status, StatusCode::CREATED, "{}", placed.text);
+        buy_one(app, &token).await;
 
         let mut stopped = small_window(addr).await;
         open_raw(&mut stopped, &token).await;
@@ -145,24 +168,8 @@ async fn a_quiet_stream_outlives_the_keepalive_timeout(pool: PgPool) {
         let mut reader = TcpStream::connect(addr).await.expect("connect");
         open_raw(&mut reader, &token).await;
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let placed = app
-            .create_order(
-                &token,
-                Uuid::new_v4(),
-                &Order::market("AAPL").buy().qty("1").day().json(),
-            )
-            .await;
-        assert_eq!(placed.status, StatusCode::CREATED, "{}", placed.text);
-        let mut received = Vec::new();
-        let mut buf = [0u8; 4096];
-        while messages(&received) < 2 {
-            let n = tokio::time::timeout(Duration::from_secs(5), reader.read(&mut buf))
-                .await
-                .expect("the order's events")
-                .expect("read");
-            assert!(n > 0, "the quiet stream was closed");
-            received.extend_from_slice(&buf[..n]);
-        }
+        buy_one(app, &token).await;
+        read_messages(&mut reader, &mut Vec::new(), 2, Duration::from_secs(5)).await;
         let _ = stop.send(());
         drop(reader);
         let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
@@ -226,15 +233,7 @@ async fn a_stopped_reader_costs_a_bounded_amount_of_memory(pool: PgPool) {
     // Warm: a first batch read to the end, so the paths and buffers exist before the baseline.
     copies_of_fill(&pool, user_id, 500).await;
     let mut received = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    while messages(&received) < 500 {
-        let n = tokio::time::timeout(Duration::from_secs(10), reader.read(&mut buf))
-            .await
-            .expect("the warm-up events")
-            .expect("read");
-        assert!(n > 0, "the stream ended");
-        received.extend_from_slice(&buf[..n]);
-    }
+    read_messages(&mut reader, &mut received, 500, Duration::from_secs(10)).await;
     let before = settled_rss(served.pid()).await;
 
     copies_of_fill(&pool, user_id, EVENTS).await;
@@ -247,17 +246,14 @@ async fn a_stopped_reader_costs_a_bounded_amount_of_memory(pool: PgPool) {
     );
 
     // Reading again, the reader gets every event, once, in order.
-    let mut rest = Vec::new();
     let expected = 500 + usize::try_from(EVENTS).expect("events");
-    while messages(&received) + messages(&rest) < expected {
-        let n = tokio::time::timeout(Duration::from_secs(20), reader.read(&mut buf))
-            .await
-            .expect("the waiting events")
-            .expect("read");
-        assert!(n > 0, "the stream ended");
-        rest.extend_from_slice(&buf[..n]);
-    }
-    received.extend_from_slice(&rest);
+    read_messages(
+        &mut reader,
+        &mut received,
+        expected,
+        Duration::from_secs(20),
+    )
+    .await;
     let ids: Vec<i64> = String::from_utf8_lossy(&received)
         .lines()
         .filter_map(|line| line.strip_prefix("id:"))
