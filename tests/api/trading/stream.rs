@@ -286,3 +286,87 @@ async fn streams_are_bounded_and_end_with_the_drain(pool: PgPool) {
     })
     .await;
 }
+
+/// Trade rows of `user_id` after `after`, committed (read on a connection of its own).
+async fn trade_rows_after(pool: &PgPool, user_id: i32, after: i64) -> Vec<String> {
+    sqlx::query_scalar(
+        "select action from audit_log where user_id = $1 and id > $2 and action = any($3)
+          order by id",
+    )
+    .bind(user_id)
+    .bind(after)
+    .bind(raptor_api::trading::stream::TRADE_ACTIONS)
+    .fetch_all(pool)
+    .await
+    .expect("trade rows")
+}
+
+/// The stream's order rests on every writer of a trade row holding the account's row lock
+/// (so one user's rows commit in id order). While a transaction holds it, a market order, a
+/// refused one, a cancel and a quote that crosses a resting order commit no trade row; once it
+/// is released, all of theirs do.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn every_writer_of_a_trade_row_waits_for_the_account_lock(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (user_id, token) = app.user("writers@example.com").await;
+        app.quote("AAPL", "189.90", "190.10").await;
+        let resting = |price: &str| Order::limit("AAPL", price).buy().qty("1").gtc().json();
+        let to_cancel = app
+            .create_order(&token, Uuid::new_v4(), &resting("150.00"))
+            .await;
+        let to_fill = app
+            .create_order(&token, Uuid::new_v4(), &resting("180.00"))
+            .await;
+        assert_eq!(to_fill.body["status"], "new", "{}", to_fill.text);
+        let before: i64 = sqlx::query_scalar("select max(id) from audit_log")
+            .fetch_one(&app.pool)
+            .await
+            .expect("max id");
+
+        let mut held = app.pool.begin().await.expect("begin");
+        sqlx::query("select 1 from paper_accounts where user_id = $1 for update")
+            .bind(user_id)
+            .execute(&mut *held)
+            .await
+            .expect("lock the account");
+        let market = Order::market("AAPL").buy().qty("1").day().json();
+        // Beyond the account's cash: refused, and the refusal is a committed trade row.
+        let too_big = Order::market("AAPL").buy().qty("100000").day().json();
+        let writers = async {
+            tokio::join!(
+                app.create_order(&token, Uuid::new_v4(), &market),
+                app.create_order(&token, Uuid::new_v4(), &too_big),
+                app.cancel_order(&token, to_cancel.id()),
+                app.quote("AAPL", "170.00", "171.00"),
+            )
+        };
+        let holding = async {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let during = trade_rows_after(&app.pool, user_id, before).await;
+            held.rollback().await.expect("release");
+            during
+        };
+        let ((placed, refused, canceled, _), during) = tokio::join!(writers, holding);
+        assert!(
+            during.is_empty(),
+            "trade rows committed while the account was locked: {during:?}"
+        );
+        assert_eq!(placed.status, StatusCode::CREATED, "{}", placed.text);
+        assert_eq!(canceled.status, StatusCode::OK, "{}", canceled.text);
+        assert!(refused.status.is_client_error(), "{}", refused.text);
+        let mut after = trade_rows_after(&app.pool, user_id, before).await;
+        after.sort();
+        assert_eq!(
+            after,
+            [
+                "order.accepted",
+                "order.canceled",
+                "order.filled",
+                "order.filled",
+                "order.rejected"
+            ],
+            "the market order's two rows, the cancel's, the crossed order's fill, the refusal"
+        );
+    })
+    .await;
+}
