@@ -2,9 +2,12 @@
 // market order and its replay, a LEAPS covered call opened and rolled, a resting order
 // canceled, a position closed, the account, positions, orders and the export read; then, when
 // RAPTOR_PROXY_URL names scripts/dropping-proxy.py in front of the server, keyed orders placed
-// with the SDK's withRetries through it, each answer lost once, and counted. Every response is
-// checked against the document the server serves (status, media type, error code); statuses
-// and codes are switched on exhaustively.
+// with the SDK's withRetries through it, each answer lost once, and counted; last, the
+// trade-updates stream (tradeUpdates) through a relay that cuts it after its first message: a
+// market order's `new` and `fill`, the second after a resume with Last-Event-ID, then again from
+// a new iterator given the first's id. Every response is checked against the document the
+// server serves (status, media type, error code); statuses and codes are switched on
+// exhaustively.
 //
 //   RAPTOR_URL=http://127.0.0.1:PORT RAPTOR_BIN=target/debug/raptor DATABASE_URL=… \
 //     [RAPTOR_PROXY_URL=http://127.0.0.1:PROXY_PORT] node dist/journey.js
@@ -12,6 +15,7 @@
 import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { connect, createServer, type AddressInfo, type Socket } from "node:net";
 
 import createClient from "openapi-fetch";
 
@@ -33,7 +37,7 @@ import {
   type Seen,
 } from "./contract.js";
 import type { paths } from "./schema.js";
-import { createRaptorClient, pages, withRetries } from "./sdk.js";
+import { HistoryGoneError, createRaptorClient, pages, tradeUpdates, withRetries, type TradeUpdate } from "./sdk.js";
 
 function env(name: string): string {
   const value = process.env[name];
@@ -101,6 +105,73 @@ function cents(text: string): bigint {
 function call(yearsAhead: number, monthDay: string, strike: number): string {
   const yy = String((new Date().getUTCFullYear() + yearsAhead) % 100).padStart(2, "0");
   return `XYZ${yy}${monthDay}C${String(Math.round(strike * 1000)).padStart(8, "0")}`;
+}
+
+/**
+ * A TCP relay to the server that cuts the first event stream it carries right after the stream's
+ * first whole message, as a network that drops a connection mid-stream does; later connections
+ * pass untouched. It records each request's `Last-Event-ID`.
+ *
+ * The stream does not go through scripts/dropping-proxy.py: that proxy reads each answer to its
+ * end before passing it on or dropping it, and a stream's answer has no end, so nothing would
+ * ever come through. This relay drops the stream's connection instead, which is the failure a
+ * stream meets.
+ */
+async function cuttingRelay(base: string) {
+  const upstream = new URL(base);
+  const lastEventIds: (string | undefined)[] = [];
+  const sockets = new Set<Socket>();
+  let cuts = 0;
+  const server = createServer((client) => {
+    const origin = connect(Number(upstream.port), upstream.hostname);
+    sockets.add(client).add(origin);
+    const drop = () => {
+      client.destroy();
+      origin.destroy();
+    };
+    client.on("error", drop).on("close", drop);
+    origin.on("error", drop).on("close", drop);
+    let head = "";
+    client.on("data", (bytes: Buffer) => {
+      if (!head.includes("\r\n\r\n")) {
+        head += bytes.toString("latin1");
+        if (head.includes("\r\n\r\n")) lastEventIds.push(/^last-event-id:\s*(.*?)\s*$/im.exec(head)?.[1]);
+      }
+      origin.write(bytes);
+    });
+    // The answer's bytes so far (until this connection is cut, or known not to be cut).
+    let answer: Buffer | undefined = cuts === 0 ? Buffer.alloc(0) : undefined;
+    origin.on("data", (bytes: Buffer) => {
+      if (answer === undefined || cuts > 0) {
+        client.write(bytes);
+        return;
+      }
+      answer = Buffer.concat([answer, bytes]);
+      // The first message ends at the first blank line after a data line (chunked framing
+      // uses CRLF, the server's messages LF).
+      const data = answer.indexOf("\ndata: ");
+      const end = data === -1 ? -1 : answer.indexOf("\n\n", data);
+      if (end === -1) {
+        client.write(bytes);
+        return;
+      }
+      const sent = answer.length - bytes.length;
+      client.write(bytes.subarray(0, end + 2 - sent), () => drop());
+      cuts++;
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    lastEventIds,
+    cuts: () => cuts,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
 }
 
 async function main(): Promise<void> {
@@ -456,6 +527,84 @@ async function main(): Promise<void> {
     );
   } else {
     step("RAPTOR_PROXY_URL is not set: the dropping-proxy phase is skipped");
+  }
+
+  step("the trade-updates stream: a market order's new and fill, the stream cut after the first; then resumed from it");
+  {
+    const relay = await cuttingRelay(base);
+    const cut = createRaptorClient(relay.url, { token: created.token });
+    cut.use(contractCheck(doc, seen));
+    const direct = createRaptorClient(base, { token: created.token });
+    direct.use(contractCheck(doc, seen));
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(new Error("no fill event within 30 s")), 30_000);
+    try {
+      const clientOrderId = `stream-${randomUUID()}`;
+      let opened: () => void = () => {};
+      const open = new Promise<void>((resolve) => (opened = resolve));
+      const stream = tradeUpdates(cut, { signal: controller.signal, onConnect: () => opened() });
+      const received: TradeUpdate[] = [];
+      const reading = (async () => {
+        for await (const update of stream) {
+          received.push(update);
+          if (update.event === "fill" && update.order?.client_order_id === clientOrderId) break;
+        }
+      })();
+      // A stream without Last-Event-ID starts with what happens after it opens: the order is
+      // placed once the server has answered the stream's request.
+      await Promise.race([open, reading]);
+      const r = await place({ ...buy, client_order_id: clientOrderId });
+      expectStatus(r.response, "/api/trading/orders", "post", 201);
+      const placed = success("streamed order", r);
+      await reading;
+      check(!controller.signal.aborted, String(controller.signal.reason));
+      const mine = received.filter((u) => u.order?.id === placed.id);
+      check(
+        JSON.stringify(mine.map((u) => u.event)) === JSON.stringify(["new", "fill"]),
+        `the order's events: new, fill (${mine.map((u) => `${u.id}:${u.event}`).join(", ")}; all: ${received.length})`,
+      );
+      const [accepted, fill] = mine as [TradeUpdate, TradeUpdate];
+      check(BigInt(fill.id) > BigInt(accepted.id), `ids increase (${accepted.id} < ${fill.id})`);
+      // Compared as numbers: the event's price is the audit row's decimal, which may carry more
+      // places than the order's money fields (e.g. "190.100000").
+      check(
+        Number(fill.price) === 190.1 && Number(fill.qty) === 1 && fill.symbol === "AAPL",
+        `the fill: 1 AAPL at 190.10 (${fill.qty} ${fill.symbol} at ${fill.price})`,
+      );
+      check(fill.order?.status === "filled", `the fill's order is filled (${fill.order?.status})`);
+      check(relay.cuts() === 1, "the relay cut the stream once");
+      check(
+        JSON.stringify(relay.lastEventIds) === JSON.stringify([undefined, accepted.id]),
+        `the reconnection resumed after the first event (Last-Event-ID per connection: ${JSON.stringify(relay.lastEventIds)})`,
+      );
+      check(stream.lastEventId === fill.id, `lastEventId is the fill's (${stream.lastEventId})`);
+
+      const resumed: TradeUpdate[] = [];
+      for await (const update of tradeUpdates(direct, { lastEventId: accepted.id, signal: controller.signal })) {
+        resumed.push(update);
+        break;
+      }
+      check(
+        resumed[0]?.id === fill.id && resumed[0].event === "fill" && resumed[0].order?.id === placed.id,
+        `a new iterator from the first event's id starts with the fill (${resumed[0]?.id}:${resumed[0]?.event})`,
+      );
+
+      const gone = await (async () => {
+        for await (const _ of tradeUpdates(direct, { lastEventId: "999999999999", signal: controller.signal })) void _;
+      })().then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      check(gone instanceof HistoryGoneError && gone.code === "stream_history_gone", `an id never sent: HistoryGoneError (${String(gone)})`);
+      console.log(
+        `journey: stream: ${accepted.id} new, ${fill.id} fill of ${placed.id}; cut after the first, resumed with ` +
+          `Last-Event-ID ${relay.lastEventIds[1]}; a new iterator from ${accepted.id} began with ${resumed[0]?.id}`,
+      );
+    } finally {
+      clearTimeout(timer);
+      controller.abort();
+      await relay.close();
+    }
   }
 
   const operations = new Set(seen.map((s) => s.operation));

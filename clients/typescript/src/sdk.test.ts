@@ -1,30 +1,42 @@
 // Unit tests of the SDK (src/sdk.ts) against a local node:http server that scripts its answers:
 // `node --test dist/sdk.test.js` (scripts/client-e2e.sh runs it before the journey). Waits are
-// injected (`sleep`, `random`, `now`), so no test sleeps for real except the attempt timeout.
+// injected (`sleep`, `random`, `now`), so no test sleeps for real except the attempt timeout and
+// the trade-updates stream's idle timeout.
 
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { test } from "node:test";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 
 import { ContractError, isOpen } from "./contract.js";
 import {
+  EventStreamParser,
   GaveUpError,
+  HistoryGoneError,
   KeySpentError,
   RefusedError,
   createRaptorClient,
   isKnownActivityType,
   isKnownErrorCode,
   isKnownOrderStatus,
+  isKnownTradeEvent,
   isTransportError,
   pages,
+  tradeUpdates,
   withRetries,
   type Activity,
   type CreateOrderRequest,
+  type EventStreamMessage,
   type Order,
   type RaptorClient,
+  type ReconnectEvent,
   type RetryOptions,
+  type TradeUpdate,
+  type TradeUpdateStream,
+  type TradeUpdatesOptions,
 } from "./sdk.js";
 
 // ---- The spec and its examples --------------------------------------------------------------
@@ -526,5 +538,436 @@ test("compatibility: a server that adds an order status, an activity type and an
     assert.equal(error.attempts, 1);
   } finally {
     await server.close();
+  }
+});
+
+// ---- tradeUpdates ---------------------------------------------------------------------------
+
+/** The document's example of a trade update, as event `id`: `n`, of type `event`. Each carries
+ * `position_qty`, a member this version's type may not have yet: it must come through. */
+function tradeUpdate(n: number, event = "fill", extra: Record<string, unknown> = {}): TradeUpdate {
+  const base = example<TradeUpdate>(spec, "/api/trading/stream", "get", "200", "text/event-stream");
+  return { ...base, id: String(n), event, position_qty: String(n), ...extra } as TradeUpdate;
+}
+
+/** One SSE message as the server writes it (`eol` for the other line ends a server may use). */
+function sse(update: TradeUpdate, eol = "\n"): string {
+  return `id: ${update.id}${eol}event: ${update.event}${eol}data: ${JSON.stringify(update)}${eol}${eol}`;
+}
+
+/** The same message cut off before its blank line: what a connection that breaks mid-message
+ * leaves behind. It must never be yielded. */
+function unfinished(update: TradeUpdate): string {
+  return sse(update).slice(0, -1);
+}
+
+/** What one stream connection does: written in order (a pause between writes, so each is its
+ * own chunk), `{ pauseMs }` waits, then "drop" (destroy the connection mid-stream), "end" (end
+ * the answer cleanly) or, after the last step, the connection is held open. */
+type StreamStep = string | Uint8Array | { pauseMs: number } | "drop" | "end";
+type StreamReply = { stream: StreamStep[] } | Answer | "drop" | "hang";
+
+interface StreamRequest {
+  lastEventId: string | undefined;
+  accept: string | undefined;
+  authorization: string | undefined;
+}
+
+interface StreamStub {
+  url: string;
+  received: StreamRequest[];
+  /** Connections whose socket has closed. */
+  closed: number;
+  close(): Promise<void>;
+}
+
+const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** A server answering the nth request to the stream with `route(request, n)`. */
+async function streamStub(route: (request: StreamRequest, n: number) => StreamReply): Promise<StreamStub> {
+  const state: StreamStub = { url: "", received: [], closed: 0, close: async () => {} };
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const request: StreamRequest = {
+      lastEventId: header(req, "last-event-id"),
+      accept: header(req, "accept"),
+      authorization: header(req, "authorization"),
+    };
+    state.received.push(request);
+    res.socket?.on("close", () => state.closed++);
+    const reply = route(request, state.received.length - 1);
+    if (reply === "drop") {
+      req.socket.destroy();
+      return;
+    }
+    if (reply === "hang") return; // no answer, not even its head
+    if (!("stream" in reply)) {
+      const text = typeof reply.body === "string" ? reply.body : JSON.stringify(reply.body ?? {});
+      res.writeHead(reply.status, {
+        "content-type": reply.contentType ?? "application/problem+json",
+        "content-length": Buffer.byteLength(text),
+        ...reply.headers,
+      });
+      res.end(text);
+      return;
+    }
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    res.flushHeaders();
+    void (async () => {
+      for (const step of reply.stream) {
+        if (res.destroyed) return;
+        if (step === "drop") {
+          res.socket?.destroy();
+          return;
+        }
+        if (step === "end") {
+          res.end();
+          return;
+        }
+        if (typeof step === "object" && "pauseMs" in step) {
+          await pause(step.pauseMs);
+          continue;
+        }
+        res.write(step);
+        await pause(5);
+      }
+    })();
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  state.url = `http://127.0.0.1:${port}`;
+  state.close = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return state;
+}
+
+/** The stream's replies in order; the last one again for any further request. */
+function streamScript(...replies: StreamReply[]): (request: StreamRequest, n: number) => StreamReply {
+  return (_request, n) => replies[Math.min(n, replies.length - 1)]!;
+}
+
+/** The first `count` updates of `stream` (then the loop is left, closing the connection). */
+async function take(stream: TradeUpdateStream, count: number): Promise<TradeUpdate[]> {
+  return until(stream, (updates) => updates.length === count);
+}
+
+/** The updates of `stream` up to the one `done` accepts (then the loop is left). A test waits for
+ * the last update the stub sends, so one that goes missing fails an assertion instead of hanging. */
+async function until(stream: TradeUpdateStream, done: (updates: TradeUpdate[]) => boolean): Promise<TradeUpdate[]> {
+  const updates: TradeUpdate[] = [];
+  for await (const update of stream) {
+    updates.push(update);
+    if (done(updates)) break;
+  }
+  return updates;
+}
+
+const through = (id: string) => (updates: TradeUpdate[]) => updates.at(-1)?.id === id;
+
+/** Options recording the waits and the reconnections instead of sleeping. A loop that would
+ * reconnect without end fails at its 50th wait instead of spinning until the test's timeout. */
+function streamOptions(extra: TradeUpdatesOptions = {}): TradeUpdatesOptions & { delays: number[]; reconnects: ReconnectEvent[] } {
+  const delays: number[] = [];
+  const reconnects: ReconnectEvent[] = [];
+  return {
+    delays,
+    reconnects,
+    sleep: async (ms: number) => {
+      delays.push(ms);
+      if (delays.length >= 50) throw new Error("50 reconnections: the iterator never stops");
+    },
+    random: () => 0.5,
+    onReconnect: (event) => reconnects.push(event),
+    ...extra,
+  };
+}
+
+const ids = (updates: TradeUpdate[]) => updates.map((u) => u.id);
+
+// A full garbage collection on demand (the test runner starts node without --expose-gc): what a
+// long-lived stream meets, and what collects the Request object a fetch was made from.
+setFlagsFromString("--expose-gc");
+const collectGarbage = runInNewContext("gc") as () => void;
+
+/** Lets the current job end (so weak references may be cleared), then collects. */
+async function afterCollection(): Promise<void> {
+  await pause(20);
+  collectGarbage();
+}
+
+test("EventStreamParser: the same messages whichever way the text is cut", () => {
+  // LF, CRLF and CR line ends, a comment (a heartbeat), data on two lines, a field without a
+  // space after its colon, an id carried over to a message without one, `retry`, an unknown
+  // field, a message without data (not dispatched) and an unfinished one at the end.
+  const text =
+    "\uFEFF: heartbeat\n\n" +
+    "id: 1\r\nevent: new\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n" +
+    "id: 2\revent: fill\rdata: {\"b\":\r" +
+    "data: 2}\r\r" +
+    "retry: 2500\nfoo: bar\ndata:x\n\n" +
+    "id: 9\nevent: nothing\n\n" +
+    ": another heartbeat\n" +
+    "id: 3\ndata: cut";
+  const expected: EventStreamMessage[] = [
+    { id: "1", event: "new", data: '{"a":\n1}' },
+    { id: "2", event: "fill", data: '{"b":\n2}' },
+    { id: "2", event: "message", data: "x" },
+  ];
+  const whole = new EventStreamParser();
+  assert.deepEqual(whole.push(text), expected);
+  assert.equal(whole.retryMs, 2500);
+  assert.equal(whole.lastEventId, "9", "an id without data moves the position; an unfinished message does not");
+  for (let cut = 0; cut <= text.length; cut++) {
+    const parser = new EventStreamParser();
+    const messages = [...parser.push(text.slice(0, cut)), ...parser.push(text.slice(cut))];
+    assert.deepEqual(messages, expected, `cut at ${cut} (${JSON.stringify(text.slice(Math.max(0, cut - 3), cut + 3))})`);
+    assert.equal(parser.lastEventId, "9");
+  }
+  const bytewise = new EventStreamParser();
+  assert.deepEqual([...text].flatMap((c) => bytewise.push(c)), expected, "one character at a time");
+});
+
+test("tradeUpdates: messages split across chunks, CRLF, heartbeats and multi-byte text", { timeout: LIMIT }, async () => {
+  const one = tradeUpdate(1, "new");
+  const two = tradeUpdate(2, "fill", { reason: "größe ✓" });
+  const three = tradeUpdate(3, "a_type_added_later");
+  const twoBytes = Buffer.from(sse(two));
+  const check = twoBytes.indexOf(Buffer.from("✓"));
+  const first = sse(one, "\r\n");
+  const split = first.indexOf("data: ") + 20;
+  const server = await streamStub(() => ({
+    stream: [
+      ": connected\n\n",
+      first.slice(0, split),
+      first.slice(split, first.length - 3), // ends between the "\r" and the "\n"
+      first.slice(first.length - 3),
+      ": heartbeat\n\n",
+      twoBytes.subarray(0, check + 1), // ends inside the three bytes of "✓"
+      twoBytes.subarray(check + 1),
+      sse(three).slice(0, 4),
+      sse(three).slice(4),
+    ],
+  }));
+  try {
+    const options = streamOptions();
+    const stream = tradeUpdates(createRaptorClient(server.url, { token: "t0k3n" }), options);
+    assert.equal(stream.lastEventId, undefined);
+    const updates = await take(stream, 3);
+    assert.deepEqual(ids(updates), ["1", "2", "3"]);
+    assert.deepEqual(updates[0], one, "the update as sent, members this version does not type included");
+    assert.equal(updates[1]?.reason, "größe ✓");
+    assert.equal(updates[2]?.event, "a_type_added_later");
+    assert.equal(isKnownTradeEvent(updates[2]?.event), false, "a type added later comes through, unknown");
+    assert.equal(isKnownTradeEvent(updates[1]?.event), true);
+    assert.equal(stream.lastEventId, "3");
+    assert.equal(server.received.length, 1, "heartbeats and split messages made no reconnection");
+    assert.deepEqual(options.reconnects, []);
+    const [request] = server.received;
+    assert.equal(request?.lastEventId, undefined, "the first connection starts from now");
+    assert.equal(request?.accept, "text/event-stream");
+    assert.equal(request?.authorization, "Bearer t0k3n");
+    for (let waited = 0; server.closed < 1 && waited < 100; waited++) await pause(10);
+    assert.equal(server.closed, 1, "leaving the loop closed the connection");
+    assert.throws(() => stream[Symbol.asyncIterator](), /iterated once/);
+  } finally {
+    await server.close();
+  }
+});
+
+/** A stub of the server's resume rule over updates 1..5: after `Last-Event-ID` when the request
+ * has one, else from "now" (update 4: what happened while no stream was open is in the lists,
+ * not in the stream). The first connection is `first`. */
+function resuming(first: StreamStep[]): (request: StreamRequest, n: number) => StreamReply {
+  const all = [1, 2, 3, 4, 5].map((n) => tradeUpdate(n));
+  return (request, n) => {
+    if (n === 0) return { stream: first };
+    const after = request.lastEventId === undefined ? 3 : Number(request.lastEventId);
+    return { stream: all.filter((u) => Number(u.id) > after).map((u) => sse(u)) };
+  };
+}
+
+test("tradeUpdates: a connection dropped mid-message resumes with Last-Event-ID, every update once", { timeout: LIMIT }, async () => {
+  const server = await streamStub(resuming([sse(tradeUpdate(1)), sse(tradeUpdate(2)), unfinished(tradeUpdate(3)), "drop"]));
+  try {
+    const options = streamOptions();
+    const stream = tradeUpdates(createRaptorClient(server.url), options);
+    const updates = await until(stream, through("5"));
+    assert.deepEqual(ids(updates), ["1", "2", "3", "4", "5"], "every update, once, in order");
+    assert.deepEqual(
+      server.received.map((r) => r.lastEventId),
+      [undefined, "2"],
+      "the reconnection resumes after the last whole message",
+    );
+    assert.equal(stream.lastEventId, "5");
+    assert.equal(options.reconnects.length, 1);
+    assert.equal(options.reconnects[0]?.failures, 0, "the first reconnection after a stream that delivered");
+    assert.ok(isTransportError(options.reconnects[0]?.error), `a transport error (${String(options.reconnects[0]?.error)})`);
+    assert.deepEqual(options.delays, [50], "a random wait under 100 ms");
+  } finally {
+    await server.close();
+  }
+});
+
+test("tradeUpdates: a stream the server ends cleanly is resumed with Last-Event-ID", { timeout: LIMIT }, async () => {
+  const server = await streamStub(resuming([sse(tradeUpdate(1)), sse(tradeUpdate(2)), unfinished(tradeUpdate(3)), "end"]));
+  // A connection that marks its position with an `id:` alone, before any update, and ends.
+  const marked = await streamStub(resuming(["id: 2\n\n", "end"]));
+  try {
+    const options = streamOptions();
+    const updates = await until(tradeUpdates(createRaptorClient(server.url), options), through("5"));
+    assert.deepEqual(ids(updates), ["1", "2", "3", "4", "5"], "every update, once, in order");
+    assert.deepEqual(server.received.map((r) => r.lastEventId), [undefined, "2"]);
+    assert.equal(options.reconnects.length, 1);
+    assert.equal(options.reconnects[0]?.error, undefined, "no error: the stream ended");
+    assert.equal(options.reconnects[0]?.problem, undefined);
+
+    const fromMark = await until(tradeUpdates(createRaptorClient(marked.url), streamOptions()), through("5"));
+    assert.deepEqual(ids(fromMark), ["3", "4", "5"], "resumed after the marked position, not from now");
+    assert.deepEqual(marked.received.map((r) => r.lastEventId), [undefined, "2"]);
+  } finally {
+    await Promise.all([server.close(), marked.close()]);
+  }
+});
+
+test("tradeUpdates: 503 and 429 with Retry-After are waited out, with the stored id", { timeout: LIMIT }, async () => {
+  const server = await streamStub(
+    streamScript(
+      { ...problem(503, "too_many_connections", "same_key"), headers: { "retry-after": "1" } },
+      { ...problem(429, "rate_limited", "same_key"), headers: { "retry-after": "2" } },
+      { status: 502, body: "<html>bad gateway</html>", contentType: "text/html" },
+      { stream: [sse(tradeUpdate(8)), "drop"] },
+      { stream: [sse(tradeUpdate(9))] },
+    ),
+  );
+  try {
+    const options = streamOptions({ lastEventId: "7", maxAttempts: 4 });
+    const stream = tradeUpdates(createRaptorClient(server.url), options);
+    assert.equal(stream.lastEventId, "7");
+    assert.deepEqual(ids(await until(stream, through("9"))), ["8", "9"]);
+    assert.deepEqual(server.received.map((r) => r.lastEventId), ["7", "7", "7", "7", "8"], "each attempt resumes after the last id");
+    // Retry-After plus 0.5 x 250 ms; then the backoff, 0.5 x 100 ms x 2^2; a connection that
+    // delivered starts the backoff (and maxAttempts' count) over: 0.5 x 100 ms.
+    assert.deepEqual(options.delays, [1_125, 2_125, 200, 50]);
+    assert.deepEqual(
+      options.reconnects.map((r) => [r.failures, r.problem?.error]),
+      [
+        [1, "too_many_connections"],
+        [2, "rate_limited"],
+        [3, ""],
+        [0, undefined],
+      ],
+    );
+  } finally {
+    await server.close();
+  }
+});
+
+test("tradeUpdates: 410 stream_history_gone throws HistoryGoneError, 401 RefusedError, neither retried; 500 new_key is", { timeout: LIMIT }, async () => {
+  const gone = await streamStub(() => problem(410, "stream_history_gone", "no"));
+  const unauthenticated = await streamStub(() => problem(401, "unauthenticated", "no"));
+  try {
+    const options = streamOptions({ lastEventId: "42" });
+    const error = await take(tradeUpdates(createRaptorClient(gone.url), options), 1).then(
+      () => assert.fail("resolved"),
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof HistoryGoneError, String(error));
+    assert.ok(error instanceof RefusedError, "a refusal: retrying does not help");
+    assert.equal(error.lastEventId, "42");
+    assert.equal(error.status, 410);
+    assert.equal(error.code, "stream_history_gone");
+    assert.equal(gone.received.length, 1, "not retried");
+    assert.deepEqual(options.delays, []);
+
+    const refused = streamOptions();
+    const denied = await take(tradeUpdates(createRaptorClient(unauthenticated.url), refused), 1).then(
+      () => assert.fail("resolved"),
+      (e: unknown) => e,
+    );
+    assert.ok(denied instanceof RefusedError && !(denied instanceof HistoryGoneError), String(denied));
+    assert.equal(denied.code, "unauthenticated");
+    assert.equal(unauthenticated.received.length, 1, "not retried");
+    assert.deepEqual(refused.delays, []);
+
+    // `retry: "new_key"` (an internal error) is tried again: a read has no key to spend.
+    const internal = await streamStub(streamScript(problem(500, "internal", "new_key"), { stream: [sse(tradeUpdate(1))] }));
+    try {
+      assert.deepEqual(ids(await take(tradeUpdates(createRaptorClient(internal.url), streamOptions()), 1)), ["1"]);
+      assert.equal(internal.received.length, 2);
+    } finally {
+      await internal.close();
+    }
+  } finally {
+    await Promise.all([gone.close(), unauthenticated.close()]);
+  }
+});
+
+test("tradeUpdates: a connection silent past idleTimeoutMs is replaced; heartbeats keep one alive", { timeout: LIMIT }, async () => {
+  const heartbeats = Array.from({ length: 6 }, () => [{ pauseMs: 100 }, ": heartbeat\n\n"]).flat();
+  const server = await streamStub((request, n) => {
+    if (n === 0) return { stream: [sse(tradeUpdate(1)), ...heartbeats, sse(tradeUpdate(2))] };
+    return { stream: [sse(tradeUpdate(Number(request.lastEventId) + 1))] };
+  });
+  try {
+    const options = streamOptions({ idleTimeoutMs: 300, onConnect: () => void afterCollection() });
+    const updates = await take(tradeUpdates(createRaptorClient(server.url), options), 3);
+    assert.deepEqual(ids(updates), ["1", "2", "3"]);
+    assert.deepEqual(
+      server.received.map((r) => r.lastEventId),
+      [undefined, "2"],
+      "600 ms of heartbeats 100 ms apart kept the first connection; 300 ms of nothing ended it",
+    );
+    assert.match(String(options.reconnects[0]?.error), /no byte for 300 ms/);
+  } finally {
+    await server.close();
+  }
+});
+
+test("tradeUpdates: maxAttempts and deadlineMs give up with GaveUpError; the signal ends the loop", { timeout: LIMIT }, async () => {
+  const dropping = await streamStub(() => "drop");
+  const quiet = await streamStub(() => ({ stream: [": connected\n\n"] }));
+  const hanging = await streamStub(() => "hang");
+  try {
+    const capped = streamOptions({ maxAttempts: 3, random: () => 0.999 });
+    const error = await take(tradeUpdates(createRaptorClient(dropping.url), capped), 1).then(
+      () => assert.fail("resolved"),
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof GaveUpError, String(error));
+    assert.equal(error.attempts, 3);
+    assert.equal(dropping.received.length, 3);
+    assert.ok(isTransportError(error.cause), `cause: ${String(error.cause)}`);
+    assert.deepEqual(capped.delays.map((d) => Math.round(d / 0.999)), [100, 200], "doubling backoff between attempts");
+
+    let clock = 0;
+    const timed = streamOptions({ deadlineMs: 1_000, random: () => 0.999, now: () => clock });
+    timed.sleep = async (ms) => {
+      timed.delays.push(ms);
+      if (timed.delays.length >= 50) throw new Error("50 reconnections: the deadline never came");
+      clock += ms;
+    };
+    await assert.rejects(take(tradeUpdates(createRaptorClient(dropping.url), timed), 1), GaveUpError);
+    assert.ok(timed.delays.reduce((a, b) => a + b, 0) <= 1_000, `never sleeps past the deadline (${timed.delays.join(", ")})`);
+
+    // The abort comes after a garbage collection, as it may in a long-lived app.
+    const controller = new AbortController();
+    const stopped = streamOptions({
+      signal: controller.signal,
+      onConnect: () => void afterCollection().then(() => controller.abort()),
+    });
+    assert.deepEqual(await take(tradeUpdates(createRaptorClient(quiet.url), stopped), 1), [], "the loop ends without an error");
+    assert.equal(quiet.received.length, 1);
+    for (let waited = 0; quiet.closed < 1 && waited < 100; waited++) await pause(10);
+    assert.equal(quiet.closed, 1, "the abort closed the connection");
+
+    // An abort while the answer has not begun ends the loop as quietly.
+    const waiting = new AbortController();
+    setTimeout(() => waiting.abort(), 100);
+    assert.deepEqual(await take(tradeUpdates(createRaptorClient(hanging.url), streamOptions({ signal: waiting.signal })), 1), []);
+    assert.equal(hanging.received.length, 1);
+  } finally {
+    await Promise.all([dropping.close(), quiet.close(), hanging.close()]);
   }
 });

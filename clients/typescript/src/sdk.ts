@@ -1,6 +1,7 @@
 // The Raptor client SDK: a typed openapi-fetch client, the retry rule of the API as one function
-// (`withRetries`), a cursor-following iterator (`pages`), and enum types that accept values this
-// version does not know yet.
+// (`withRetries`), a cursor-following iterator (`pages`), the trade-updates stream as an iterator
+// that reconnects and resumes with `Last-Event-ID` (`tradeUpdates`), and enum types that accept
+// values this version does not know yet.
 //
 // Everything here runs in Node 20+ and in browsers (fetch, AbortController, crypto.randomUUID);
 // nothing throws on an enum value that a newer server sends.
@@ -568,4 +569,409 @@ export async function* pages<Item>(
     }
     cursor = next;
   }
+}
+
+// ---- tradeUpdates ---------------------------------------------------------------------------
+
+/** The trade event types this version knows. */
+export type KnownTradeEvent = Schemas["TradeEvent"];
+/** A trade update's type, possibly one this version does not know (skip it, or show it as
+ * "other"). */
+export type TradeEvent = Open<KnownTradeEvent>;
+/** One message of `GET /api/trading/stream`: what happened to which order, with the order as it
+ * is when the event is read. `event` is open: a type a newer server adds comes through. */
+export type TradeUpdate = Omit<Schemas["TradeUpdate"], "event"> & { event: TradeEvent };
+
+const tradeEvents = {
+  new: true,
+  fill: true,
+  partial_fill: true,
+  canceled: true,
+  expired: true,
+  rejected: true,
+  settled: true,
+} satisfies Record<KnownTradeEvent, true>;
+
+/** Every trade event type this version knows. */
+export const TRADE_EVENTS: readonly KnownTradeEvent[] = keysOf(tradeEvents);
+
+/** Whether this version knows the trade event type. */
+export function isKnownTradeEvent(value: unknown): value is KnownTradeEvent {
+  return has(tradeEvents, value);
+}
+
+/**
+ * `410 stream_history_gone`: the server no longer keeps the event named by `lastEventId`, so the
+ * stream cannot resume after it without a gap. Retrying does not help: read the orders and the
+ * activities again (what was missed is there), then open a stream without `lastEventId`.
+ */
+export class HistoryGoneError extends RefusedError {
+  override name = "HistoryGoneError";
+  /** The id the server refused. */
+  readonly lastEventId: string | undefined;
+
+  constructor(message: string, outcome: RaptorErrorDetails & { problem: Problem }, lastEventId: string | undefined) {
+    super(message, outcome);
+    this.lastEventId = lastEventId;
+  }
+}
+
+/** One message of an event stream, as `EventStreamParser` dispatches it. */
+export interface EventStreamMessage {
+  /** The stream's last event id when the message was dispatched (its own `id:` field, or the
+   * latest earlier one), undefined before any. */
+  id: string | undefined;
+  /** The `event:` field, `"message"` when the message had none. */
+  event: string;
+  /** The `data:` lines, joined with `"\n"`. */
+  data: string;
+}
+
+/**
+ * The server-sent events format (the WHATWG HTML standard's "event stream" parsing), fed text
+ * as it arrives: lines end with `\n`, `\r\n` or `\r`, and a chunk may end anywhere, even between
+ * the `\r` and `\n` of one line end. A message is dispatched at the blank line that ends it, so a
+ * message cut off by a dropped connection is never dispatched: it comes again after the resume.
+ * Comment lines (`:` first, the server's heartbeats) and unknown fields are skipped.
+ */
+export class EventStreamParser {
+  /** The reconnection time a `retry:` field asked for, in milliseconds. */
+  retryMs: number | undefined;
+  /** The stream's last event id as of the last blank line: moved by every whole message that
+   * had an `id:`, with data or without (an `id:` alone moves the position without an event). */
+  lastEventId: string | undefined;
+  #line = "";
+  #afterCarriageReturn = false;
+  #started = false;
+  #id: string | undefined;
+  #event = "";
+  #data: string[] = [];
+
+  /** The messages `text` completes. */
+  push(text: string): EventStreamMessage[] {
+    if (text === "") return [];
+    if (!this.#started) {
+      this.#started = true;
+      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+    }
+    // A "\r" that ended the previous text ended a line; a "\n" right after it is the same line
+    // end, not an empty line (which would dispatch a message early).
+    if (this.#afterCarriageReturn && text.startsWith("\n")) text = text.slice(1);
+    this.#afterCarriageReturn = false;
+    const messages: EventStreamMessage[] = [];
+    const pending = this.#line + text;
+    const ends = /\r\n|\r|\n/g;
+    let start = 0;
+    for (let match = ends.exec(pending); match !== null; match = ends.exec(pending)) {
+      this.#field(pending.slice(start, match.index), messages);
+      start = match.index + match[0].length;
+      if (match[0] === "\r" && start === pending.length) this.#afterCarriageReturn = true;
+    }
+    this.#line = pending.slice(start);
+    return messages;
+  }
+
+  #field(line: string, messages: EventStreamMessage[]): void {
+    if (line === "") {
+      this.#dispatch(messages);
+      return;
+    }
+    if (line.startsWith(":")) return;
+    const colon = line.indexOf(":");
+    const name = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? "" : line.slice(colon + 1);
+    if (value.startsWith(" ")) value = value.slice(1);
+    switch (name) {
+      case "event":
+        this.#event = value;
+        break;
+      case "data":
+        this.#data.push(value);
+        break;
+      case "id":
+        if (!value.includes("\0")) this.#id = value;
+        break;
+      case "retry":
+        if (/^\d+$/.test(value)) this.retryMs = Number(value);
+        break;
+      default:
+        break;
+    }
+  }
+
+  #dispatch(messages: EventStreamMessage[]): void {
+    this.lastEventId = this.#id;
+    if (this.#data.length > 0) {
+      messages.push({ id: this.#id, event: this.#event === "" ? "message" : this.#event, data: this.#data.join("\n") });
+    }
+    this.#data = [];
+    this.#event = "";
+  }
+}
+
+/** Told before each reconnection's wait. */
+export interface ReconnectEvent {
+  /** Connection attempts in a row that received nothing (0 after a stream that delivered and
+   * then ended). */
+  failures: number;
+  /** How long the iterator waits before connecting again. */
+  delayMs: number;
+  /** The id the reconnection resumes after (`Last-Event-ID`). */
+  lastEventId: string | undefined;
+  /** The error answer, when the attempt had one. */
+  problem?: Problem | undefined;
+  /** The transport error (or the idle timeout), when the connection failed. */
+  error?: unknown;
+}
+
+export interface TradeUpdatesOptions {
+  /** Resume after this event (an `id` the app stored); without it the stream starts with what
+   * happens next. */
+  lastEventId?: string | undefined;
+  /** Stops the iteration: the connection is closed and the `for await` loop ends without an
+   * error. */
+  signal?: AbortSignal | undefined;
+  /** A connection that receives no byte for this long is taken for dead and replaced (default
+   * 45 000 ms: three of the server's 15 s heartbeats). */
+  idleTimeoutMs?: number;
+  /** Backoff between reconnections without `Retry-After`: a random wait in
+   * [0, min(maxDelayMs, baseDelayMs * 2^(n-1))) after n failures in a row (defaults 100 ms and
+   * 5 000 ms, as `withRetries`). */
+  baseDelayMs?: number;
+  maxDelayMs?: number;
+  /** Give up (`GaveUpError`) after this many connection attempts in a row that received nothing
+   * (default: never). */
+  maxAttempts?: number;
+  /** Give up (`GaveUpError`) when no connection has delivered for this long since the stream was
+   * lost (default: never). No wait runs past it. */
+  deadlineMs?: number;
+  /** Called when a connection is open (its `200` arrived): events that happen from then on will
+   * come. */
+  onConnect?: (event: { lastEventId: string | undefined }) => void;
+  /** Called before each reconnection's wait (logging, metrics). */
+  onReconnect?: (event: ReconnectEvent) => void;
+  /** For tests: the wait (default setTimeout, aborted by `signal`). */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /** For tests: a number in [0, 1) (default Math.random). */
+  random?: () => number;
+  /** For tests: the clock in milliseconds (default Date.now). */
+  now?: () => number;
+}
+
+/**
+ * The signed-in user's trade updates (`GET /api/trading/stream`) as they happen, across dropped
+ * connections: an async iterable of `TradeUpdate`s. Every connection after the first sends
+ * `Last-Event-ID` with the id of the last update yielded, so the server resumes right after it:
+ * no update is missed or yielded twice. `lastEventId` is that id; store it with what the app did
+ * with the update, and pass it back (`tradeUpdates(api, { lastEventId })`) after a restart.
+ *
+ * - a dropped connection, a connection silent for `idleTimeoutMs`, a stream the server ends (it
+ *   shuts down): connects again after a short random wait;
+ * - `retry: "same_key"` answers (`429 rate_limited`, `503 too_many_connections`, ...) and 502,
+ *   503, 504 without a problem body: connects again after `Retry-After` (plus up to 250 ms),
+ *   else the backoff;
+ * - `410 stream_history_gone`: throws `HistoryGoneError` (no retry);
+ * - another error answer (`401 unauthenticated`, ...): throws `RefusedError`;
+ * - `maxAttempts` or `deadlineMs` reached: throws `GaveUpError`.
+ *
+ * An instance is iterated once. The errors carry an empty `key` (a read has none).
+ */
+export class TradeUpdateStream implements AsyncIterable<TradeUpdate> {
+  readonly #api: RaptorClient;
+  readonly #options: TradeUpdatesOptions;
+  #lastEventId: string | undefined;
+  #iterated = false;
+
+  constructor(api: RaptorClient, options: TradeUpdatesOptions = {}) {
+    this.#api = api;
+    this.#options = options;
+    this.#lastEventId = options.lastEventId;
+  }
+
+  /** The id of the last update yielded (or `options.lastEventId` before the first). */
+  get lastEventId(): string | undefined {
+    return this.#lastEventId;
+  }
+
+  [Symbol.asyncIterator](): AsyncGenerator<TradeUpdate, void, undefined> {
+    if (this.#iterated) {
+      throw new Error("a TradeUpdateStream is iterated once: make another with tradeUpdates(api, { lastEventId })");
+    }
+    this.#iterated = true;
+    return this.#run();
+  }
+
+  async *#run(): AsyncGenerator<TradeUpdate, void, undefined> {
+    const options = this.#options;
+    const now = options.now ?? Date.now;
+    const sleep = options.sleep ?? defaultSleep;
+    const random = options.random ?? Math.random;
+    const idleTimeoutMs = options.idleTimeoutMs ?? 45_000;
+    const baseDelayMs = options.baseDelayMs ?? 100;
+    const maxDelayMs = options.maxDelayMs ?? 5_000;
+    const maxAttempts = options.maxAttempts ?? Infinity;
+    const deadlineMs = options.deadlineMs ?? Infinity;
+    const outer = options.signal;
+
+    // Attempts in a row that received nothing, and since when nothing has been received: what
+    // the backoff, maxAttempts and deadlineMs go by.
+    let failures = 0;
+    let lostAt = now();
+    let last: { problem?: Problem | undefined; error?: unknown } = {};
+    for (let attempt = 1; ; attempt++) {
+      if (outer?.aborted) return;
+      if (attempt > 1) {
+        const gaveUp = (why: string) =>
+          new GaveUpError(`trade updates: ${why}; last: ${lastWhat(last)}`, { key: "", attempts: failures, ...lastDetails(last) });
+        if (failures >= maxAttempts) throw gaveUp(`${failures} connection attempts in a row received nothing`);
+        const delayMs =
+          last.problem?.retryAfterMs !== undefined
+            ? last.problem.retryAfterMs + random() * RETRY_AFTER_JITTER_MS
+            : random() * Math.min(maxDelayMs, baseDelayMs * 2 ** Math.max(0, failures - 1));
+        if (now() + delayMs - lostAt > deadlineMs) throw gaveUp(`no connection delivered for ${deadlineMs} ms`);
+        options.onReconnect?.({ failures, delayMs, lastEventId: this.#lastEventId, problem: last.problem, error: last.error });
+        try {
+          await sleep(delayMs, outer);
+        } catch (error) {
+          if (outer?.aborted) return;
+          throw error;
+        }
+        if (outer?.aborted) return;
+      }
+
+      // The connection ends when the caller's signal aborts, when the idle timeout fires, and
+      // when the iteration ends. Aborting the request's signal is not enough once the answer has
+      // come: Node's fetch follows the signal of a Request object (openapi-fetch makes one)
+      // through a weak reference, so after that Request is garbage-collected an abort no longer
+      // reaches the body, and a silent connection would be read forever. The body is cancelled
+      // directly as well.
+      const controller = new AbortController();
+      let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
+      const stop = (reason?: unknown) => {
+        controller.abort(reason);
+        reader?.cancel(reason).catch(() => {});
+      };
+      const forward = () => stop(outer?.reason);
+      outer?.addEventListener("abort", forward, { once: true });
+      let idle: Error | undefined;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const arm = () => {
+        clearTimeout(timer);
+        timer = setTimeout(() => {
+          idle = new Error(`trade updates: no byte for ${idleTimeoutMs} ms`);
+          stop(idle);
+        }, idleTimeoutMs);
+      };
+      let received = false;
+      try {
+        arm();
+        const resumeAfter = this.#lastEventId;
+        const result = await this.#api.GET("/api/trading/stream", {
+          params: { header: resumeAfter === undefined ? {} : { "Last-Event-ID": resumeAfter } },
+          headers: { accept: "text/event-stream" },
+          parseAs: "stream",
+          signal: controller.signal,
+        });
+        const { response } = result;
+        if (!response.ok) {
+          const problem = parseProblem(response, result.error, now());
+          const outcome = { key: "", attempts: failures + 1, problem };
+          if (problem.error === "stream_history_gone") {
+            throw new HistoryGoneError(
+              `${describe(problem)}: read the orders and activities again, then open the stream without lastEventId`,
+              outcome,
+              resumeAfter,
+            );
+          }
+          // A read has no key to spend, so "new_key" (an internal error) is retried like
+          // "same_key"; "no" and values this version does not know are final.
+          if (problem.retry !== "same_key" && problem.retry !== "new_key") throw new RefusedError(describe(problem), outcome);
+          last = { problem };
+        } else {
+          const media = (response.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
+          if (media !== "text/event-stream") {
+            const problem = parseProblem(response, `not an event stream (${media || "no content-type"})`, now());
+            throw new RefusedError(describe(problem), { key: "", attempts: failures + 1, problem });
+          }
+          options.onConnect?.({ lastEventId: resumeAfter });
+          last = {};
+          if (result.data) {
+            reader = result.data.getReader();
+            const decoder = new TextDecoder();
+            const parser = new EventStreamParser();
+            for (;;) {
+              const { done, value } = await reader.read();
+              // A cancelled body ends like a finished one: tell them apart.
+              if (outer?.aborted) return;
+              if (idle) throw idle;
+              if (done) break;
+              arm();
+              received = true;
+              for (const message of parser.push(decoder.decode(value, { stream: true }))) {
+                const update = tradeUpdateOf(message);
+                this.#lastEventId = message.id || update.id;
+                yield update;
+              }
+              // A whole message without data (an `id:` alone) moves the position too, as it
+              // does an EventSource's: a server may mark where a stream starts that way.
+              if (parser.lastEventId) this.#lastEventId = parser.lastEventId;
+            }
+          }
+          // The server ended the stream (its drain at shutdown): connect again, after the last id.
+        }
+      } catch (error) {
+        if (outer?.aborted) return;
+        if (error instanceof RaptorError) throw error;
+        if (idle === undefined && !isTransportError(error)) throw error;
+        last = { error: idle ?? error };
+      } finally {
+        clearTimeout(timer);
+        outer?.removeEventListener("abort", forward);
+        // Closes the connection when the loop is left early (break, return, an exception).
+        stop();
+      }
+      if (received) {
+        failures = 0;
+        lostAt = now();
+      } else {
+        failures++;
+      }
+    }
+  }
+}
+
+/**
+ * The signed-in user's trade updates as they happen (`GET /api/trading/stream`), resuming with
+ * `Last-Event-ID` across dropped connections; see `TradeUpdateStream`.
+ *
+ *     const updates = tradeUpdates(api, { lastEventId: await store.get("trade-updates"), signal });
+ *     for await (const update of updates) {
+ *       await apply(update);
+ *       await store.set("trade-updates", update.id);
+ *     }
+ */
+export function tradeUpdates(api: RaptorClient, options: TradeUpdatesOptions = {}): TradeUpdateStream {
+  return new TradeUpdateStream(api, options);
+}
+
+/** A message's data as a TradeUpdate (throws on one that is not: the same message would come
+ * again after a reconnection, so retrying cannot help). */
+function tradeUpdateOf(message: EventStreamMessage): TradeUpdate {
+  let value: unknown;
+  try {
+    value = JSON.parse(message.data);
+  } catch (error) {
+    throw new RaptorError(`trade updates: a ${message.event} message whose data is not JSON`, { key: "", attempts: 0, cause: error });
+  }
+  const fields = value as { id?: unknown; event?: unknown } | null;
+  if (typeof fields !== "object" || fields === null || typeof fields.id !== "string" || typeof fields.event !== "string") {
+    throw new RaptorError(`trade updates: a ${message.event} message whose data is not a TradeUpdate`, { key: "", attempts: 0 });
+  }
+  return value as TradeUpdate;
+}
+
+function lastWhat(last: { problem?: Problem | undefined; error?: unknown }): string {
+  if (last.problem) return describe(last.problem);
+  if (last.error instanceof Error) return `${last.error.name}: ${last.error.message}`;
+  return last.error === undefined ? "the server ended the stream" : String(last.error);
 }
