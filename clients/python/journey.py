@@ -4,7 +4,10 @@ Sign-up over HTTP (register, the emailed token, verify), a quote set by an opera
 market order and its replay (bare and quoted keys name the same key), a malformed key refused,
 resting orders, the order history paged two at a time, the account's cash worked out to the
 cent; then three orders placed with `raptor_sdk.retrying` through a proxy that drops the first
-answer of every request (scripts/dropping-proxy.py): each operation makes exactly one order.
+answer of every request (scripts/dropping-proxy.py): each operation makes exactly one order; last,
+the trade-updates stream (`raptor_sdk.trade_updates`) through a relay that cuts it after its first
+message: a market order's `new` and `fill`, the second after a resume with `Last-Event-ID`, then
+again from the first's id with `atrade_updates`, and `HistoryGone` for an id never sent.
 `scripts/python-client.sh e2e` (part of `make client-e2e`) runs it:
 
     RAPTOR_URL=http://127.0.0.1:PORT RAPTOR_PROXY_URL=http://127.0.0.1:PORT2 \
@@ -14,16 +17,21 @@ answer of every request (scripts/dropping-proxy.py): each operation makes exactl
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import queue
 import re
+import socket
 import subprocess
+import threading
 import time
 import uuid
 from decimal import Decimal
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -47,10 +55,12 @@ from raptor_client.models import (
     SetQuoteRequest,
     Side,
     TimeInForce,
+    TradeEvent,
+    TradeUpdate,
     VerifyRequest,
 )
 from raptor_client.types import UNSET, Response
-from raptor_sdk import pages, retrying
+from raptor_sdk import HistoryGone, atrade_updates, pages, retrying, trade_updates
 
 T = TypeVar("T")
 
@@ -97,6 +107,175 @@ def cost(order: OrderResponse) -> Decimal:
     """Cash an order moved: filled quantity times average price, plus fees."""
     price = Decimal(order.filled_avg_price or "0")
     return Decimal(order.filled_qty) * price + Decimal(order.fees)
+
+
+class CuttingRelay:
+    """A TCP relay to the server that cuts the first event stream it carries right after the
+    stream's first whole message, as a network that drops a connection mid-stream does; later
+    connections pass untouched. It records each request's `Last-Event-ID`.
+
+    The stream does not go through scripts/dropping-proxy.py: that proxy reads each answer to its
+    end before passing it on or dropping it, and a stream's answer has no end, so nothing would
+    ever come through. This relay drops the stream's connection instead, which is the failure a
+    stream meets."""
+
+    def __init__(self, base: str) -> None:
+        url = urlsplit(base)
+        self.upstream = (url.hostname or "127.0.0.1", url.port or 80)
+        self.last_event_ids: list[str | None] = []
+        self.cuts = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.sockets: list[socket.socket] = [self.listener]
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            origin = socket.create_connection(self.upstream)
+            self.sockets += [client, origin]
+            cut = self.cuts == 0
+            threading.Thread(target=self.requests, args=(client, origin), daemon=True).start()
+            threading.Thread(target=self.answers, args=(origin, client, cut), daemon=True).start()
+
+    def requests(self, client: socket.socket, origin: socket.socket) -> None:
+        head = b""
+        while chunk := self.receive(client):
+            if b"\r\n\r\n" not in head:
+                head += chunk
+                if b"\r\n\r\n" in head:
+                    found = re.search(rb"^last-event-id:[ \t]*(\S*)", head, re.I | re.M)
+                    self.last_event_ids.append(found.group(1).decode() if found else None)
+            origin.sendall(chunk)
+        self.close(client, origin)
+
+    def answers(self, origin: socket.socket, client: socket.socket, cut: bool) -> None:
+        answer = b""
+        while chunk := self.receive(origin):
+            if not cut or self.cuts:
+                client.sendall(chunk)
+                continue
+            sent = len(answer)
+            answer += chunk
+            # The first message ends at the first blank line after a data line (chunked framing
+            # uses CRLF, the server's messages LF).
+            data = answer.find(b"\ndata: ")
+            end = -1 if data == -1 else answer.find(b"\n\n", data)
+            if end == -1:
+                client.sendall(chunk)
+                continue
+            client.sendall(answer[sent : end + 2])
+            self.cuts += 1
+            break
+        self.close(client, origin)
+
+    @staticmethod
+    def receive(sock: socket.socket) -> bytes:
+        try:
+            return sock.recv(65536)
+        except OSError:
+            return b""
+
+    @staticmethod
+    def close(*sockets: socket.socket) -> None:
+        for sock in sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+    def stop(self) -> None:
+        self.close(*self.sockets)
+
+
+def stream_journey(base: str, user: AuthenticatedClient, token: str, market: CreateOrderRequest) -> None:
+    """A market order's `new` and `fill` from `trade_updates`, the stream cut after the first and
+    resumed with `Last-Event-ID`; again from the first's id with `atrade_updates`; `HistoryGone`."""
+    relay = CuttingRelay(base)
+    cut = AuthenticatedClient(base_url=relay.url, token=token)
+    client_order_id = f"stream-{uuid.uuid4()}"
+    opened = threading.Event()
+    received: queue.Queue[TradeUpdate | BaseException] = queue.Queue()
+    updates = trade_updates(cut, on_connect=lambda _id: opened.set())
+
+    def read() -> None:
+        try:
+            for update in updates:
+                received.put(update)
+                order = update.order
+                if update.event == TradeEvent.FILL and isinstance(order, OrderResponse):
+                    if order.client_order_id == client_order_id:
+                        break
+        except BaseException as error:  # handed to the journey's thread, which raises it
+            received.put(error)
+        finally:
+            updates.close()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        # A stream without Last-Event-ID starts with what happens after it opens: the order is
+        # placed once the server has answered the stream's request.
+        check(opened.wait(20), "the stream opened")
+        body = CreateOrderRequest.from_dict({**market.to_dict(), "client_order_id": client_order_id})
+        placed = expect(
+            "streamed order",
+            create_order.sync_detailed(client=user, body=body, idempotency_key=str(uuid.uuid4())),
+            HTTPStatus.CREATED,
+            OrderResponse,
+        )
+        seen: list[TradeUpdate] = []
+        reader.join(30)
+        check(not reader.is_alive(), f"the fill came within 30 s ({len(seen)} updates)")
+        while not received.empty():
+            item = received.get()
+            if isinstance(item, BaseException):
+                raise item
+            seen.append(item)
+        mine = [u for u in seen if isinstance(u.order, OrderResponse) and u.order.id == placed.id]
+        check(
+            [u.event for u in mine] == [TradeEvent.NEW, TradeEvent.FILL],
+            f"the order's events: new, fill ({[(u.id, str(u.event)) for u in mine]}; all: {len(seen)})",
+        )
+        accepted, fill = mine
+        check(int(fill.id) > int(accepted.id), f"ids increase ({accepted.id} < {fill.id})")
+        # Compared as numbers: the event's price is the audit row's decimal, which may carry more
+        # places than the order's money fields.
+        check(
+            Decimal(str(fill.price)) == Decimal("190.10") and Decimal(str(fill.qty)) == 1 and fill.symbol == "AAPL",
+            f"the fill: 1 AAPL at 190.10 ({fill.qty} {fill.symbol} at {fill.price})",
+        )
+        check(relay.cuts == 1, "the relay cut the stream once")
+        check(
+            relay.last_event_ids == [None, accepted.id],
+            f"the reconnection resumed after the first event (Last-Event-ID per connection: {relay.last_event_ids})",
+        )
+        check(updates.last_event_id == fill.id, f"last_event_id is the fill's ({updates.last_event_id})")
+    finally:
+        relay.stop()
+
+    async def resume() -> TradeUpdate:
+        async with atrade_updates(user, accepted.id) as again:
+            return await asyncio.wait_for(anext(again), 30)
+
+    first = asyncio.run(resume())
+    check(
+        first.id == fill.id and first.event == TradeEvent.FILL,
+        f"a new iterator from the first event's id starts with the fill ({first.id}: {first.event})",
+    )
+    try:
+        next(trade_updates(user, "999999999999"))
+        raise AssertionError("an id never sent was accepted")
+    except HistoryGone as gone:
+        check(gone.problem is not None and gone.problem.code == "stream_history_gone", f"HistoryGone ({gone})")
+    step(
+        f"stream: {accepted.id} new, {fill.id} fill of {placed.id}; cut after the first, resumed with Last-Event-ID "
+        f"{relay.last_event_ids[1]}; a new iterator from {accepted.id} began with {first.id}"
+    )
 
 
 def main() -> None:
@@ -285,6 +464,9 @@ def main() -> None:
         f"cash {account.cash} -> {after.cash}, three fills {three}",
     )
     step(f"the proxy dropped {stats['dropped']} answers and passed {stats['forwarded']}; 0 duplicate orders")
+
+    step("the trade-updates stream: a market order's new and fill, the stream cut after the first; then resumed")
+    stream_journey(base, user, session.token, market)
     step("done")
 
 

@@ -1,23 +1,32 @@
 """The hand-written layer (`raptor_sdk`) and the generated models' tolerance, against a local HTTP
 server that answers what each test scripts: a dropped connection, a `same_key` answer with
-`Retry-After`, a spent key, a final refusal, pages, and the answers of a newer server whose
-document adds an order status, an activity type and an error code.
+`Retry-After`, a spent key, a final refusal, pages, the answers of a newer server whose document
+adds an order status, an activity type and an error code, and the trade-updates stream: messages
+split across chunks, heartbeats, dropped and ended connections resumed with `Last-Event-ID`,
+`Retry-After`, `410 stream_history_gone`, a silent connection.
 
     python -m unittest discover -s tests   # from clients/python, in the client's virtualenv
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
+import select
+import socket
 import threading
+import time
 import unittest
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from raptor_client import AuthenticatedClient
 from raptor_client.api.trading import create_order, get_order, list_activities, list_orders
@@ -32,8 +41,24 @@ from raptor_client.models import (
     OrderStatus,
     OrderType,
     Side,
+    TradeEvent,
+    TradeUpdate,
 )
-from raptor_sdk import Backoff, GaveUp, KeySpent, Refused, pages, retrying
+from raptor_sdk import (
+    Backoff,
+    EventStreamParser,
+    GaveUp,
+    HistoryGone,
+    KeySpent,
+    Message,
+    Reconnect,
+    Refused,
+    TradeUpdates,
+    atrade_updates,
+    pages,
+    retrying,
+    trade_updates,
+)
 
 DOCUMENT = json.loads((Path(__file__).resolve().parents[3] / "openapi" / "openapi.json").read_text())
 MARKET = CreateOrderRequest(symbol="AAPL", qty="1", side=Side.BUY, type_=OrderType.MARKET)
@@ -293,6 +318,465 @@ class NewerServer(unittest.TestCase):
             Retrying().place(stub, Sleeps())
         assert raised.exception.problem is not None
         self.assertEqual(raised.exception.problem.code, code)
+
+
+# ---- The trade-updates stream ------------------------------------------------------------------
+
+
+def trade_update(n: int, event: str = "fill", **extra: Any) -> dict[str, Any]:
+    """The document's example of a trade update as event `n` of type `event`. Each carries
+    `position_qty`, a member this client may not have been generated with: it must come through."""
+    body = example("/api/trading/stream", "get", "200")
+    return {**body, "id": str(n), "event": event, "position_qty": str(n), **extra}
+
+
+def sse(update: dict[str, Any], eol: str = "\n") -> str:
+    """One message as the server writes it (`eol`: the other line ends a server may use)."""
+    data = json.dumps(update, ensure_ascii=False)
+    return f"id: {update['id']}{eol}event: {update['event']}{eol}data: {data}{eol}{eol}"
+
+
+def unfinished(update: dict[str, Any]) -> str:
+    """The message cut off before its blank line, as a connection that breaks mid-message leaves
+    it. It must never be yielded."""
+    return sse(update)[:-1]
+
+
+@dataclass(frozen=True)
+class Pause:
+    seconds: float
+
+
+#: After its steps a stream connection is held open, silent, until the client closes it; END ends
+#: the answer cleanly (the last chunk), DROP closes the connection mid-answer.
+END = "end"
+Step = str | bytes | Pause
+Reply = tuple[int, Any, dict[str, str]] | list[Step] | str
+
+
+@dataclass
+class StreamStub:
+    """A server answering the nth request to the stream with `route(headers, n)`: a scripted
+    answer, DROP (no answer), or the steps of an event stream, each written as its own chunk."""
+
+    route: Callable[[dict[str, str], int], Reply]
+    requests: list[dict[str, str]] = field(default_factory=list)
+    closed: int = 0
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self.close_connection = True
+                stub.requests.append(dict(self.headers))
+                reply = stub.route(dict(self.headers), len(stub.requests) - 1)
+                if reply == DROP:
+                    return
+                if isinstance(reply, tuple):
+                    status, payload, headers = reply
+                    data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+                    self.send_response(status)
+                    self.send_header("content-type", "application/problem+json" if status >= 400 else "text/html")
+                    self.send_header("content-length", str(len(data)))
+                    self.send_header("connection", "close")
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                assert isinstance(reply, list)
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("transfer-encoding", "chunked")
+                # One answer per connection, said up front: the client must not send its next
+                # request on a connection this handler closes when the answer ends.
+                self.send_header("connection", "close")
+                self.end_headers()
+                self.wfile.flush()
+                try:
+                    for step in reply:
+                        if isinstance(step, Pause):
+                            time.sleep(step.seconds)
+                        elif step == DROP:
+                            # Mid-answer: the last chunk never comes.
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                            return
+                        elif step == END:
+                            self.wfile.write(b"0\r\n\r\n")
+                            self.wfile.flush()
+                            return
+                        else:
+                            data = step.encode() if isinstance(step, str) else step
+                            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                            self.wfile.flush()
+                            time.sleep(0.005)
+                    self.hold()
+                except OSError:
+                    stub.closed += 1
+
+            def hold(self) -> None:
+                """Silent until the client closes the connection, or for at most 5 s: then the
+                connection is dropped, so a client that never notices a silent connection fails
+                a test's assertions instead of hanging it."""
+                ends = time.monotonic() + 5.0
+                while not stub.stop.is_set():
+                    readable, _, _ = select.select([self.connection], [], [], 0.02)
+                    if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                        stub.closed += 1
+                        return
+                    if time.monotonic() > ends:
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                        return
+
+        return Handler
+
+    @contextmanager
+    def serving(self) -> Iterator[AuthenticatedClient]:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
+        thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+        thread.start()
+        try:
+            yield AuthenticatedClient(base_url=f"http://127.0.0.1:{server.server_address[1]}", token="rpt_test")
+        finally:
+            self.stop.set()
+            server.shutdown()
+            server.server_close()
+
+    def last_event_ids(self) -> list[str | None]:
+        return [r.get("Last-Event-ID") for r in self.requests]
+
+
+def scripted(*replies: Reply) -> Callable[[dict[str, str], int], Reply]:
+    """The replies in order; the last one again for any further request."""
+    return lambda _headers, n: replies[min(n, len(replies) - 1)]
+
+
+def resuming(first: list[Step]) -> Callable[[dict[str, str], int], Reply]:
+    """The server's resume rule over updates 1..5: after `Last-Event-ID` when the request has one,
+    else from "now" (update 4: what happened while no stream was open is in the lists). The first
+    connection is `first`."""
+
+    def route(headers: dict[str, str], n: int) -> Reply:
+        if n == 0:
+            return first
+        after = int(headers.get("Last-Event-ID", "3"))
+        return [sse(trade_update(i)) for i in range(after + 1, 6)]
+
+    return route
+
+
+class StreamSleeps(Sleeps):
+    """Waits recorded, not slept; a loop that would reconnect without end fails at its 50th wait
+    instead of spinning."""
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        if len(self.asked) >= 50:
+            raise AssertionError("50 reconnections: the iterator never stops")
+
+    async def asleep(self, seconds: float) -> None:
+        self.sleep(seconds)
+
+
+def half_jitter() -> Backoff:
+    return Backoff(base=0.1, cap=5.0, rand=lambda: 0.5)
+
+
+def until(updates: TradeUpdates, last_id: str) -> list[TradeUpdate]:
+    """The updates up to the one with `last_id` (then the iterator is closed). A test waits for
+    the last update its stub sends, so one that goes missing fails an assertion, not a timeout."""
+    seen: list[TradeUpdate] = []
+    with updates:
+        for update in updates:
+            seen.append(update)
+            if update.id == last_id:
+                break
+    return seen
+
+
+def ids(updates: list[TradeUpdate]) -> list[str]:
+    return [u.id for u in updates]
+
+
+class Parser(unittest.TestCase):
+    def test_the_same_messages_whichever_way_the_text_is_cut(self) -> None:
+        # LF, CRLF and CR line ends, comments (heartbeats), data on two lines, a field without a
+        # space after its colon, an id carried over to a message without one, `retry`, an unknown
+        # field, a message without data (not dispatched) and an unfinished one at the end.
+        text = (
+            "\ufeff: heartbeat\n\n"
+            'id: 1\r\nevent: new\r\ndata: {"a":\r\ndata: 1}\r\n\r\n'
+            'id: 2\revent: fill\rdata: {"b":\rdata: 2}\r\r'
+            "retry: 2500\nfoo: bar\ndata:x\n\n"
+            "id: 9\nevent: nothing\n\n"
+            ": another heartbeat\n"
+            "id: 3\ndata: cut"
+        )
+        expected = [
+            Message("1", "new", '{"a":\n1}'),
+            Message("2", "fill", '{"b":\n2}'),
+            Message("2", "message", "x"),
+        ]
+        whole = EventStreamParser()
+        self.assertEqual(whole.feed(text), expected)
+        self.assertEqual(whole.retry, 2.5)
+        self.assertEqual(whole.last_event_id, "9", "an id without data moves the position; an unfinished one does not")
+        for cut in range(len(text) + 1):
+            parser = EventStreamParser()
+            self.assertEqual(parser.feed(text[:cut]) + parser.feed(text[cut:]), expected, f"cut at {cut}")
+            self.assertEqual(parser.last_event_id, "9")
+        one_by_one = EventStreamParser()
+        self.assertEqual([m for c in text for m in one_by_one.feed(c)], expected)
+
+
+class Stream(unittest.TestCase):
+    def test_messages_split_across_chunks_heartbeats_and_multibyte_text(self) -> None:
+        one, two, three = trade_update(1, "new"), trade_update(2, reason="größe ✓"), trade_update(3, "added_later")
+        first = sse(one, "\r\n")
+        split = first.index("data: ") + 20
+        second = sse(two).encode()
+        check = second.index("✓".encode())
+        stub = StreamStub(
+            scripted(
+                [
+                    ": connected\n\n",
+                    first[:split],
+                    first[split:-3],  # ends between the "\r" and the "\n"
+                    first[-3:],
+                    ": heartbeat\n\n",
+                    second[: check + 1],  # ends inside the three bytes of "✓"
+                    second[check + 1 :],
+                    sse(three)[:4],
+                    sse(three)[4:],
+                ]
+            )
+        )
+        reconnects: list[Reconnect] = []
+        with stub.serving() as client:
+            updates = trade_updates(client, on_reconnect=reconnects.append, sleep=StreamSleeps().sleep)
+            self.assertIsNone(updates.last_event_id)
+            seen = until(updates, "3")
+            for _ in range(100):
+                if stub.closed:
+                    break
+                time.sleep(0.01)
+            self.assertEqual(stub.closed, 1, "closing the iterator closed the connection")
+        self.assertEqual(ids(seen), ["1", "2", "3"])
+        self.assertIsInstance(seen[0], TradeUpdate)
+        self.assertEqual(seen[0].event, TradeEvent.NEW)
+        self.assertEqual(seen[0].to_dict()["position_qty"], "1", "a member this client was not generated with is kept")
+        self.assertEqual(seen[1].reason, "größe ✓")
+        self.assertEqual(seen[2].event, "added_later")
+        self.assertFalse(seen[2].event.is_known(), "a type added later comes through, unknown")
+        self.assertEqual(updates.last_event_id, "3")
+        self.assertEqual(len(stub.requests), 1, "heartbeats and split messages made no reconnection")
+        self.assertEqual(reconnects, [])
+        request = stub.requests[0]
+        self.assertNotIn("Last-Event-ID", request, "the first connection starts from now")
+        self.assertEqual(request["Accept"], "text/event-stream")
+        self.assertEqual(request["Authorization"], "Bearer rpt_test")
+
+    def test_a_dropped_connection_resumes_with_last_event_id_every_update_once(self) -> None:
+        stub = StreamStub(resuming([sse(trade_update(1)), sse(trade_update(2)), unfinished(trade_update(3)), DROP]))
+        sleeps = StreamSleeps()
+        reconnects: list[Reconnect] = []
+        with stub.serving() as client:
+            updates = trade_updates(client, backoff=half_jitter(), on_reconnect=reconnects.append, sleep=sleeps.sleep)
+            seen = until(updates, "5")
+        self.assertEqual(ids(seen), ["1", "2", "3", "4", "5"], "every update, once, in order")
+        self.assertEqual(stub.last_event_ids(), [None, "2"], "the reconnection resumes after the last whole message")
+        self.assertEqual(updates.last_event_id, "5")
+        self.assertEqual([r.failures for r in reconnects], [0])
+        self.assertIsInstance(reconnects[0].cause, httpx.TransportError)
+        self.assertEqual(sleeps.asked, [0.05], "a random wait under 0.1 s")
+
+    def test_a_stream_the_server_ends_is_resumed_with_last_event_id(self) -> None:
+        stub = StreamStub(resuming([sse(trade_update(1)), sse(trade_update(2)), unfinished(trade_update(3)), END]))
+        reconnects: list[Reconnect] = []
+        with stub.serving() as client:
+            seen = until(trade_updates(client, on_reconnect=reconnects.append, sleep=StreamSleeps().sleep), "5")
+        self.assertEqual(ids(seen), ["1", "2", "3", "4", "5"], "every update, once, in order")
+        self.assertEqual(stub.last_event_ids(), [None, "2"])
+        self.assertEqual([(r.problem, r.cause) for r in reconnects], [(None, None)], "no error: the stream ended")
+
+        # A connection that marks its position with an `id:` alone, before any update, and ends.
+        marked = StreamStub(resuming(["id: 2\n\n", END]))
+        with marked.serving() as client:
+            from_mark = until(trade_updates(client, sleep=StreamSleeps().sleep), "5")
+        self.assertEqual(ids(from_mark), ["3", "4", "5"], "resumed after the marked position, not from now")
+        self.assertEqual(marked.last_event_ids(), [None, "2"])
+
+    def test_503_and_429_are_waited_out_with_the_stored_id(self) -> None:
+        stub = StreamStub(
+            scripted(
+                (503, problem("too_many_connections", "same_key"), {"retry-after": "1"}),
+                (429, problem("rate_limited", "same_key", 429), {"retry-after": "2"}),
+                (502, "<html>bad gateway</html>", {}),
+                [sse(trade_update(8)), DROP],
+                [sse(trade_update(9))],
+            )
+        )
+        sleeps = StreamSleeps()
+        reconnects: list[Reconnect] = []
+        with stub.serving() as client:
+            updates = trade_updates(
+                client,
+                "7",
+                backoff=half_jitter(),
+                max_attempts=4,
+                on_reconnect=reconnects.append,
+                sleep=sleeps.sleep,
+            )
+            self.assertEqual(updates.last_event_id, "7")
+            seen = until(updates, "9")
+        self.assertEqual(ids(seen), ["8", "9"])
+        self.assertEqual(stub.last_event_ids(), ["7", "7", "7", "7", "8"], "each attempt resumes after the last id")
+        # Retry-After plus 0.5 x 0.1 s; then the backoff, 0.5 x 0.1 s x 2**2; a connection that
+        # delivered starts the backoff (and max_attempts' count) over: 0.5 x 0.1 s.
+        self.assertEqual(sleeps.asked, [1.05, 2.05, 0.2, 0.05])
+        self.assertEqual(
+            [(r.failures, r.problem.code if r.problem else None) for r in reconnects],
+            [(1, "too_many_connections"), (2, "rate_limited"), (3, None), (0, None)],
+        )
+
+    def test_410_raises_history_gone_and_401_refused_neither_retried_500_new_key_is(self) -> None:
+        gone = StreamStub(scripted((410, problem("stream_history_gone", "no", 410), {})))
+        sleeps = StreamSleeps()
+        with gone.serving() as client, self.assertRaises(HistoryGone) as raised:
+            next(trade_updates(client, "42", sleep=sleeps.sleep))
+        self.assertIsInstance(raised.exception, Refused, "a refusal: retrying does not help")
+        self.assertEqual(raised.exception.last_event_id, "42")
+        assert raised.exception.problem is not None
+        self.assertEqual(raised.exception.problem.status, 410)
+        self.assertEqual(len(gone.requests), 1, "not retried")
+        self.assertEqual(sleeps.asked, [])
+
+        unauthenticated = StreamStub(scripted((401, problem("unauthenticated", "no", 401), {})))
+        with unauthenticated.serving() as client, self.assertRaises(Refused) as refused:
+            next(trade_updates(client, sleep=sleeps.sleep))
+        self.assertNotIsInstance(refused.exception, HistoryGone)
+        assert refused.exception.problem is not None
+        self.assertEqual(refused.exception.problem.code, "unauthenticated")
+        self.assertEqual(len(unauthenticated.requests), 1, "not retried")
+        self.assertEqual(sleeps.asked, [])
+
+        # `retry: new_key` (an internal error) is tried again: a read has no key to spend.
+        internal = StreamStub(scripted((500, problem("internal", "new_key", 500), {}), [sse(trade_update(1))]))
+        with internal.serving() as client:
+            self.assertEqual(ids(until(trade_updates(client, sleep=sleeps.sleep), "1")), ["1"])
+        self.assertEqual(len(internal.requests), 2)
+
+    def test_a_silent_connection_is_replaced_and_heartbeats_keep_one_alive(self) -> None:
+        heartbeats: list[Step] = [s for _ in range(6) for s in (Pause(0.1), ": heartbeat\n\n")]
+
+        def route(headers: dict[str, str], n: int) -> Reply:
+            if n == 0:
+                return [sse(trade_update(1)), *heartbeats, sse(trade_update(2))]
+            return [sse(trade_update(int(headers["Last-Event-ID"]) + 1))]
+
+        stub = StreamStub(route)
+        reconnects: list[Reconnect] = []
+        with stub.serving() as client:
+            seen = until(
+                trade_updates(client, idle_timeout=0.3, on_reconnect=reconnects.append, sleep=StreamSleeps().sleep),
+                "3",
+            )
+        self.assertEqual(ids(seen), ["1", "2", "3"])
+        self.assertEqual(
+            stub.last_event_ids(),
+            [None, "2"],
+            "0.6 s of heartbeats 0.1 s apart kept the first connection; 0.3 s of nothing ended it",
+        )
+        self.assertIsInstance(reconnects[0].cause, httpx.ReadTimeout)
+
+    def test_max_attempts_and_deadline_give_up(self) -> None:
+        stub = StreamStub(scripted(DROP))
+        sleeps = StreamSleeps()
+        with stub.serving() as client, self.assertRaises(GaveUp) as raised:
+            next(trade_updates(client, max_attempts=3, backoff=no_jitter(), sleep=sleeps.sleep))
+        self.assertEqual(raised.exception.attempts, 3)
+        self.assertEqual(len(stub.requests), 3)
+        self.assertIsInstance(raised.exception.cause, httpx.TransportError)
+        self.assertEqual(sleeps.asked, [0.1, 0.2], "doubling backoff between attempts")
+
+        timed = StreamSleeps()
+        with stub.serving() as client, self.assertRaises(GaveUp):
+            next(trade_updates(client, deadline=1.0, backoff=no_jitter(), sleep=timed.sleep, clock=timed.clock))
+        self.assertLessEqual(sum(timed.asked), 1.0, "never sleeps past the deadline")
+
+
+class AsyncStream(unittest.IsolatedAsyncioTestCase):
+    async def until(self, client: AuthenticatedClient, last_id: str, **options: Any) -> list[TradeUpdate]:
+        seen: list[TradeUpdate] = []
+        async with atrade_updates(client, **options) as updates:
+            async for update in updates:
+                seen.append(update)
+                if update.id == last_id:
+                    break
+        return seen
+
+    async def test_leaving_async_with_closes_the_connection(self) -> None:
+        stub = StreamStub(scripted([sse(trade_update(1))]))
+        with stub.serving() as client:
+            async with atrade_updates(client, sleep=StreamSleeps().asleep) as updates:
+                self.assertEqual((await anext(updates)).id, "1")
+                self.assertEqual(updates.last_event_id, "1")
+            # `updates` is still referenced here: only the exit of `async with` can have closed it.
+            for _ in range(100):
+                if stub.closed:
+                    break
+                await asyncio.sleep(0.01)
+            self.assertEqual(stub.closed, 1, "leaving `async with` closed the connection")
+
+    async def test_a_dropped_connection_resumes_with_last_event_id(self) -> None:
+        stub = StreamStub(resuming([sse(trade_update(1)), sse(trade_update(2)), unfinished(trade_update(3)), DROP]))
+        sleeps = StreamSleeps()
+        with stub.serving() as client:
+            seen = await self.until(client, "5", backoff=half_jitter(), sleep=sleeps.asleep)
+        self.assertEqual(ids(seen), ["1", "2", "3", "4", "5"], "every update, once, in order")
+        self.assertEqual(stub.last_event_ids(), [None, "2"])
+        self.assertEqual(sleeps.asked, [0.05])
+
+    async def test_a_stream_the_server_ends_is_resumed_with_last_event_id(self) -> None:
+        first = sse(trade_update(1, reason="✓")).encode()
+        check = first.index("✓".encode())
+        # The first message arrives in two chunks cut inside the three bytes of "✓".
+        stub = StreamStub(
+            resuming([first[: check + 2], first[check + 2 :], sse(trade_update(2)), unfinished(trade_update(3)), END])
+        )
+        reconnects: list[Reconnect] = []
+        with stub.serving() as client:
+            seen = await self.until(client, "5", on_reconnect=reconnects.append, sleep=StreamSleeps().asleep)
+        self.assertEqual(ids(seen), ["1", "2", "3", "4", "5"], "every update, once, in order")
+        self.assertEqual(seen[0].reason, "✓")
+        self.assertEqual(stub.last_event_ids(), [None, "2"])
+        self.assertEqual([(r.problem, r.cause) for r in reconnects], [(None, None)], "no error: the stream ended")
+
+    async def test_503_with_retry_after_then_the_stream_and_410(self) -> None:
+        stub = StreamStub(
+            scripted(
+                (503, problem("too_many_connections", "same_key"), {"retry-after": "1"}),
+                [sse(trade_update(8))],
+            )
+        )
+        sleeps = StreamSleeps()
+        with stub.serving() as client:
+            seen = await self.until(client, "8", last_event_id="7", backoff=half_jitter(), sleep=sleeps.asleep)
+        self.assertEqual(ids(seen), ["8"])
+        self.assertEqual(stub.last_event_ids(), ["7", "7"])
+        self.assertEqual(sleeps.asked, [1.05])
+
+        gone = StreamStub(scripted((410, problem("stream_history_gone", "no", 410), {})))
+        with gone.serving() as client, self.assertRaises(HistoryGone):
+            await self.until(client, "8", last_event_id="7", sleep=sleeps.asleep)
+        self.assertEqual(len(gone.requests), 1, "not retried")
 
 
 if __name__ == "__main__":
