@@ -82,6 +82,31 @@ impl Events {
         }
     }
 
+    /// The position a stream announces first: the `id` of a message without data.
+    async fn position(&mut self) -> String {
+        while !self.buffer.contains("\n\n") {
+            let frame = tokio::time::timeout(Duration::from_secs(2), self.body.frame())
+                .await
+                .expect("the first message in time")
+                .expect("the stream is open")
+                .expect("a frame");
+            if let Ok(bytes) = frame.into_data() {
+                self.buffer.push_str(&String::from_utf8_lossy(&bytes));
+            }
+        }
+        let end = self.buffer.find("\n\n").expect("a message");
+        let block: String = self.buffer.drain(..end + 2).collect();
+        assert!(
+            !block.contains("data:"),
+            "the first message has data: {block:?}"
+        );
+        block
+            .lines()
+            .find_map(|line| line.strip_prefix("id:"))
+            .map(|id| id.trim().to_owned())
+            .unwrap_or_else(|| panic!("the first message has no id: {block:?}"))
+    }
+
     /// The next message, which must come within `wait`.
     async fn expect(&mut self, wait: Duration) -> Message {
         match self.next(wait).await {
@@ -161,7 +186,7 @@ async fn a_fill_on_one_replica_reaches_a_stream_on_another(pool: PgPool) {
         assert_eq!(fill.data["symbol"], "AAPL");
         assert_eq!(fill.data["qty"], "3");
         assert_eq!(fill.data["position_qty"], "3", "{}", fill.data);
-        assert!(fill.data["price"].is_string(), "{}", fill.data);
+        assert_eq!(fill.data["price"], "100.00", "{}", fill.data);
     })
     .await;
 }
@@ -231,6 +256,35 @@ async fn a_resumed_stream_yields_every_event_once(pool: PgPool) {
         // The position each fill left, as of that fill (read after both).
         assert_eq!(seen[1].data["position_qty"], "1", "{}", seen[1].data);
         assert_eq!(seen[5].data["position_qty"], "2", "{}", seen[5].data);
+    })
+    .await;
+}
+
+/// A stream's first message is its position (an `id` without data): `0` before the user's first
+/// event, else the newest event's id. Resuming from either misses nothing that came after, so a
+/// connection that drops before its first event loses nothing.
+#[sqlx::test(migrator = "crate::helpers::MIGRATOR")]
+async fn a_stream_announces_its_position_first(pool: PgPool) {
+    TestApp::run(&pool, Options::default(), async |app| {
+        let (_, token) = app.user("position@example.com").await;
+        app.quote("AAPL", "189.90", "190.10").await;
+        let mut before_any = open(app, &token, None).await.expect("stream");
+        let start = before_any.position().await;
+        assert_eq!(start, "0");
+        drop(before_any);
+
+        let market = Order::market("AAPL").buy().qty("1").day().json();
+        let placed = app.create_order(&token, Uuid::new_v4(), &market).await;
+        assert_eq!(placed.status, StatusCode::CREATED, "{}", placed.text);
+        let mut resumed = open(app, &token, Some(&start)).await.expect("resumed");
+        assert_eq!(resumed.position().await, "0");
+        let new = resumed.expect(Duration::from_secs(2)).await;
+        let fill = resumed.expect(Duration::from_secs(2)).await;
+        assert_eq!((new.event.as_str(), fill.event.as_str()), ("new", "fill"));
+        assert_eq!(fill.data["order"]["id"], placed.body["id"]);
+
+        let mut later = open(app, &token, None).await.expect("stream");
+        assert_eq!(later.position().await, fill.id);
     })
     .await;
 }

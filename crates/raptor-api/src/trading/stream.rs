@@ -438,6 +438,16 @@ fn decimal(value: &Value) -> Option<Decimal> {
     value.as_str()?.parse().ok()
 }
 
+/// A price as the order's money fields show it: no trailing zeros past the cents
+/// (`190.100000` is `190.10`, `1.2345` stays).
+fn money(price: Decimal) -> Decimal {
+    let mut price = price.normalize();
+    if price.scale() < 2 {
+        price.rescale(2);
+    }
+    price
+}
+
 fn text(value: &Value) -> Option<String> {
     value.as_str().map(str::to_owned)
 }
@@ -473,7 +483,7 @@ fn update(row: TradeRow, order: Option<OrderResponse>) -> TradeUpdate {
                 _ => TradeEvent::Fill,
             };
             update.symbol = text(&first_fill["symbol"]);
-            update.price = decimal(&context["net_price"]);
+            update.price = decimal(&context["net_price"]).map(money);
             update.qty = qty.map(|qty| qty.normalize());
             // Absent from rows written before the field existed.
             update.position_qty = decimal(&first_fill["position_qty"]);
@@ -492,7 +502,7 @@ fn update(row: TradeRow, order: Option<OrderResponse>) -> TradeUpdate {
         }
         _ => {
             update.symbol = text(&context["symbol"]);
-            update.price = decimal(&context["settlement_price"]);
+            update.price = decimal(&context["settlement_price"]).map(money);
             update.qty = decimal(&context["qty"]).map(|qty| qty.abs().normalize());
             // An expired position is closed by its settlement.
             update.position_qty = Some(Decimal::ZERO);
@@ -504,8 +514,9 @@ fn update(row: TradeRow, order: Option<OrderResponse>) -> TradeUpdate {
 }
 
 /// Where a new stream starts: after `Last-Event-ID` when it is one of the user's events still
-/// kept (`410 stream_history_gone` otherwise), else after the user's newest event (a stream
-/// carries what happens from now on; the lists hold the past).
+/// kept, or `0` (the start of the kept history: what a stream opened before the user's first
+/// event announces), `410 stream_history_gone` otherwise; without it, after the user's newest
+/// event (a stream carries what happens from now on; the lists hold the past).
 async fn start(conn: &mut PgConnection, user_id: i32, headers: &HeaderMap) -> ApiResult<i64> {
     let Some(value) = headers.get("last-event-id") else {
         let newest: Option<i64> = raptor_db::query_scalar(
@@ -528,8 +539,11 @@ async fn start(conn: &mut PgConnection, user_id: i32, headers: &HeaderMap) -> Ap
         .to_str()
         .ok()
         .and_then(|text| text.trim().parse().ok())
-        .filter(|id| *id > 0)
+        .filter(|id| *id >= 0)
         .ok_or_else(gone)?;
+    if id == 0 {
+        return Ok(0);
+    }
     let kept: bool = raptor_db::query_scalar(
         "select exists (select 1 from audit_log
                          where user_id = $1 and id = $2 and action = any($3))",
@@ -635,6 +649,10 @@ pub(crate) async fn stream_trade_updates(
         admitted,
         closed: streams.closed.subscribe(),
     };
+    // The first message is the position itself (an `id` without data, which sets a client's
+    // last event id and dispatches nothing): a connection that drops before the first event
+    // still resumes from here, not from whenever it reconnects.
+    let position = Event::default().id(after.to_string());
     let events = futures_util::stream::unfold(reader, |mut reader| async move {
         let update = reader.next().await?;
         let event = Event::default()
@@ -644,5 +662,9 @@ pub(crate) async fn stream_trade_updates(
             .unwrap_or_else(|_| Event::default().comment("an update could not be written"));
         Some((Ok::<_, Infallible>(event), reader))
     });
+    let events = futures_util::StreamExt::chain(
+        futures_util::stream::once(async move { Ok(position) }),
+        events,
+    );
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(HEARTBEAT)))
 }
