@@ -8,6 +8,7 @@ use crate::ceiling::{Schema, Script};
 use crate::report::Report;
 use crate::runner::{find, Run};
 use crate::scenarios::ratios::median_of;
+use crate::scenarios::streams::{IdleRound, IDLE_STREAMS, MISSED_AFTER};
 use crate::scenarios::sweeps::Fill;
 use crate::{
     CEILING_IS_A_CEILING, TARGET_BOOK_VS_KEYED, TARGET_CPU_VS_CEILING, TARGET_KEYED_VS_UNKEYED,
@@ -15,6 +16,10 @@ use crate::{
     TARGET_P99_VS_CEILING_1, TARGET_REPLAY_VS_KEYED, TARGET_RSS_MIB, TARGET_RT_KEYED,
     TARGET_RT_UNKEYED, TARGET_SERVER_CPU_MS, TARGET_SOAK_LAST_VS_BEST, TARGET_SWEEP_LINEAR,
     TARGET_SWEEP_P99, TARGET_VS_CEILING_32,
+};
+use crate::{
+    TARGET_IDLE_STREAMS_CPU_MS_PER_S, TARGET_IDLE_STREAMS_P50, TARGET_IDLE_STREAMS_RPS,
+    TARGET_STREAM_DELAY_P99_MS, TARGET_STREAM_RSS_KIB,
 };
 
 #[derive(Debug, Clone, Serialize)]
@@ -68,6 +73,108 @@ impl Report {
                 TARGET_RSS_MIB,
                 "MiB",
             ),
+        ]
+    }
+
+    /// Scenario 10's checks (none when it did not run).
+    pub(crate) fn evaluate_streams(&self) -> Vec<Check> {
+        let Some(streams) = &self.streams else {
+            return Vec::new();
+        };
+        let (d, i) = (&streams.delay, &streams.idle);
+        let rounds = |ratio: fn(&IdleRound) -> f64| {
+            format!(
+                "rounds: {}",
+                i.rounds
+                    .iter()
+                    .map(|r| format!("{:.2}", ratio(r)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        vec![
+            Check {
+                name: "(10) orders whose event never came",
+                target: format!("0 within {} s", MISSED_AFTER.as_secs()),
+                measured: format!("{} of {}", d.missed, d.matched + d.missed),
+                pass: d.missed == 0 && d.matched > 0,
+            },
+            Check {
+                name: "(10) events repeated or out of order",
+                target: "0".to_owned(),
+                measured: format!(
+                    "{} repeated, {} ids not increasing",
+                    d.duplicates, d.not_increasing
+                ),
+                pass: d.duplicates == 0 && d.not_increasing == 0,
+            },
+            Check::at_most(
+                "(10) request-to-event p99 at 32 clients",
+                d.after_send.p99_ms,
+                TARGET_STREAM_DELAY_P99_MS,
+                "ms",
+            )
+            .beside(format!(
+                "201-to-event p99 {:.2} ms",
+                d.after_response.p99_ms
+            )),
+            Check {
+                name: "(10) idle streams open, alive, beating",
+                target: format!("{IDLE_STREAMS} of {IDLE_STREAMS}"),
+                measured: format!(
+                    "{} open (again: {:?}), {} with a heartbeat, {} ended",
+                    i.opened, i.reopened, i.heartbeat_streams, i.ended_by_end
+                ),
+                pass: i.all_opened() && i.heartbeat_streams == IDLE_STREAMS && i.ended_by_end == 0,
+            },
+            Check::at_most(
+                "(10) server RSS per idle stream",
+                i.rss_per_stream_kib,
+                TARGET_STREAM_RSS_KIB,
+                "KiB",
+            ),
+            Check::at_most(
+                "(10) server CPU, 1,000 idle streams",
+                i.server_cpu_ms_per_s,
+                TARGET_IDLE_STREAMS_CPU_MS_PER_S,
+                "ms/s",
+            )
+            .beside(format!(
+                "{:.2} ms/s without streams",
+                i.server_cpu_quiet_ms_per_s
+            )),
+            // The design: an idle stream holds no connection; the process holds one listener.
+            // Its pools may keep what they had before the streams opened, and may open the
+            // listener's if it had none.
+            Check {
+                name: "(10) Postgres connections, idle streams",
+                target: "<= before + 1, 1 listener".to_owned(),
+                measured: format!(
+                    "{} before, at most {} idle, {} listener(s)",
+                    i.postgres_before_total, i.postgres_idle_max, i.listeners
+                ),
+                pass: i.postgres_idle_max <= i.postgres_before_total + 1 && i.listeners == 1,
+            },
+            Check::at_most(
+                "(10) keyed p50, idle streams / none",
+                i.p50_ratio(),
+                TARGET_IDLE_STREAMS_P50,
+                "x",
+            )
+            .beside(rounds(IdleRound::p50_ratio)),
+            Check::at_least(
+                "(10) keyed req/s, idle streams / none",
+                i.rps_ratio(),
+                TARGET_IDLE_STREAMS_RPS,
+                "x",
+            )
+            .beside(rounds(IdleRound::rps_ratio)),
+            Check {
+                name: "(10) no errors in the keyed runs",
+                target: "0".to_owned(),
+                measured: (d.orders.errors() + i.errors()).to_string(),
+                pass: d.orders.errors() + i.errors() == 0,
+            },
         ]
     }
 
@@ -128,7 +235,7 @@ impl Report {
                 .copied()
                 .map_or(f64::MAX, |n: f64| (n * 10.0).floor() / 10.0)
         };
-        Ok(vec![
+        let mut checks = vec![
             // The instrument first: a service measured above the SQL it runs means the ceiling
             // is handicapped (as it was in the simple protocol), so no ratio below is credible.
             Check::at_most(
@@ -308,6 +415,8 @@ impl Report {
                 TARGET_RSS_MIB,
                 "MiB",
             ),
-        ])
+        ];
+        checks.extend(self.evaluate_streams());
+        Ok(checks)
     }
 }

@@ -70,6 +70,15 @@ impl Meter {
         }
     }
 
+    /// The same Postgres, with another server (scenario 10's) and no proxy.
+    pub(crate) fn for_server(&self, pid: u32) -> Self {
+        Self {
+            postmaster: self.postmaster,
+            server: Some(pid),
+            proxy_thread: None,
+        }
+    }
+
     /// How many children the postmaster has now (backends, zombies not yet reaped, its own
     /// workers).
     pub(crate) fn postgres_children(&self) -> usize {

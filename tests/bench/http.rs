@@ -164,3 +164,88 @@ impl Http {
         })
     }
 }
+
+/// The soft and hard limits on open files of `pid` (`self` for this process), from
+/// `/proc/<pid>/limits`; `u64::MAX` for `unlimited`.
+pub(crate) fn open_files_limit(pid: &str) -> anyhow::Result<(u64, u64)> {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits"))
+        .with_context(|| format!("read /proc/{pid}/limits"))?;
+    let line = limits
+        .lines()
+        .find_map(|line| line.strip_prefix("Max open files"))
+        .with_context(|| format!("no open files limit in /proc/{pid}/limits"))?;
+    let mut values = line.split_whitespace().map(|value| match value {
+        "unlimited" => Some(u64::MAX),
+        n => n.parse().ok(),
+    });
+    match (values.next().flatten(), values.next().flatten()) {
+        (Some(soft), Some(hard)) => Ok((soft, hard)),
+        _ => bail!("unreadable open files limit in /proc/{pid}/limits: {line}"),
+    }
+}
+
+/// A TCP socket of a process: its ports and its state (`/proc/net/tcp`'s hex code:
+/// [`ESTABLISHED`], [`CLOSE_WAIT`], ...).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Socket {
+    pub(crate) local_port: u16,
+    pub(crate) remote_port: u16,
+    pub(crate) state: u8,
+}
+
+pub(crate) const ESTABLISHED: u8 = 0x01;
+/// The peer closed its side and this process has not closed its own yet.
+pub(crate) const CLOSE_WAIT: u8 = 0x08;
+
+/// The TCP sockets (IPv4 and IPv6) that `pid` holds open: the kernel's table of the network
+/// namespace, kept to the sockets whose inode is one of the process's descriptors (the table
+/// lists every process's sockets).
+pub(crate) fn sockets(pid: u32) -> anyhow::Result<Vec<Socket>> {
+    let mut inodes = std::collections::HashSet::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .with_context(|| format!("read /proc/{pid}/fd"))?
+    {
+        // A descriptor closed between the listing and the read is skipped.
+        let Ok(target) = std::fs::read_link(entry?.path()) else {
+            continue;
+        };
+        if let Some(inode) = target
+            .to_str()
+            .and_then(|t| t.strip_prefix("socket:["))
+            .and_then(|t| t.strip_suffix(']'))
+        {
+            inodes.insert(inode.to_owned());
+        }
+    }
+    let port = |address: &str| {
+        address
+            .rsplit_once(':')
+            .and_then(|(_, port)| u16::from_str_radix(port, 16).ok())
+    };
+    let mut found = Vec::new();
+    for table in ["tcp", "tcp6"] {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
+        // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(remote), Some(state), Some(inode)) =
+                (fields.get(1), fields.get(2), fields.get(3), fields.get(9))
+            else {
+                continue;
+            };
+            if !inodes.contains(*inode) {
+                continue;
+            }
+            if let (Some(local_port), Some(remote_port), Ok(state)) =
+                (port(local), port(remote), u8::from_str_radix(state, 16))
+            {
+                found.push(Socket {
+                    local_port,
+                    remote_port,
+                    state,
+                });
+            }
+        }
+    }
+    Ok(found)
+}

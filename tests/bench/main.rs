@@ -26,7 +26,15 @@
 //!    another symbol at 8 clients before and during it;
 //! 9. scenario 2 with `RAPTOR_BENCH_KEY_ROWS` (default 5,000,000) rows in `idempotency_keys`,
 //!    against scenario 2 at one client run right before those rows are written (the target is
-//!    their p50s' ratio).
+//!    their p50s' ratio);
+//! 10. the trade-updates stream (`GET /api/trading/stream`), on a server started for it:
+//!     commit-to-event delay with 32 streams open while 32 clients send keyed orders to their
+//!     users (the time from each order's 201, and from its request, to its `fill` event: the
+//!     commit lies between the two, so the true delay does too; no event missed or repeated),
+//!     then 1,000 idle streams of 200 other users (the server's memory per stream and CPU over
+//!     an idle window that includes a heartbeat, the Postgres connections it holds meanwhile,
+//!     keyed orders at 32 clients with them open and without, three rounds side by side).
+//!     `RAPTOR_BENCH_ONLY=streams` runs only this scenario (after the users and quotes).
 //!
 //! The ceiling: `pgbench -M prepared -f tests/bench/ceiling.sql` (prepared statements, the
 //! protocol the service's connections use) on the same database at 1 and 32 clients
@@ -54,8 +62,11 @@
 //! (both slow down together).
 //!
 //! Output: a table, `target/bench/results.json`, and the targets with PASS/FAIL; the process
-//! exits 1 when a target is missed (2 when the benchmark could not run). `BENCHMARKS.md`
-//! records a run with the machine, the date and what the profile showed.
+//! exits 1 when a target is missed (2 when the benchmark could not run). Scenario 10 holds
+//! over 1,000 sockets in this process and in a server: when the soft limit on open files is
+//! below [`OPEN_FILES`], the process restarts itself through the shell with it raised (up to
+//! the hard limit); the server inherits it. `BENCHMARKS.md` records a run with the machine, the
+//! date and what the profile showed.
 //!
 //! Where things are: this file runs it all (`bench`, the settings, the targets); a scenario is
 //! one file in `scenarios/`; `runner.rs` is the closed-loop runner and a run's figures,
@@ -88,7 +99,7 @@ use sqlx::{Connection, PgConnection, PgPool};
 
 use crate::http::{start_server, Http};
 use crate::report::{postgres_info, Report};
-use crate::scenarios::{book, duplicates, keys, open_loop, orders, ratios, rolls, sweeps};
+use crate::scenarios::{book, duplicates, keys, open_loop, orders, ratios, rolls, streams, sweeps};
 use crate::setup::{user, BenchUser};
 
 const LEAPS: &str = "XYZ280121C00050000";
@@ -146,9 +157,35 @@ const TARGET_SWEEP_LINEAR: f64 = 0.8;
 const TARGET_SWEEP_P99: f64 = 2.0;
 const TARGET_KEYS_VS_KEYED: f64 = 1.2;
 const TARGET_RSS_MIB: f64 = 64.0;
+/// Scenario 10: the p99 of the time from an order's request to its `fill` event on the stream
+/// (the upper bound of the commit-to-event delay) at 32 clients. The ADR's acceptance is an
+/// event within 1 s; on this shared 2-core machine the event waits behind the 32 clients'
+/// orders for the same cores and the same pool, so the bound is that second, not the order's
+/// own latency.
+const TARGET_STREAM_DELAY_P99_MS: f64 = 1_000.0;
+/// Scenario 10: resident memory per idle stream. The server's whole budget is
+/// [`TARGET_RSS_MIB`]; 1,000 streams (the default per-process bound) may add at most as much
+/// again.
+const TARGET_STREAM_RSS_KIB: f64 = 64.0;
+/// Scenario 10: the server's CPU with 1,000 idle streams over the idle window. Each sends a
+/// heartbeat every 15 s (67 writes a second in all), which should cost next to nothing: 2 % of
+/// one core at most.
+const TARGET_IDLE_STREAMS_CPU_MS_PER_S: f64 = 20.0;
+/// Scenario 10: keyed orders at 32 clients with 1,000 idle streams open over the same without
+/// them (rounds side by side, the median round): idle streams must not slow the write path
+/// beyond the run-to-run noise of this machine (scenario 7's bound for the same kind of ratio).
+const TARGET_IDLE_STREAMS_P50: f64 = 1.2;
+const TARGET_IDLE_STREAMS_RPS: f64 = 0.85;
+/// The soft limit on open files the run wants for scenario 10 (1,000 streams, a socket each on
+/// both sides, beside the pools); raised to it at the start when the hard limit allows.
+const OPEN_FILES: u64 = 8_192;
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> ExitCode {
+    if let Err(err) = raise_open_files() {
+        eprintln!("raptor-bench: error: {err:#}");
+        return ExitCode::from(2);
+    }
     match run().await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
@@ -160,6 +197,39 @@ async fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Set in the environment of the restart [`raise_open_files`] makes, so that it happens once.
+const RAISED: &str = "RAPTOR_BENCH_OPEN_FILES_RAISED";
+
+/// When scenario 10 runs and the soft limit on open files is below [`OPEN_FILES`] while the hard
+/// limit allows more, replaces this process by itself started through the shell with the soft
+/// limit raised (the same pid, arguments and environment): the standard library has no call to
+/// raise it, and a dependency for one call is more than this needs. Returns without doing
+/// anything otherwise; scenario 10 then says what is missing if the limit is too low.
+fn raise_open_files() -> anyhow::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let only = std::env::var("RAPTOR_BENCH_ONLY").unwrap_or_default();
+    if !["", "streams"].contains(&only.as_str()) || std::env::var_os(RAISED).is_some() {
+        return Ok(());
+    }
+    let (soft, hard) = http::open_files_limit("self")?;
+    let wanted = OPEN_FILES.min(hard);
+    if soft >= wanted {
+        return Ok(());
+    }
+    println!("raptor-bench: open files {soft}, raised to {wanted} (hard limit {hard})");
+    let exe = std::env::current_exe().context("this program's path")?;
+    let err = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(r#"ulimit -S -n "$1" && shift && exec "$@""#)
+        .arg("sh")
+        .arg(wanted.to_string())
+        .arg(exe)
+        .args(std::env::args_os().skip(1))
+        .env(RAISED, "1")
+        .exec();
+    Err(err).context("restart with more open files")
 }
 
 fn env_number(name: &str, default: u64) -> anyhow::Result<u64> {
@@ -189,15 +259,17 @@ async fn run() -> anyhow::Result<bool> {
         .with_context(|| format!("could not create database {name}"))?;
     println!("raptor-bench: database {name}");
     let only = std::env::var("RAPTOR_BENCH_ONLY").unwrap_or_default();
-    if !["", "soak", "ratios"].contains(&only.as_str()) {
-        bail!("RAPTOR_BENCH_ONLY={only}: the values are `soak` and `ratios`");
+    if !["", "soak", "ratios", "streams"].contains(&only.as_str()) {
+        bail!("RAPTOR_BENCH_ONLY={only}: the values are `soak`, `ratios` and `streams`");
     }
     let settings = Settings {
         secs: Duration::from_secs(env_number("RAPTOR_BENCH_SECS", 5)?),
         key_rows: env_number("RAPTOR_BENCH_KEY_ROWS", 5_000_000)?,
         soak: Duration::from_secs(env_number("RAPTOR_BENCH_SOAK_SECS", 300)?),
+        stream_idle: Duration::from_secs(env_number("RAPTOR_BENCH_STREAM_IDLE_SECS", 20)?),
         only_soak: only == "soak",
         only_ratios: only == "ratios",
+        only_streams: only == "streams",
         b_env: std::env::var("RAPTOR_BENCH_B_ENV")
             .unwrap_or_default()
             .split_whitespace()
@@ -239,15 +311,30 @@ struct Settings {
     secs: Duration,
     key_rows: u64,
     soak: Duration,
+    /// Scenario 10's idle window (at least 16 s: a heartbeat must fall in it).
+    stream_idle: Duration,
     /// `RAPTOR_BENCH_ONLY=soak`: the key rows of scenario 9, then the soak, nothing else.
     only_soak: bool,
     /// `RAPTOR_BENCH_ONLY=ratios`: only the rounds of the service beside its ceiling, and of a
     /// second server started with `b_env` when it is set (an A/B of a lever in one run).
     only_ratios: bool,
+    /// `RAPTOR_BENCH_ONLY=streams`: only scenario 10 (after the users and the quotes).
+    only_streams: bool,
     /// `RAPTOR_BENCH_B_ENV` (`NAME=VALUE ...`): the environment server B adds to server A's.
     b_env: Vec<(String, String)>,
     options: PgConnectOptions,
     database: String,
+}
+
+impl Settings {
+    /// The bench database's URL through `to` (`host:port`: Postgres, or the counting proxy).
+    fn url(&self, to: &str) -> String {
+        format!(
+            "postgres://{}@{to}/{}?sslmode=disable",
+            self.options.get_username(),
+            self.database
+        )
+    }
 }
 
 /// Everything a scenario needs.
@@ -285,13 +372,7 @@ async fn bench(
         settings.options.get_port()
     );
     let (proxy_port, proxy_tid) = proxy::start(upstream.clone(), counts.clone())?;
-    let url = |to: &str| {
-        format!(
-            "postgres://{}@{to}/{}?sslmode=disable",
-            settings.options.get_username(),
-            settings.database
-        )
-    };
+    let url = |to: &str| settings.url(to);
     let port = free_port()?;
     // An A/B runs two servers beside pgbench's 32 clients: each gets a smaller pool, so that
     // both pools and pgbench fit in Postgres' 100 connections.
@@ -378,6 +459,20 @@ async fn bench(
         return Ok(report);
     }
 
+    if settings.only_streams {
+        // The counting server is not used here.
+        if let Some(mut counted) = servers.pop() {
+            counted.kill().await.context("stop the counting server")?;
+        }
+        let streams = streams::scenario(settings, &b, servers).await?;
+        let speed = cpu::Speed::ended(speed_start).await;
+        let mut report = Report::at_end(postgres, flush, speed, settings, pid)?;
+        report.streams = Some(streams);
+        report.checks = report.evaluate_streams();
+        b.pool.close().await;
+        return Ok(report);
+    }
+
     if settings.only_ratios {
         // The counting server is not used here; its pool's connections would leave pgbench's
         // 32 clients too few of Postgres' 100 beside servers A and B.
@@ -415,6 +510,7 @@ async fn bench(
                                              // The ceilings on the tables scenarios 1-3 ran on, before scenario 9 grows them.
     let ceiling = ceiling::ceilings(settings, &b).await?;
     runs.extend(keys::scenario(settings, &b).await?); // 9
+    let streams = streams::scenario(settings, &b, servers).await?; // 10
 
     let soak = if settings.soak.is_zero() {
         None
@@ -435,6 +531,7 @@ async fn bench(
         pairs,
         soak,
         round_trips,
+        streams: Some(streams),
         ..Report::at_end(postgres, flush, speed, settings, pid)?
     };
     report.checks = report.evaluate()?;

@@ -15,6 +15,7 @@ use crate::runner::Run;
 use crate::scenarios::duplicates::Duplicates;
 use crate::scenarios::ratios::{AbRound, Pair};
 use crate::scenarios::soak::Soak;
+use crate::scenarios::streams::{IdleRound, Streams, CLIENTS};
 use crate::scenarios::sweeps::Fill;
 use crate::{cpu, Settings};
 
@@ -73,6 +74,8 @@ pub(crate) struct Report {
     /// The machine's speed at the run's start and end.
     pub(crate) speed: cpu::Speed,
     pub(crate) soak: Option<Soak>,
+    /// Scenario 10, the trade-updates stream.
+    pub(crate) streams: Option<Streams>,
     /// Round trips per request, counted by the proxy (scenarios 1 and 2, one client).
     pub(crate) round_trips: BTreeMap<&'static str, f64>,
     pub(crate) server_peak_rss_mib: f64,
@@ -106,6 +109,7 @@ impl Report {
             flush,
             speed,
             soak: None,
+            streams: None,
             round_trips: BTreeMap::new(),
             server_peak_rss_mib: rss.0,
             server_rss_mib: rss.1,
@@ -265,6 +269,122 @@ impl Report {
             for r in [&f.keyed_before, &f.keyed_during].into_iter().flatten() {
                 row(r);
             }
+        }
+        if let Some(streams) = &self.streams {
+            let (d, i, f) = (&streams.delay, &streams.idle, &streams.open_files);
+            println!(
+                "\n(10) trade-updates stream, on a server of its own (open files: bench {}, server {}; RAPTOR_MAX_CONNECTIONS {})",
+                f.bench.0, f.server.0, f.server_max_connections
+            );
+            row(&d.orders);
+            println!(
+                "  {} streams; event after the 201 (the delay's lower bound): p50 {:.2}, p99 {:.2}, max {:.2} ms; after the request (its upper bound): p50 {:.2}, p99 {:.2}, max {:.2} ms",
+                d.streams,
+                d.after_response.p50_ms,
+                d.after_response.p99_ms,
+                d.after_response.max_ms,
+                d.after_send.p50_ms,
+                d.after_send.p99_ms,
+                d.after_send.max_ms
+            );
+            println!(
+                "  {} of {} orders' events matched ({} before their 201); missed {}, duplicates {}, ids not increasing {}, streams ended {}",
+                d.matched,
+                d.matched + d.missed,
+                d.before_response,
+                d.missed,
+                d.duplicates,
+                d.not_increasing,
+                d.ended
+            );
+            println!(
+                "  {} idle streams: {} open in {:.0} ms, refused {:?}; opened again in the rounds: {:?}",
+                i.wanted, i.opened, i.open_ms, i.refused, i.reopened
+            );
+            println!(
+                "  server RSS {:.1} MiB before, {:.1} open, {:.1} after {:.0} s idle: {:.1} KiB per stream, {:.0} KiB grown while idle",
+                i.rss_before_mib,
+                i.rss_open_mib,
+                i.rss_end_mib,
+                i.window_s,
+                i.rss_per_stream_kib,
+                i.rss_window_growth_kib
+            );
+            println!(
+                "  server RSS every 2 s of the window (MiB): {}",
+                i.rss_window_mib
+                    .iter()
+                    .map(|m| format!("{m:.1}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+            println!(
+                "  CPU while idle: server {:.2} ms/s ({:.2} without streams), Postgres {:.2} ms/s, machine {:.2} ms/s",
+                i.server_cpu_ms_per_s,
+                i.server_cpu_quiet_ms_per_s,
+                i.postgres_cpu_ms_per_s,
+                i.machine_cpu_ms_per_s
+            );
+            println!(
+                "  {} streams got a heartbeat in the window; ended {} in it, {} before they were closed; {} events",
+                i.heartbeat_streams, i.ended_in_window, i.ended_by_end, i.events
+            );
+            println!(
+                "  the server's Postgres connections: {} before {:?}; at most {} while idle {:?}; {} listener(s); {} HTTP connections, {} descriptors",
+                i.postgres_before_total,
+                i.postgres_before,
+                i.postgres_idle_max,
+                i.postgres_idle,
+                i.listeners,
+                i.http_connections,
+                i.server_files
+            );
+            let released =
+                |s: &Option<f64>| s.map_or("more than 40 s".to_owned(), |s| format!("{s:.2} s"));
+            println!(
+                "  streams closed by the client, let go by the server after: the first part's {}, the idle ones {}; RSS then {:.1} MiB, with 1,000 open again {} MiB",
+                released(&i.first_part_released_s),
+                i.released_s
+                    .iter()
+                    .map(released)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                i.rss_closed_mib,
+                i.rss_reopened_mib
+                    .iter()
+                    .map(|m| format!("{m:.1}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            for (n, round) in i.rounds.iter().enumerate() {
+                println!(
+                    "  round {n}: with / without p50 {:.2} x, throughput {:.2} x",
+                    round.p50_ratio(),
+                    round.rps_ratio()
+                );
+                row(&round.with);
+                row(&round.without);
+            }
+            println!(
+                "  keyed @{CLIENTS} with the idle streams / without, median of {} rounds: p50 {:.2} x, throughput {:.2} x",
+                i.rounds.len(),
+                i.p50_ratio(),
+                i.rps_ratio()
+            );
+            // The first part's orders against the runs without streams of the rounds: what 32
+            // streams reading every order's events cost the orders (not side by side: read it
+            // against the rounds' spread).
+            let server_ms = |r: &Run| r.cpu.map_or(0.0, |c| c.server_ms);
+            let mean = |f: &dyn Fn(&IdleRound) -> f64| {
+                i.rounds.iter().map(f).sum::<f64>() / i.rounds.len().max(1) as f64
+            };
+            println!(
+                "  server CPU per order: {:.3} ms with 32 streams reading, {:.3} without streams, {:.3} with 1,000 idle (means of the rounds); throughput with 32 reading / without {:.2} x",
+                server_ms(&d.orders),
+                mean(&|r| server_ms(&r.without)),
+                mean(&|r| server_ms(&r.with)),
+                d.orders.rps / mean(&|r| r.without.rps).max(1e-9)
+            );
         }
         println!("round trips per request: {:?}", self.round_trips);
         println!(
