@@ -351,9 +351,9 @@ fn the_listener_has_a_url_of_its_own() {
         all.push("serve");
         raptor_server::Cli::try_parse_from(all)
     };
-    let refused = parse(&["--listen-database-url", "postgres://app@db:port/raptor"])
-        .err()
-        .expect("refused");
+    let Err(refused) = parse(&["--listen-database-url", "postgres://app@db:port/raptor"]) else {
+        panic!("a listen URL that is not a Postgres URL was accepted");
+    };
     assert!(
         refused.to_string().contains("not a Postgres URL"),
         "{refused}"
