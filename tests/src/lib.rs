@@ -1,7 +1,9 @@
 //! Integration tests live in `api/`. This library holds what the two drivers that run release
-//! `raptor` processes (`make bench` in `bench/`, `make chaos` in `chaos/`) share.
+//! `raptor` processes (`make bench` in `bench/`, `make chaos` in `chaos/`) share, and the
+//! server-sent events parser the API tests use too.
 
 pub mod pg;
+pub mod sse;
 
 use std::path::{Path, PathBuf};
 

@@ -358,12 +358,18 @@ pub fn store_pool(
 /// connected lazily: for a small periodic read that must not wait behind the request pools
 /// (the kill switch's).
 pub fn side(of: &PgPool, name: &str, timeout: Duration) -> PgPool {
+    side_to((*of.connect_options()).clone(), name, timeout)
+}
+
+/// [`side`] to the database `options` reach (a session of its own where the pools go through a
+/// transaction pooler: the trade-updates listener's `RAPTOR_LISTEN_DATABASE_URL`).
+pub fn side_to(options: PgConnectOptions, name: &str, timeout: Duration) -> PgPool {
     PgPoolOptions::new()
         .max_connections(1)
         .min_connections(0)
         .acquire_timeout(timeout)
         .test_before_acquire(true)
-        .connect_lazy_with((*of.connect_options()).clone().application_name(name))
+        .connect_lazy_with(options.application_name(name))
 }
 
 /// The readiness check's own pool on `of`'s database (the same connect options, named

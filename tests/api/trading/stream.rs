@@ -2,6 +2,7 @@
 //! orders, woken by the database's NOTIFY on any replica, resumable with `Last-Event-ID` with
 //! no gap and no duplicate, bounded per user, ended by the drain.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -10,6 +11,7 @@ use http_body_util::BodyExt;
 use raptor_api::codes::ErrorCode;
 use raptor_api::trading::stream::StreamLimits;
 use raptor_api::ApiConfig;
+use raptor_integration_tests::sse::{Item, Parser};
 use serde_json::Value;
 use sqlx::PgPool;
 use tower::ServiceExt;
@@ -28,7 +30,11 @@ struct Message {
 /// An open stream, read message by message.
 struct Events {
     body: Body,
-    buffer: String,
+    parser: Parser,
+    /// Bytes received and not yet parsed.
+    unread: VecDeque<u8>,
+    /// Items parsed and not yet taken.
+    items: VecDeque<Item>,
 }
 
 /// What reading a stream found.
@@ -42,69 +48,87 @@ enum Next {
 }
 
 impl Events {
+    fn new(body: Body) -> Self {
+        Self {
+            body,
+            parser: Parser::default(),
+            unread: VecDeque::new(),
+            items: VecDeque::new(),
+        }
+    }
+
+    /// The next frame's bytes into `unread`, within `wait`: false when the stream ended.
+    async fn receive(&mut self, wait: Duration) -> Result<bool, tokio::time::error::Elapsed> {
+        match tokio::time::timeout(wait, self.body.frame()).await? {
+            None | Some(Err(_)) => Ok(false),
+            Some(Ok(frame)) => {
+                if let Ok(bytes) = frame.into_data() {
+                    self.unread.extend(bytes);
+                }
+                Ok(true)
+            }
+        }
+    }
+
+    /// Parses what is unread.
+    fn parse(&mut self) {
+        let mut items = Vec::new();
+        let (front, back) = self.unread.as_slices();
+        self.parser.feed(front, &mut items);
+        self.parser.feed(back, &mut items);
+        self.unread.clear();
+        self.items.extend(items);
+    }
+
     /// The next message within `wait` (comment lines, the heartbeats, are skipped).
     async fn next(&mut self, wait: Duration) -> Next {
         let until = Instant::now() + wait;
         loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let mut message = Message {
-                    id: String::new(),
-                    event: String::new(),
-                    data: Value::Null,
-                };
-                let mut data = String::new();
-                for line in block.lines() {
-                    if let Some(value) = line.strip_prefix("id:") {
-                        message.id = value.trim().to_owned();
-                    } else if let Some(value) = line.strip_prefix("event:") {
-                        message.event = value.trim().to_owned();
-                    } else if let Some(value) = line.strip_prefix("data:") {
-                        data.push_str(value.trim());
-                    }
+            self.parse();
+            while let Some(item) = self.items.pop_front() {
+                if let Item::Message { id, event, data } = item {
+                    return Next::Message(Message {
+                        id: id.unwrap_or_default(),
+                        event,
+                        data: serde_json::from_str(&data).expect("data is JSON"),
+                    });
                 }
-                if data.is_empty() {
-                    continue;
-                }
-                message.data = serde_json::from_str(&data).expect("data is JSON");
-                return Next::Message(message);
             }
             let left = until.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(left, self.body.frame()).await {
+            match self.receive(left).await {
                 Err(_) => return Next::Quiet,
-                Ok(None | Some(Err(_))) => return Next::Ended,
-                Ok(Some(Ok(frame))) => {
-                    if let Ok(bytes) = frame.into_data() {
-                        self.buffer.push_str(&String::from_utf8_lossy(&bytes));
-                    }
-                }
+                Ok(false) => return Next::Ended,
+                Ok(true) => {}
             }
         }
     }
 
     /// The position a stream announces first: the `id` of a message without data.
     async fn position(&mut self) -> String {
-        while !self.buffer.contains("\n\n") {
-            let frame = tokio::time::timeout(Duration::from_secs(2), self.body.frame())
-                .await
-                .expect("the first message in time")
-                .expect("the stream is open")
-                .expect("a frame");
-            if let Ok(bytes) = frame.into_data() {
-                self.buffer.push_str(&String::from_utf8_lossy(&bytes));
+        // Byte by byte up to the end of the first message, so that what follows stays unread.
+        let mut items = Vec::new();
+        while self.parser.blocks() == 0 {
+            match self.unread.pop_front() {
+                Some(byte) => self.parser.feed(&[byte], &mut items),
+                None => {
+                    let open = self
+                        .receive(Duration::from_secs(2))
+                        .await
+                        .expect("the first message in time");
+                    assert!(open, "the stream is open");
+                }
             }
         }
-        let end = self.buffer.find("\n\n").expect("a message");
-        let block: String = self.buffer.drain(..end + 2).collect();
         assert!(
-            !block.contains("data:"),
-            "the first message has data: {block:?}"
+            !items
+                .iter()
+                .any(|item| matches!(item, Item::Message { .. })),
+            "the first message has data: {items:?}"
         );
-        block
-            .lines()
-            .find_map(|line| line.strip_prefix("id:"))
-            .map(|id| id.trim().to_owned())
-            .unwrap_or_else(|| panic!("the first message has no id: {block:?}"))
+        self.parser
+            .last_event_id()
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("the first message has no id: {items:?}"))
     }
 
     /// The next message, which must come within `wait`.
@@ -140,10 +164,7 @@ async fn open(app: &TestApp, token: &str, last: Option<&str>) -> Result<Events, 
         "{:?}",
         response.headers()
     );
-    Ok(Events {
-        body: response.into_body(),
-        buffer: String::new(),
-    })
+    Ok(Events::new(response.into_body()))
 }
 
 /// A resting order filled by a quote set through one replica reaches the user's stream on

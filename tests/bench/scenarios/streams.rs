@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use futures_util::StreamExt;
 use raptor_api::auth::Role;
+use raptor_integration_tests::sse::{Item, Parser};
 use raptor_integration_tests::{free_port, new_key};
 use serde::Serialize;
 use sqlx::PgPool;
@@ -883,7 +884,7 @@ impl Tally {
 /// Reads a stream until it ends: heartbeats and events counted, each event's order and arrival
 /// into `sink`.
 async fn read(mut response: reqwest::Response, tally: Arc<Tally>, sink: Option<Arc<Sink>>) {
-    let mut parser = SseParser::default();
+    let mut parser = Parser::default();
     let mut items = Vec::new();
     let mut last_id = 0_i64;
     while let Ok(Some(chunk)) = response.chunk().await {
@@ -912,118 +913,4 @@ async fn read(mut response: reqwest::Response, tally: Arc<Tally>, sink: Option<A
         }
     }
     tally.ended.store(true, Ordering::Relaxed);
-}
-
-/// What a stream carries: a message (its `id:`, `event:` and `data:` lines up to a blank line)
-/// or a comment line (`:`, the heartbeat).
-#[derive(Debug, PartialEq)]
-enum Item {
-    Message {
-        id: Option<String>,
-        event: String,
-        data: String,
-    },
-    Comment,
-}
-
-/// The lines of a server-sent event stream, as they arrive in chunks that may cut a line.
-#[derive(Default)]
-struct SseParser {
-    line: Vec<u8>,
-    id: Option<String>,
-    event: Option<String>,
-    data: Option<String>,
-}
-
-impl SseParser {
-    fn feed(&mut self, bytes: &[u8], out: &mut Vec<Item>) {
-        for &byte in bytes {
-            if byte == b'\n' {
-                let line = std::mem::take(&mut self.line);
-                self.line(&line, out);
-            } else {
-                self.line.push(byte);
-            }
-        }
-    }
-
-    fn line(&mut self, line: &[u8], out: &mut Vec<Item>) {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.is_empty() {
-            // The blank line ends a message; one without data is no message.
-            let (id, event) = (self.id.take(), self.event.take());
-            if let Some(data) = self.data.take() {
-                out.push(Item::Message {
-                    id,
-                    event: event.unwrap_or_else(|| "message".to_owned()),
-                    data,
-                });
-            }
-            return;
-        }
-        let text = String::from_utf8_lossy(line);
-        if text.starts_with(':') {
-            out.push(Item::Comment);
-            return;
-        }
-        let (field, value) = match text.split_once(':') {
-            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
-            None => (text.as_ref(), ""),
-        };
-        match field {
-            "id" => self.id = Some(value.to_owned()),
-            "event" => self.event = Some(value.to_owned()),
-            "data" => match &mut self.data {
-                Some(data) => {
-                    data.push('\n');
-                    data.push_str(value);
-                }
-                None => self.data = Some(value.to_owned()),
-            },
-            _ => {}
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Item, SseParser};
-
-    fn parse(chunks: &[&str]) -> Vec<Item> {
-        let mut parser = SseParser::default();
-        let mut items = Vec::new();
-        for chunk in chunks {
-            parser.feed(chunk.as_bytes(), &mut items);
-        }
-        items
-    }
-
-    #[test]
-    fn messages_and_heartbeats_across_chunks() {
-        let items = parse(&[
-            "id: 41\nevent: new\ndata: {\"order\":",
-            "{\"id\":\"a\"}}\n\n:\n\nid: 42\r\nevent: fill\r\ndata: x\r\ndata: y\r\n\r\n",
-        ]);
-        assert_eq!(
-            items,
-            [
-                Item::Message {
-                    id: Some("41".to_owned()),
-                    event: "new".to_owned(),
-                    data: r#"{"order":{"id":"a"}}"#.to_owned(),
-                },
-                Item::Comment,
-                Item::Message {
-                    id: Some("42".to_owned()),
-                    event: "fill".to_owned(),
-                    data: "x\ny".to_owned(),
-                },
-            ]
-        );
-    }
-
-    #[test]
-    fn a_message_without_data_is_none() {
-        assert_eq!(parse(&["id: 7\nevent: new\n\n"]), []);
-    }
 }

@@ -8,6 +8,7 @@ use sqlx::Connection;
 use tokio::task::JoinSet;
 
 use raptor_integration_tests::new_key;
+use raptor_integration_tests::sse::{Item, Parser};
 
 use crate::env::{self, Answer, Bouncer, Http, Replica};
 
@@ -430,7 +431,8 @@ async fn stream_one_order(
         events: Vec::new(),
         fill_after: None,
     };
-    let mut text = String::new();
+    let mut parser = Parser::default();
+    let mut items = Vec::new();
     while answered.elapsed() < wait {
         let left = wait.saturating_sub(answered.elapsed());
         let Ok(chunk) = tokio::time::timeout(left, stream.chunk()).await else {
@@ -439,17 +441,13 @@ async fn stream_one_order(
         let Some(chunk) = chunk.context("read the stream")? else {
             break;
         };
-        text.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = text.find("\n\n") {
-            let block: String = text.drain(..end + 2).collect();
-            let event = block.lines().find_map(|l| l.strip_prefix("event:"));
-            let data = block.lines().find_map(|l| l.strip_prefix("data:"));
-            let (Some(event), Some(data)) = (event, data) else {
+        parser.feed(&chunk, &mut items);
+        for item in items.drain(..) {
+            let Item::Message { event, data, .. } = item else {
                 continue;
             };
-            let data: serde_json::Value = serde_json::from_str(data.trim())?;
+            let data: serde_json::Value = serde_json::from_str(&data)?;
             if data["order"]["id"].as_str() == Some(order_id.as_str()) {
-                let event = event.trim().to_owned();
                 if event == "fill" {
                     delivered.fill_after = Some(answered.elapsed());
                 }

@@ -142,14 +142,10 @@ impl TradeStreams {
     /// to `listen` when given (`RAPTOR_LISTEN_DATABASE_URL`: a direct session when `db` goes
     /// through a transaction pooler), else with `db`'s connect options.
     pub fn new(limits: StreamLimits, db: &sqlx::PgPool, listen: Option<&ListenTarget>) -> Self {
+        let timeout = Duration::from_secs(5);
         let pool = match listen {
-            Some(target) => sqlx::postgres::PgPoolOptions::new()
-                .max_connections(1)
-                .min_connections(0)
-                .acquire_timeout(Duration::from_secs(5))
-                .test_before_acquire(true)
-                .connect_lazy_with(target.0.clone().application_name(LISTENER_NAME)),
-            None => raptor_db::pool::side(db, LISTENER_NAME, Duration::from_secs(5)),
+            Some(target) => raptor_db::pool::side_to(target.0.clone(), LISTENER_NAME, timeout),
+            None => raptor_db::pool::side(db, LISTENER_NAME, timeout),
         };
         Self {
             limits,
