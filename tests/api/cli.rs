@@ -152,12 +152,14 @@ fn bad_configuration_is_a_clear_error() {
         "role",
         "--idempotency-store-database-url",
         "postgres://raptor_idem@127.0.0.1:6432/raptor",
+        "--listen-database-url",
+        "postgres://raptor@127.0.0.1:5432/raptor",
         "serve",
     ])
     .expect("parses");
     cli.config
         .validate()
-        .expect("transaction pool mode with role settings");
+        .expect("transaction pool mode with role settings and the listener's own URL");
 }
 
 /// Idempotency cleanup and order expiry run inside `serve` by default.

@@ -341,7 +341,7 @@ fn production_warns_on_unverified_tls_to_another_host() {
 
 /// `RAPTOR_LISTEN_DATABASE_URL` must be a Postgres URL (checked when the settings are read),
 /// reaches the API's configuration without showing its password, is warned about when it is
-/// weak TLS to another host, and its absence is warned about behind a transaction pooler.
+/// weak TLS to another host, and transaction pooling without it is refused.
 #[test]
 fn the_listener_has_a_url_of_its_own() {
     use clap::Parser;
@@ -375,22 +375,30 @@ fn the_listener_has_a_url_of_its_own() {
             .any(|w| w.contains("RAPTOR_LISTEN_DATABASE_URL reaches db.example.com")),
         "{warned:?}"
     );
-    let pooled = parse(&[
-        "--database-url",
-        "postgres://app@127.0.0.1:6432/raptor",
-        "--db-pool-mode",
-        "transaction",
-    ])
-    .expect("parses");
-    let warned = pooled.config.production_warnings();
+    let pooled = |listen: Option<&str>| {
+        let mut args = vec![
+            "--database-url",
+            "postgres://app@127.0.0.1:6432/raptor",
+            "--db-pool-mode",
+            "transaction",
+            "--db-session-settings",
+            "role",
+            "--idempotency-store-database-url",
+            "postgres://idem@127.0.0.1:6432/raptor",
+        ];
+        if let Some(listen) = listen {
+            args.extend(["--listen-database-url", listen]);
+        }
+        parse(&args).expect("parses").config.validate()
+    };
+    let refused = pooled(None).expect_err("transaction pooling without the listener's URL");
     assert!(
-        warned
-            .iter()
-            .any(|w| w
-                .contains("RAPTOR_DB_POOL_MODE=transaction without RAPTOR_LISTEN_DATABASE_URL")),
-        "{warned:?}"
+        refused
+            .to_string()
+            .contains("RAPTOR_DB_POOL_MODE=transaction needs RAPTOR_LISTEN_DATABASE_URL"),
+        "{refused}"
     );
-    assert!(pooled.config.api().trade_streams_listen.is_none());
+    pooled(Some("postgres://app@127.0.0.1:5432/raptor")).expect("with it");
 }
 
 /// The bounds on open trade-updates streams come from `RAPTOR_TRADE_STREAMS_PER_USER` and

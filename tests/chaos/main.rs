@@ -21,8 +21,8 @@
 //!    state and no named statement; (5d) a completed Tier 2 key whose row is held while 12
 //!    clients retry it through a saturated store pool is never executed again (409/503 only, no
 //!    `fail_open`); (5e) a trade-updates stream gets an order's events within 1 s with its
-//!    listener on a session of its own (`RAPTOR_LISTEN_DATABASE_URL`), and misses them with the
-//!    listener through the pooler (a control); a control shows session pool mode failing
+//!    listener on a session of its own (`RAPTOR_LISTEN_DATABASE_URL`), and a replica without
+//!    that setting refuses to start (a control); a control shows session pool mode failing
 //!    through it;
 //! 6. a slow database (pg_sleep in a trigger): no request past the request timeout, no key taken
 //!    over while its first attempt runs, the configuration refuses stale < request timeout;
@@ -304,8 +304,8 @@ async fn single_server(
 /// a transaction, no prepared-statement support). The roles carry the session settings; the
 /// replicas run `RAPTOR_DB_POOL_MODE=transaction`. Scenarios 2 and 3 run through it, and the
 /// server log must show no session state and no named statement from the replicas; a trade
-/// stream gets its events with the listener on a session of its own, and (a control) misses
-/// them with its `LISTEN` through the pooler. Then a control: replicas left in session pool mode
+/// stream gets its events with the listener on a session of its own, and (a control) a replica
+/// without it refuses to start. Then a control: replicas left in session pool mode
 /// must fail through the same pooler, so the scenario can tell the two apart.
 async fn bouncer(world: &World, quick: bool) -> Vec<Outcome> {
     let mut outcomes = Vec::new();
@@ -369,12 +369,11 @@ async fn bouncer(world: &World, quick: bool) -> Vec<Outcome> {
     let o3 = timed(name, scenarios::duplicates(world, name, &bases, keys)).await;
     let name = "5d busy store never re-runs a Tier 2 key (transaction pooling)";
     let o4 = timed(name, scenarios::busy_store_tier2(world, &bouncer, name)).await;
-    // Read before 5e, which sends LISTEN on purpose: on a session of its own, and through the
-    // pooler in its control.
+    // Read before 5e, whose listener sends LISTEN on a session of its own (role raptor, direct).
     session_state(world, from, &mut setup).await;
     let name = "5e trade stream with the listener's own session (transaction pooling)";
     let o5 = timed(name, scenarios::trade_stream(world, &bouncer, name, true)).await;
-    let name = "5e control: the listener through the transaction pooler misses events";
+    let name = "5e control: without the listener's own session a replica refuses to start";
     let o6 = timed(name, scenarios::trade_stream(world, &bouncer, name, false)).await;
     for replica in &mut replicas {
         let _ = replica.kill9().await;

@@ -50,7 +50,8 @@ pub(crate) async fn bouncer_replicas(
     Ok(replicas)
 }
 
-/// One replica through `bouncer` (roles carry the settings), with `extra` environment.
+/// One replica through `bouncer` (roles carry the settings, the listener has its own session),
+/// with `extra` environment (an empty value removes a variable).
 async fn bouncer_replica(
     world: &World,
     bouncer: &Bouncer,
@@ -62,8 +63,15 @@ async fn bouncer_replica(
         ("IDEMPOTENCY_STORE_DATABASE_URL", bouncer.url("raptor_idem")),
         ("RAPTOR_DB_SESSION_SETTINGS", "role".to_owned()),
         ("RAPTOR_DB_POOL_MODE", pool_mode.to_owned()),
+        // The trade-updates listener's own session, past the pooler.
+        ("RAPTOR_LISTEN_DATABASE_URL", world.cluster.url("raptor")),
     ];
-    vars.extend(extra.iter().cloned());
+    for (name, value) in extra {
+        vars.retain(|(kept, _)| kept != name);
+        if !value.is_empty() {
+            vars.push((name, value.clone()));
+        }
+    }
     let env = env::base_env(&bouncer.url("raptor"), &vars);
     Replica::spawn(&world.dir, name, env).await
 }
@@ -339,10 +347,11 @@ struct Delivered {
 
 /// 5e: a trade-updates stream behind PgBouncer in transaction mode. A replica whose business
 /// pools go through the pooler streams a user's updates; a keyed market order through it must
-/// reach the stream as `new` and `fill` within `wait` of its answer. With `listen_direct` the
-/// replica's listener has its own session on Postgres (`RAPTOR_LISTEN_DATABASE_URL`); without
-/// it, the control, its `LISTEN` goes through the pooler, is given away with the server session
-/// after the statement, and the events must not arrive.
+/// reach the stream as `new` and `fill` within a second of its answer, the listener being on a
+/// session of its own (`RAPTOR_LISTEN_DATABASE_URL`). The control: without that setting the
+/// replica must refuse to start (its `LISTEN` through the pooler would be on a session the pooler
+/// hands to other clients, whose queries then fail on the notifications: an order's commit
+/// answered 500 in an earlier version that only warned).
 pub(crate) async fn trade_stream(
     world: &World,
     bouncer: &Bouncer,
@@ -350,51 +359,58 @@ pub(crate) async fn trade_stream(
     listen_direct: bool,
 ) -> anyhow::Result<Outcome> {
     let mut o = Outcome::new(name);
-    let extra = if listen_direct {
-        vec![("RAPTOR_LISTEN_DATABASE_URL", world.cluster.url("raptor"))]
-    } else {
-        Vec::new()
-    };
-    let label = if listen_direct { "direct" } else { "pooled" };
+    if !listen_direct {
+        let refused = bouncer_replica(
+            world,
+            bouncer,
+            "replica-bouncer-stream-pooled",
+            "transaction",
+            &[("RAPTOR_LISTEN_DATABASE_URL", String::new())],
+        )
+        .await;
+        match refused {
+            Err(err) => o.check(
+                true,
+                format!("without RAPTOR_LISTEN_DATABASE_URL the replica refused to start: {err:#}"),
+            ),
+            Ok(mut replica) => {
+                replica.kill9().await?;
+                o.check(
+                    false,
+                    "without RAPTOR_LISTEN_DATABASE_URL the replica started",
+                );
+            }
+        }
+        return Ok(o);
+    }
     let mut replica = bouncer_replica(
         world,
         bouncer,
-        &format!("replica-bouncer-stream-{label}"),
+        "replica-bouncer-stream-direct",
         "transaction",
-        &extra,
+        &[],
     )
     .await?;
-    let user = world.users(&format!("stream-{label}"), 1).await?.remove(0);
-    let wait = Duration::from_secs(if listen_direct { 1 } else { 3 });
+    let user = world.users("stream-direct", 1).await?.remove(0);
+    let wait = Duration::from_secs(1);
     let delivered = stream_one_order(world, &replica.base, &user.token, wait).await;
     replica.kill9().await?;
     let delivered = delivered?;
-    if listen_direct {
-        o.fact("RAPTOR_LISTEN_DATABASE_URL: the listener's own session on Postgres");
-        o.check(
-            delivered.events == ["new", "fill"],
-            format!(
-                "the order's events on the stream within {wait:?} of its answer: {:?}",
-                delivered.events
-            ),
-        );
-        o.check(
-            delivered.fill_after.is_some_and(|after| after < wait),
-            format!(
-                "its fill arrived {:?} after the answer",
-                delivered.fill_after
-            ),
-        );
-    } else {
-        o.fact("no RAPTOR_LISTEN_DATABASE_URL: LISTEN through the transaction pooler");
-        o.check(
-            delivered.events.is_empty(),
-            format!(
-                "the control's stream missed the order's events for {wait:?}, as it must: {:?}",
-                delivered.events
-            ),
-        );
-    }
+    o.fact("RAPTOR_LISTEN_DATABASE_URL: the listener's own session on Postgres");
+    o.check(
+        delivered.events == ["new", "fill"],
+        format!(
+            "the order's events on the stream within {wait:?} of its answer: {:?}",
+            delivered.events
+        ),
+    );
+    o.check(
+        delivered.fill_after.is_some_and(|after| after < wait),
+        format!(
+            "its fill arrived {:?} after the answer",
+            delivered.fill_after
+        ),
+    );
     Ok(o)
 }
 
@@ -421,7 +437,7 @@ async fn stream_one_order(
         stream.status()
     );
     // The first stream starts the listener; an order committed before its LISTEN would be read
-    // by the catch-up read the listener makes when it connects, which would hide the control.
+    // by the catch-up read the listener makes when it connects, not woken by its notification.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let answer = world.http.order(base, token, Some(&new_key())).await;
     anyhow::ensure!(answer.status == 201, "the order: {}", answer.label());

@@ -116,8 +116,8 @@ pub struct DatabaseArgs {
     pub idempotency_store_database_url: Option<Secret>,
 
     /// Postgres URL of the trade-updates listener's one session (`LISTEN`): the same database
-    /// as DATABASE_URL, reached directly (or through a pooler in session mode). Set it when
-    /// DATABASE_URL goes through PgBouncer in transaction mode, which cannot hold a `LISTEN`.
+    /// as DATABASE_URL, reached directly (or through a pooler in session mode). Required with
+    /// RAPTOR_DB_POOL_MODE=transaction: PgBouncer in transaction mode cannot hold a `LISTEN`.
     /// Unset: DATABASE_URL.
     #[arg(
         long,

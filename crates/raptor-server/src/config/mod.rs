@@ -142,6 +142,14 @@ impl Config {
                  transaction pooler does not forward the startup options that `connect` sends"
             );
         }
+        if database.db_pool_mode == PoolMode::Transaction && database.listen_database_url.is_none()
+        {
+            bail!(
+                "RAPTOR_DB_POOL_MODE=transaction needs RAPTOR_LISTEN_DATABASE_URL (Postgres' own \
+                 address): the trade-updates listener's LISTEN would go through the pooler, which \
+                 hands its session to other clients, whose queries then fail on its notifications"
+            );
+        }
         if let Some(metrics) = server.metrics_addr {
             if metrics == server.addr && metrics.port() != 0 {
                 bail!(
@@ -247,8 +255,7 @@ impl Config {
     }
 
     /// Warnings for a production start: a database URL whose TLS does not verify the server
-    /// (`sslmode` weaker than `verify-ca`) to a host that is not this machine; transaction
-    /// pooling without the listener's own URL.
+    /// (`sslmode` weaker than `verify-ca`) to a host that is not this machine.
     pub fn production_warnings(&self) -> Vec<String> {
         if self.server.environment == RaptorEnv::Development {
             return Vec::new();
@@ -261,17 +268,6 @@ impl Config {
                 .as_ref()
                 .map(|url| url.expose().to_owned()),
         ));
-        let mut warnings = Vec::new();
-        if self.database.db_pool_mode == PoolMode::Transaction
-            && self.database.listen_database_url.is_none()
-        {
-            warnings.push(
-                "RAPTOR_DB_POOL_MODE=transaction without RAPTOR_LISTEN_DATABASE_URL: the \
-                 trade-updates listener's LISTEN goes through the pooler, which gives its \
-                 session away, so streams are not woken (set it to Postgres' own address)"
-                    .to_owned(),
-            );
-        }
         urls.push((
             "RAPTOR_LISTEN_DATABASE_URL",
             self.database
@@ -302,7 +298,6 @@ impl Config {
                     )
                 })
             })
-            .chain(warnings)
             .collect()
     }
 
